@@ -1,0 +1,129 @@
+"""The base client: parameters in and out, data, the training loop, evaluation, state.
+
+A method's client subclasses :class:`BaseClient` and overrides small hooks —
+:meth:`loss`, :meth:`before_training`, :meth:`after_backward`, :meth:`after_step`,
+:meth:`after_training`, :meth:`trainable_parameters` — never the loop (DESIGN §4.4).
+Hyperparameters arrive in every fit instruction; state that must outlive a round
+goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, Context
+from flwr.common import NDArrays, Scalar
+from flwr.client import NumPyClient
+from torch import nn
+
+from fedimb import payload
+from fedimb.models import EncoderHeadNet, get_weights, set_weights
+from fedimb.training import TrainConfig, TrainResult, evaluate_model, make_optimizer, seeded_generator, train_epochs
+
+
+@dataclass(frozen=True)
+class ClientData:
+    """A client's share of the training set (indices into tensors shared per process)."""
+
+    partition_id: int
+    x: torch.Tensor
+    y: torch.Tensor
+    indices: torch.Tensor
+    num_classes: int
+    label_counts: np.ndarray
+
+    @property
+    def num_examples(self) -> int:
+        return int(self.indices.numel())
+
+
+class BaseClient(NumPyClient):
+    """Local side of FedAvg; the hooks below are what methods change."""
+
+    def __init__(self, *, context: Context, data: ClientData, model: EncoderHeadNet, device: torch.device):
+        self.context = context
+        self.data = data
+        self.model = model.to(device)
+        self.device = device
+        self.config: dict[str, Scalar] = {}
+
+    # ------------------------------------------------------------------ plumbing
+    def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:
+        """Identity and label histogram, asked once by the server (partition id)."""
+        return {
+            "partition_id": self.data.partition_id,
+            "num_examples": self.data.num_examples,
+            **payload.pack({"label_counts": self.data.label_counts}),
+        }
+
+    def get_parameters(self, config: dict[str, Scalar]) -> NDArrays:
+        return get_weights(self.model)
+
+    def set_parameters(self, parameters: NDArrays) -> None:
+        set_weights(self.model, parameters)
+
+    def fit(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[NDArrays, int, dict[str, Scalar]]:
+        self.set_parameters(parameters)
+        self.config = dict(config)
+        hp = TrainConfig.from_mapping(config)
+        self.before_training(config)
+        optimizer = make_optimizer(self.trainable_parameters(), hp)
+        result = train_epochs(
+            self.model, self.data.x, self.data.y, self.data.indices,
+            epochs=hp.local_epochs, batch_size=hp.batch_size, optimizer=optimizer,
+            loss_fn=self.loss, generator=self.generator(config), device=self.device,
+            after_backward=self.after_backward, after_step=self.after_step,
+        )
+        metrics: dict[str, Scalar] = {"train_loss": result.mean_loss, "local_steps": result.steps}
+        metrics.update(self.after_training(config, result))
+        return self.get_parameters({}), self.data.num_examples, metrics
+
+    def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
+        """Loss and accuracy of the received model on this client's data."""
+        self.set_parameters(parameters)
+        idx = self.data.indices
+        result = evaluate_model(
+            self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device), self.data.num_classes
+        )
+        return float(result["loss"]), self.data.num_examples, {"accuracy": float(result["accuracy"])}
+
+    def generator(self, config: dict[str, Scalar]) -> torch.Generator:
+        """Shuffling order seeded by (seed, round, client): reproducible in any runtime."""
+        return seeded_generator(int(config.get("seed", 0)), int(config.get("server_round", 0)), self.data.partition_id)
+
+    # --------------------------------------------------------------------- hooks
+    def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Batch loss; plain cross-entropy."""
+        return nn.functional.cross_entropy(self.model(x), y)
+
+    def trainable_parameters(self) -> Iterable[nn.Parameter]:
+        """Parameters the optimiser updates (e.g. FedBABU: the body only)."""
+        return self.model.parameters()
+
+    def before_training(self, config: dict[str, Scalar]) -> None:
+        """Runs after the global model is loaded, before the first step."""
+
+    def after_backward(self) -> None:
+        """Runs after every backward pass, before the optimiser step (edit gradients here)."""
+
+    def after_step(self) -> None:
+        """Runs after every optimiser step."""
+
+    def after_training(self, config: dict[str, Scalar], result: TrainResult) -> dict[str, Scalar]:
+        """Extra metrics or named payloads (``fedimb.payload.pack``) to return."""
+        return {}
+
+    # --------------------------------------------------------------------- state
+    def load_state(self, name: str) -> dict[str, np.ndarray] | None:
+        """Named arrays saved by :meth:`save_state` in an earlier round, or None."""
+        record = self.context.state.array_records.get(name) if name in self.context.state else None
+        if record is None:
+            return None
+        return {key: array.numpy() for key, array in record.items()}
+
+    def save_state(self, name: str, arrays: dict[str, np.ndarray]) -> None:
+        """Persist named arrays in ``Context.state`` (kept by Flower across rounds)."""
+        self.context.state[name] = ArrayRecord(array_dict={k: Array(np.asarray(v)) for k, v in arrays.items()})

@@ -1,0 +1,8 @@
+"""FedAvg client (McMahan et al., 2017): E epochs of mini-batch SGD on local data with
+cross-entropy — the base client unchanged."""
+
+from clients.base import BaseClient
+
+
+class FedAvgClient(BaseClient):
+    """Local side of FedAvg."""

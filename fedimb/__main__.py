@@ -1,0 +1,5 @@
+"""``python -m fedimb`` is the ``fedimb`` command."""
+
+from fedimb.cli import main
+
+main()

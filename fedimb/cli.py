@@ -1,0 +1,48 @@
+"""``fedimb``: the Hydra front end.
+
+``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
+run folder per job). The last line printed is the run folder's absolute path.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from fedimb.config import CONF_DIR, check_overrides
+from fedimb.errors import FedimbError
+
+
+def _fail(err: Exception) -> None:
+    print(f"fedimb: error: {err}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
+def experiment(cfg: DictConfig) -> None:
+    from fedimb.launch import run_experiment
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        path = run_experiment(cfg, run_dir)
+    except FedimbError as err:
+        _fail(err)
+    print(path, flush=True)
+
+
+def main() -> None:
+    try:
+        check_overrides([arg for arg in sys.argv[1:] if not arg.startswith("-")])
+    except FedimbError as err:
+        _fail(err)
+    experiment()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""The Flower ClientApp: run config + node config -> data partition -> method client."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+from flwr.app import Context
+from flwr.client import ClientApp
+from flwr.client import Client
+from hydra.utils import get_class
+from omegaconf import DictConfig
+
+from clients.base import ClientData
+from fedimb import config
+from fedimb.errors import ConfigError
+from fedimb.experiment import as_tensors, experiment_data, new_model, resolve_device
+from fedimb.models import EncoderHeadNet
+
+_LOCK = threading.Lock()
+_MODELS: dict[str, EncoderHeadNet] = {}
+_THREADS_SET = False
+
+
+def partition_id_of(context: Context, cfg: DictConfig) -> int:
+    """The node's partition id (``--node-config partition-id=..``), checked against the run."""
+    node = context.node_config
+    if "partition-id" not in node:
+        raise ConfigError("this SuperNode has no partition-id in its --node-config")
+    pid = int(node["partition-id"])
+    if "num-partitions" in node and int(node["num-partitions"]) != int(cfg.num_clients):
+        raise ConfigError(
+            f"the run has num_clients={cfg.num_clients} but this node was started with "
+            f"num-partitions={node['num-partitions']}"
+        )
+    if not 0 <= pid < int(cfg.num_clients):
+        raise ConfigError(f"partition-id {pid} is outside [0, {cfg.num_clients})")
+    return pid
+
+
+def _client_data(cfg: DictConfig, pid: int) -> ClientData:
+    data = experiment_data(cfg)
+    x, y = as_tensors(data.dataset.x_train, data.dataset.y_train)
+    return ClientData(
+        partition_id=pid,
+        x=x,
+        y=y,
+        indices=torch.from_numpy(data.partition.indices[pid]),
+        num_classes=data.dataset.num_classes,
+        label_counts=data.partition.counts[pid],
+    )
+
+
+def _process_model(cfg: DictConfig) -> EncoderHeadNet:
+    """One model object per process, reused by every client it serves (weights are
+    loaded from each instruction, so nothing leaks between clients)."""
+    global _THREADS_SET
+    key = repr(cfg.model) + str(cfg.dataset.name)
+    with _LOCK:
+        threads = int(cfg.runtime.get("torch_threads", 0) or 0)
+        if threads and not _THREADS_SET:
+            torch.set_num_threads(threads)
+            _THREADS_SET = True
+        if key not in _MODELS:
+            _MODELS[key] = new_model(cfg, experiment_data(cfg).dataset)
+        return _MODELS[key]
+
+
+def client_fn(context: Context) -> Client:
+    cfg = config.from_run_config(context.run_config)
+    pid = partition_id_of(context, cfg)
+    client_cls = get_class(str(cfg.method.client._target_))
+    client = client_cls(
+        context=context, data=_client_data(cfg, pid), model=_process_model(cfg), device=resolve_device(cfg)
+    )
+    return client.to_client()
+
+
+app = ClientApp(client_fn=client_fn)

@@ -1,0 +1,84 @@
+"""Which Flower node is which client: partition ids learned by asking the nodes once.
+
+Flower identifies nodes by random node ids; fedimb samples, drops and tracks clients
+by partition id so that runs are reproducible and restarted nodes are recognised.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from flwr.common import GetPropertiesIns
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from fedimb import payload
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    partition_id: int
+    proxy: ClientProxy
+    num_examples: int
+    label_counts: np.ndarray | None
+
+
+class ClientRegistry:
+    """Maps partition ids to the live node proxies that serve them."""
+
+    def __init__(self, query_timeout: float | None = None):
+        self.query_timeout = query_timeout
+        self._by_pid: dict[int, ClientInfo] = {}
+        self._pid_by_cid: dict[str, int] = {}
+
+    def refresh(self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0) -> None:
+        """Learn the partition id of every node not seen before.
+
+        ``wait_for`` first waits (up to ``timeout`` seconds) until that many nodes are
+        connected; later refreshes pass 0 and only pick up nodes that (re)joined.
+        """
+        deadline = time.monotonic() + timeout
+        while wait_for and client_manager.num_available() < wait_for and time.monotonic() < deadline:
+            time.sleep(0.5)
+        proxies = client_manager.all()
+        for cid in [c for c in self._pid_by_cid if c not in proxies]:
+            self._pid_by_cid.pop(cid)
+        new = [p for cid, p in proxies.items() if cid not in self._pid_by_cid]
+        if not new:
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(64, len(new))) as pool:
+            answers = list(pool.map(self._query, new))
+        for proxy, props in zip(new, answers):
+            if props is None:
+                continue
+            pid = int(props["partition_id"])
+            counts = payload.unpack(props).get("label_counts")
+            self._by_pid[pid] = ClientInfo(pid, proxy, int(props.get("num_examples", 0)), counts)
+            self._pid_by_cid[proxy.cid] = pid
+
+    def _query(self, proxy: ClientProxy):
+        try:
+            res = proxy.get_properties(GetPropertiesIns(config={}), timeout=self.query_timeout, group_id=0)
+            return res.properties
+        except Exception as err:  # a node that cannot answer is tried again next round
+            log.warning("node %s did not report its partition: %s", proxy.cid, err)
+            return None
+
+    def partition_ids(self) -> list[int]:
+        """Partition ids served by a connected node, sorted."""
+        return sorted(set(self._pid_by_cid.values()))
+
+    def info(self, pid: int) -> ClientInfo:
+        return self._by_pid[pid]
+
+    def proxy(self, pid: int) -> ClientProxy:
+        return self._by_pid[pid].proxy
+
+    def partition_of(self, proxy: ClientProxy) -> int | None:
+        return self._pid_by_cid.get(proxy.cid)

@@ -1,0 +1,80 @@
+"""Run one experiment end to end: config -> ``flwr run`` -> run folder.
+
+Simulation starts its own SuperLink (simulation mode) on a free port and stops it by
+process group when the run ends; deployment connects to the SuperLink the config
+names. In both runtimes the configuration travels inside the run and the results
+come back through ``flwr run --stream``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb import config
+from fedimb.data import partition_summary
+from fedimb.experiment import experiment_data
+from fedimb.federation import FederationError, SuperLink, flower_env, flwr_home, flwr_run, write_connection
+from fedimb.results import Echo, RunRecorder, _echo
+
+APP_DIR = Path(__file__).resolve().parents[1]
+FLWR_BASE = APP_DIR / ".flwr"
+
+
+def prepare_run_dir(cfg: DictConfig, run_dir: Path) -> None:
+    """Write config.yaml and partition.json; fails early on bad data or partitions."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    data = experiment_data(cfg)
+    summary = partition_summary(data.partition.counts, data.partition.groups)
+    (run_dir / "partition.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def federation_config(cfg: DictConfig) -> dict[str, Any]:
+    return {
+        "num-supernodes": int(cfg.num_clients),
+        "client-resources-num-cpus": int(cfg.runtime.num_cpus_per_client),
+    }
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
+    """Validate, prepare the run folder, run through Flower and write the results.
+
+    Raises :class:`fedimb.errors.FedimbError` subclasses with one-line messages.
+    """
+    cfg = config.finalize(cfg)
+    run_dir = run_dir.resolve()
+    prepare_run_dir(cfg, run_dir)
+    recorder = RunRecorder(run_dir, cfg, echo)
+    run_config = {"config": config.encode(cfg)}
+    runtime = cfg.runtime
+    try:
+        if runtime.name == "simulation":
+            with (
+                flwr_home(None, base=FLWR_BASE) as (home, connection),
+                SuperLink(run_dir / "superlink.log", simulation=True, env=flower_env(home)) as superlink,
+            ):
+                superlink.wait_ready()
+                write_connection(home, connection, superlink.address)
+                code = flwr_run(
+                    APP_DIR, connection, home, run_config=run_config,
+                    federation_config=federation_config(cfg), on_line=recorder.feed,
+                )
+        else:
+            with flwr_home(
+                str(runtime.address), insecure=bool(runtime.insecure),
+                root_certificates=runtime.get("root_certificates"), base=FLWR_BASE,
+            ) as (home, connection):
+                code = flwr_run(APP_DIR, connection, home, run_config=run_config, on_line=recorder.feed)
+    finally:
+        recorder.close()
+    recorder.finish()
+    reason = recorder.failure_reason()
+    if reason is not None or code != 0:
+        raise FederationError(
+            f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}"
+        )
+    return run_dir

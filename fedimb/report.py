@@ -1,0 +1,46 @@
+"""Structured progress events from the ServerApp to the launching machine.
+
+The ServerApp prints one JSON line per event; ``flwr run --stream`` carries its log to
+the front end in both runtimes, which turns the events into the run folder's files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+TAG = "FEDIMB-EVENT "
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: NaN/inf become null, numpy scalars become Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _clean(value.tolist())  # numpy arrays and scalars
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def format_event(event: str, **fields: Any) -> str:
+    return TAG + json.dumps(_clean({"event": event, **fields}), separators=(",", ":"))
+
+
+def emit(event: str, **fields: Any) -> None:
+    print(format_event(event, **fields), flush=True)
+
+
+def parse_event(line: str) -> dict[str, Any] | None:
+    """The event a log line carries, or None."""
+    start = line.find(TAG)
+    if start < 0:
+        return None
+    try:
+        event = json.loads(line[start + len(TAG):].strip())
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None

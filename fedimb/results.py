@@ -1,0 +1,219 @@
+"""The run folder: turns the ServerApp's events into progress output and tidy files.
+
+Files (DESIGN §4.8): ``metrics.csv`` (long format: round, stage, split, metric, value),
+``summary.json``, ``curves.png``, next to ``config.yaml`` and ``partition.json``
+written before the run, and ``flwr.log`` with everything Flower printed.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig
+
+from fedimb.report import parse_event
+
+Echo = Callable[[str], None]
+
+
+def _echo(text: str) -> None:
+    print(text, flush=True)
+
+
+def _fmt(value: Any, spec: str = ".4f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+class RunRecorder:
+    """Consumes ``flwr run --stream`` lines for one run."""
+
+    def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo):
+        self.run_dir = run_dir
+        self.cfg = cfg
+        self.echo = echo
+        self.start: dict[str, Any] = {}
+        self.rounds: list[dict[str, Any]] = []
+        self.end: dict[str, Any] | None = None
+        self.errors: list[str] = []
+        self._recent: list[str] = []
+        self._log = open(run_dir / "flwr.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._t0 = time.perf_counter()
+
+    # ---------------------------------------------------------------- streaming
+    def feed(self, line: str) -> None:
+        self._log.write(line + "\n")
+        event = parse_event(line)
+        if event is None:
+            if line.strip():
+                self._recent = (self._recent + [line])[-40:]
+            return
+        kind = event.pop("event")
+        if kind == "start":
+            self.start = event
+            self.echo(
+                f"[fedimb] {event.get('method')} on {self.cfg.dataset.name}: {event.get('num_clients')} clients, "
+                f"{event.get('num_rounds')} rounds, {event.get('num_parameters'):,} parameters"
+            )
+        elif kind == "round":
+            self.rounds.append(event)
+            self.echo(self.progress_line(event))
+        elif kind == "end":
+            self.end = event
+        elif kind == "error":
+            self.errors.append(str(event.get("message")))
+
+    def progress_line(self, r: dict[str, Any]) -> str:
+        test = r.get("test") or {}
+        total = int(self.cfg.num_rounds)
+        head = f"round {r['round']:>{len(str(total))}}/{total}"
+        if r.get("stage") and r["stage"] != "train":
+            head += f" [{r['stage']}]"
+        parts = [head]
+        if test:
+            parts.append(f"acc {_fmt(test.get('accuracy'))}  f1 {_fmt(test.get('macro_f1'))}  loss {_fmt(test.get('loss'))}")
+        clients = r.get("clients")
+        if clients and r["round"] > 0:
+            failed = clients["failures"]
+            detail = f"{clients['succeeded']} ok, {failed} failed"
+            if failed:
+                detail += f" ({clients['dropped']} dropped, {clients['errors']} errors, {clients['rejected']} rejected)"
+            parts.append(detail)
+        parts.append(f"{r.get('seconds', 0.0):.1f}s")
+        return " | ".join(parts)
+
+    def failure_reason(self) -> str | None:
+        """Why the run did not complete, or None if it did."""
+        if self.end is not None:
+            return None
+        if self.errors:
+            return self.errors[-1]
+        for line in reversed(self._recent):
+            if "Error" in line or "error" in line or "Exception" in line:
+                return line.strip()[-300:]
+        return "the run ended without its final event"
+
+    def close(self) -> None:
+        if not self._log.closed:
+            self._log.close()
+
+    # ------------------------------------------------------------------- files
+    def finish(self) -> dict[str, Any]:
+        """Write metrics.csv, summary.json and curves.png; return the summary."""
+        self.close()
+        write_metrics_csv(self.run_dir / "metrics.csv", self.rounds)
+        summary = self.summary()
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if self.rounds:
+            plot_curves(self.run_dir / "curves.png", self.rounds, title=f"{summary['method']} on {summary['dataset']}")
+        return summary
+
+    def summary(self) -> dict[str, Any]:
+        cfg = self.cfg
+        tested = [r for r in self.rounds if (r.get("test") or {}).get("accuracy") is not None]
+        trained = [r for r in self.rounds if r["round"] > 0]
+        best = max(tested, key=lambda r: r["test"]["accuracy"], default=None)
+        final = tested[-1] if tested else None
+        seconds = [r.get("seconds", 0.0) for r in trained]
+        return {
+            "method": str(cfg.method.name),
+            "dataset": str(cfg.dataset.name),
+            "model": str(cfg.model.name),
+            "partition": str(cfg.partition.name),
+            "dropout": str(cfg.dropout.name),
+            "runtime": str(cfg.runtime.name),
+            "num_clients": int(cfg.num_clients),
+            "seed": int(cfg.seed),
+            "rounds": len(trained),
+            "rounds_planned": int(cfg.num_rounds),
+            "completed": self.end is not None,
+            "final_accuracy": final["test"]["accuracy"] if final else None,
+            "final_macro_f1": final["test"].get("macro_f1") if final else None,
+            "final_loss": final["test"].get("loss") if final else None,
+            "best_accuracy": best["test"]["accuracy"] if best else None,
+            "best_round": best["round"] if best else None,
+            "num_parameters": self.start.get("num_parameters"),
+            "bytes_up": sum((r.get("bytes") or {}).get("up", 0) for r in trained),
+            "bytes_down": sum((r.get("bytes") or {}).get("down", 0) for r in trained),
+            "wall_seconds": round(time.perf_counter() - self._t0, 3),
+            "server_seconds": round(self.end["seconds"], 3) if self.end else None,
+            "first_round_seconds": round(seconds[0], 3) if seconds else None,
+            "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3) if len(seconds) > 1 else None,
+            "run_dir": str(self.run_dir),
+        }
+
+
+def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(split, metric, value) rows of one round event."""
+    rows: list[tuple[str, str, float]] = []
+    test = r.get("test") or {}
+    for key in ("accuracy", "macro_f1", "loss"):
+        if test.get(key) is not None:
+            rows.append(("test", key, test[key]))
+    for c, recall in enumerate(test.get("recall") or []):
+        if recall is not None:
+            rows.append(("test", f"recall_class_{c}", recall))
+    for key, value in (r.get("train") or {}).items():
+        rows.append(("train", key, value))
+    for key, value in (r.get("clients") or {}).items():
+        rows.append(("clients", key, value))
+    for key, value in (r.get("bytes") or {}).items():
+        rows.append(("comm", f"bytes_{key}", value))
+    if r.get("weight_diversity") is not None:
+        rows.append(("train", "weight_diversity", r["weight_diversity"]))
+    for key, value in (r.get("extra") or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            rows.append(("extra", key, value))
+    if r.get("seconds") is not None:
+        rows.append(("system", "seconds", r["seconds"]))
+    return [(s, m, float(v)) for s, m, v in rows if v is not None and math.isfinite(float(v))]
+
+
+def write_metrics_csv(path: Path, rounds: list[dict[str, Any]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["round", "stage", "split", "metric", "value"])
+        for r in rounds:
+            for split, metric, value in metric_rows(r):
+                writer.writerow([r["round"], r.get("stage", ""), split, metric, f"{value:.10g}"])
+
+
+def read_metrics_csv(path: Path) -> list[dict[str, Any]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [
+            {**row, "round": int(row["round"]), "value": float(row["value"])} for row in csv.DictReader(fh)
+        ]
+
+
+def plot_curves(path: Path, rounds: list[dict[str, Any]], title: str) -> None:
+    """Test accuracy and macro-F1, test loss and client outcomes per round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tested = [r for r in rounds if (r.get("test") or {}).get("accuracy") is not None]
+    trained = [r for r in rounds if r["round"] > 0 and r.get("clients")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    x = [r["round"] for r in tested]
+    axes[0].plot(x, [r["test"]["accuracy"] for r in tested], label="accuracy")
+    axes[0].plot(x, [r["test"].get("macro_f1") for r in tested], label="macro-F1")
+    axes[0].set(xlabel="round", ylabel="test score", ylim=(0, 1), title=title)
+    axes[0].legend()
+    axes[1].plot(x, [r["test"].get("loss") for r in tested])
+    axes[1].set(xlabel="round", ylabel="test loss")
+    xr = [r["round"] for r in trained]
+    axes[2].bar(xr, [r["clients"]["succeeded"] for r in trained], label="succeeded")
+    axes[2].bar(xr, [r["clients"]["failures"] for r in trained],
+                bottom=[r["clients"]["succeeded"] for r in trained], label="failed / dropped")
+    axes[2].set(xlabel="round", ylabel="clients")
+    axes[2].legend()
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

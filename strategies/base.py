@@ -1,0 +1,329 @@
+"""The base strategy: sampling, dropout, validation of updates, metrics, evaluation.
+
+Every method's strategy subclasses :class:`BaseStrategy` and overrides the one step
+it changes (usually :meth:`fit_instructions` or :meth:`aggregate`), calling
+``super()`` for the rest (DESIGN §4.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from flwr.common import (
+    EvaluateIns,
+    EvaluateRes,
+    FitIns,
+    FitRes,
+    Parameters,
+    Scalar,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import Strategy
+
+from fedimb import payload
+from fedimb.aggregate import weight_diversity, weighted_average
+from fedimb.client_registry import ClientRegistry
+from fedimb.server_run import ServerRun
+
+logger = logging.getLogger(__name__)
+
+TRAIN_KEYS = ("local_epochs", "batch_size", "lr", "momentum", "weight_decay", "optimizer")
+
+
+@dataclass
+class ClientUpdate:
+    """One client's accepted fit result."""
+
+    partition_id: int
+    arrays: list[np.ndarray]
+    num_examples: int
+    metrics: dict[str, Scalar]
+
+    @property
+    def payload(self) -> dict[str, np.ndarray]:
+        """Named arrays the client attached (DESIGN §4.5)."""
+        return payload.unpack(self.metrics)
+
+
+@dataclass
+class RoundLog:
+    """What happened in one round, reported as one event line."""
+
+    round: int
+    stage: str
+    sampled: int = 0
+    dropped: int = 0
+    succeeded: int = 0
+    errors: int = 0
+    rejected: int = 0
+    bytes_down: int = 0
+    bytes_up: int = 0
+    weight_diversity: float | None = None
+    client_metrics: dict[str, float] = field(default_factory=dict)
+    test: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> int:
+        """Dropped, failed and rejected clients all count as failures of the round."""
+        return self.dropped + self.errors + self.rejected
+
+    def note(self, message: str) -> None:
+        logger.warning("round %s: %s", self.round, message)
+        if len(self.messages) < 10:
+            self.messages.append(message[:300])
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"round": self.round, "stage": self.stage, "test": self.test}
+        if self.round == 0:  # the initial evaluation: nothing was trained
+            return record
+        record.update({
+            "clients": {
+                "sampled": self.sampled,
+                "dropped": self.dropped,
+                "succeeded": self.succeeded,
+                "errors": self.errors,
+                "rejected": self.rejected,
+                "failures": self.failures,
+            },
+            "bytes": {"down": self.bytes_down, "up": self.bytes_up},
+            "weight_diversity": self.weight_diversity,
+            "train": self.client_metrics,
+        })
+        if self.extra:
+            record["extra"] = self.extra
+        if self.messages:
+            record["messages"] = self.messages
+        return record
+
+
+def parameters_nbytes(parameters: Parameters) -> int:
+    return sum(len(t) for t in parameters.tensors)
+
+
+class BaseStrategy(Strategy):
+    """Shared server behaviour of every fedimb method.
+
+    Sampling is seeded and done over partition ids; the availability model (dropout)
+    is applied to the sampled clients; updates with wrong shapes or non-finite values
+    are rejected and counted; the global model is evaluated on the balanced test set.
+    """
+
+    def __init__(self, *, run: ServerRun):
+        self.run = run
+        cfg = run.cfg
+        self.registry = ClientRegistry(query_timeout=cfg.runtime.get("round_timeout"))
+        self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
+        self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
+        clash = set(self.train_hparams) & set(self.client_hparams)
+        if clash:
+            raise ValueError(f"method.client must not redefine training settings {sorted(clash)}")
+        self.current_weights: list[np.ndarray] | None = None
+        self.round_log = RoundLog(0, self.stage)
+        self._sent_shapes: dict[int, list[tuple[int, ...]]] = {}
+        self._discovered = False
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def stage(self) -> str:
+        """The phase of a multi-stage method; single-stage methods train throughout."""
+        return "train"
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the run reported once at the start."""
+        model = self.run.new_model()
+        return {
+            "method": str(self.run.cfg.method.name),
+            "num_parameters": int(sum(p.numel() for p in model.parameters())),
+            "num_clients": self.run.num_clients,
+            "num_rounds": int(self.run.cfg.num_rounds),
+        }
+
+    def begin_round(self, server_round: int) -> None:
+        """Called by the server before each round (round 0: initial evaluation)."""
+        self.round_log = RoundLog(server_round, self.stage)
+
+    def round_record(self) -> dict[str, Any]:
+        return self.round_log.to_record()
+
+    # -------------------------------------------------------------- Flower: init
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
+        self.current_weights = self.run.initial_weights()
+        return ndarrays_to_parameters(self.current_weights)
+
+    # --------------------------------------------------------------- Flower: fit
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        self._refresh_clients(client_manager)
+        sampled = self.sample_clients(server_round)
+        available = self.run.availability.filter(server_round, sampled)
+        self.round_log.sampled = len(sampled)
+        self.round_log.dropped = len(sampled) - len(available)
+        instructions = self.fit_instructions(server_round, parameters, available)
+        self._sent_shapes = {}
+        out = []
+        for pid, ins in instructions.items():
+            self._sent_shapes[pid] = [a.shape for a in parameters_to_ndarrays(ins.parameters)]
+            self.round_log.bytes_down += parameters_nbytes(ins.parameters) + payload.nbytes(ins.config)
+            out.append((self.registry.proxy(pid), ins))
+        return out
+
+    def _refresh_clients(self, client_manager: ClientManager) -> None:
+        runtime = self.run.cfg.runtime
+        wait = 0 if self._discovered else self.run.num_clients
+        self.registry.refresh(client_manager, wait_for=wait, timeout=float(runtime.connect_timeout or 120))
+        if not self._discovered:
+            missing = self.run.num_clients - len(self.registry.partition_ids())
+            if missing > 0:
+                self.round_log.note(f"{missing} of {self.run.num_clients} clients did not connect; continuing without them")
+            self._discovered = True
+
+    def sample_clients(self, server_round: int) -> list[int]:
+        """Seeded sample of ``fraction_fit`` of the connected clients (partition ids)."""
+        known = self.registry.partition_ids()
+        if not known:
+            return []
+        cfg = self.run.cfg
+        k = max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients)))
+        k = min(k, len(known))
+        rng = np.random.default_rng([self.run.seed, server_round, 0x5A3])
+        return sorted(int(c) for c in rng.choice(known, size=k, replace=False))
+
+    def fit_config(self, server_round: int) -> dict[str, Scalar]:
+        """Settings every client receives: round, stage, training and method settings."""
+        return {
+            "server_round": server_round,
+            "stage": self.stage,
+            "seed": self.run.seed,
+            **self.train_hparams,
+            **self.client_hparams,
+        }
+
+    def fit_instructions(
+        self, server_round: int, parameters: Parameters, clients: list[int]
+    ) -> dict[int, FitIns]:
+        """What each available client receives; by default the global model for all.
+
+        Override to send different models (clusters, mediator chains) or payloads.
+        """
+        config = self.fit_config(server_round)
+        return {pid: FitIns(parameters, dict(config)) for pid in clients}
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        updates = self.accept_updates(results, failures)
+        if not updates:
+            return None, {}
+        if all(len(u.arrays) == len(updates[0].arrays) and
+               all(a.shape == b.shape for a, b in zip(u.arrays, updates[0].arrays)) for u in updates):
+            self.round_log.weight_diversity = weight_diversity([u.arrays for u in updates])
+        self.round_log.client_metrics = self.aggregate_metrics(updates)
+        new_weights = self.aggregate(server_round, updates)
+        if new_weights is None:
+            return None, self.round_log.client_metrics
+        self.current_weights = new_weights
+        return ndarrays_to_parameters(new_weights), self.round_log.client_metrics
+
+    def accept_updates(self, results, failures) -> list[ClientUpdate]:
+        """Turn Flower results into validated :class:`ClientUpdate` objects."""
+        for failure in failures:
+            self.round_log.errors += 1
+            if isinstance(failure, BaseException):
+                self.round_log.note(f"client failed: {type(failure).__name__}: {failure}")
+            else:
+                proxy, res = failure
+                self.round_log.note(f"client {self.registry.partition_of(proxy)} failed: {res.status.message}")
+        updates = []
+        for proxy, res in results:
+            pid = self.registry.partition_of(proxy)
+            self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
+            try:
+                arrays = parameters_to_ndarrays(res.parameters)
+            except Exception as err:
+                arrays, problem = [], f"undecodable parameters ({err})"
+            else:
+                problem = self.check_update(pid, arrays, res)
+            if problem:
+                self.round_log.rejected += 1
+                self.round_log.note(f"update of client {pid} rejected: {problem}")
+                continue
+            updates.append(ClientUpdate(int(pid), arrays, int(res.num_examples), dict(res.metrics)))
+        self.round_log.succeeded = len(updates)
+        return updates
+
+    def check_update(self, pid: int | None, arrays: list[np.ndarray], res: FitRes) -> str | None:
+        """Why an update must not be aggregated, or None if it is acceptable."""
+        if pid is None or pid not in self._sent_shapes:
+            return "from a client that was not asked to train"
+        expected = self._sent_shapes[pid]
+        shapes = [a.shape for a in arrays]
+        if shapes != expected:
+            return f"expected {len(expected)} arrays of shapes {expected[:3]}..., got {len(shapes)} of {shapes[:3]}..."
+        for i, arr in enumerate(arrays):
+            if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
+                return f"array {i} holds NaN or Inf"
+        if not isinstance(res.num_examples, int) or res.num_examples <= 0:
+            return f"num_examples must be a positive integer, got {res.num_examples!r}"
+        for name, arr in payload.unpack(res.metrics).items():
+            if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
+                return f"payload '{name}' holds NaN or Inf"
+        return None
+
+    def aggregate(self, server_round: int, updates: list[ClientUpdate]) -> list[np.ndarray] | None:
+        """New global weights from accepted updates: FedAvg weighting by sample count."""
+        return weighted_average([u.arrays for u in updates], [u.num_examples for u in updates])
+
+    @staticmethod
+    def aggregate_metrics(updates: list[ClientUpdate]) -> dict[str, float]:
+        """Sample-weighted mean of every numeric client metric."""
+        total = sum(u.num_examples for u in updates)
+        sums: dict[str, float] = {}
+        for u in updates:
+            for key, value in payload.scalars(u.metrics).items():
+                if math.isfinite(value):
+                    sums[key] = sums.get(key, 0.0) + value * u.num_examples
+        return {k: v / total for k, v in sums.items()}
+
+    # ---------------------------------------------------------- Flower: evaluate
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        """No federated evaluation by default: the server tests the global model."""
+        return []
+
+    def aggregate_evaluate(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, EvaluateRes]],
+        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+    ) -> tuple[float | None, dict[str, Scalar]]:
+        return None, {}
+
+    def should_evaluate(self, server_round: int) -> bool:
+        cfg = self.run.cfg
+        return server_round % int(cfg.evaluation.every) == 0 or server_round in (0, int(cfg.num_rounds))
+
+    def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
+        """Accuracy, macro-F1, per-class recall and loss on the balanced test set."""
+        if not self.should_evaluate(server_round):
+            return None
+        result = self.run.evaluate(self.evaluation_weights(parameters))
+        self.round_log.test = result
+        return float(result["loss"]), {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"]}
+
+    def evaluation_weights(self, parameters: Parameters) -> list[np.ndarray]:
+        """The weights of the model the server tests (override for composite models)."""
+        return parameters_to_ndarrays(parameters)

@@ -1,0 +1,11 @@
+"""FedAvg (McMahan et al., 2017, Algorithm 1): the base strategy unchanged.
+
+Local models are averaged weighted by the clients' sample counts n_k / n; sampling,
+dropout, validation and evaluation come from :class:`strategies.base.BaseStrategy`.
+"""
+
+from strategies.base import BaseStrategy
+
+
+class FedAvgStrategy(BaseStrategy):
+    """Server side of FedAvg."""

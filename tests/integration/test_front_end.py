@@ -1,0 +1,91 @@
+"""The ``fedimb`` front end end to end in simulation (starts Flower and Ray)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_fedimb
+
+pytestmark = pytest.mark.slow
+
+
+def read_summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_fedavg_three_rounds_writes_a_complete_run_folder(tmp_path, no_leaked_processes):
+    result = run_fedimb(
+        "method=fedavg", "dataset=mnist5k", "partition=iid", "dropout=none", "num_clients=4",
+        "num_rounds=3", "train.local_epochs=1", "seed=0", f"output.root={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    last_line = result.stdout.strip().splitlines()[-1]
+    run_dir = Path(last_line)
+    assert run_dir.is_absolute() and run_dir.is_dir() and str(run_dir).startswith(str(tmp_path))
+    for name in ("config.yaml", "metrics.csv", "summary.json", "partition.json", "curves.png", "flwr.log"):
+        assert (run_dir / name).is_file(), name
+    # progress was shown for every round
+    assert [ln.split("|")[0].strip() for ln in result.stdout.splitlines() if ln.startswith("round")] == [
+        "round 0/3", "round 1/3", "round 2/3", "round 3/3"]
+
+    summary = read_summary(run_dir)
+    assert summary["completed"] and summary["rounds"] == 3 and summary["method"] == "fedavg"
+    # four IID clients, one epoch each, three rounds: well above chance (0.1) on mnist5k
+    assert summary["final_accuracy"] > 0.4
+    assert summary["best_accuracy"] >= summary["final_accuracy"]
+    assert 0 < summary["final_macro_f1"] <= 1
+    # every round sends the model to 4 clients and receives 4 models back (float32)
+    model_bytes = 4 * summary["num_parameters"]
+    assert summary["bytes_down"] >= 3 * 4 * model_bytes
+    assert summary["bytes_up"] >= 3 * 4 * model_bytes
+
+    with open(run_dir / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    accuracy = {int(r["round"]): float(r["value"]) for r in rows if r["split"] == "test" and r["metric"] == "accuracy"}
+    assert sorted(accuracy) == [0, 1, 2, 3]
+    assert accuracy[3] > accuracy[0]
+    succeeded = [float(r["value"]) for r in rows if r["metric"] == "succeeded"]
+    assert succeeded == [4.0, 4.0, 4.0]
+    recalls = [r for r in rows if r["round"] == "3" and r["metric"].startswith("recall_class_")]
+    assert len(recalls) == 10
+
+    partition = json.loads((run_dir / "partition.json").read_text())
+    assert partition["num_clients"] == 4 and sum(partition["client_sizes"]) == 4000
+
+
+def test_dropout_is_applied_and_counted(tmp_path, no_leaked_processes):
+    result = run_fedimb(
+        "num_clients=6", "num_rounds=2", "train.local_epochs=1", "dropout.p=0.5", "seed=3",
+        f"output.root={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    with open(run_dir / "metrics.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["split"] == "clients"]
+    by_round: dict[str, dict[str, float]] = {}
+    for r in rows:
+        by_round.setdefault(r["round"], {})[r["metric"]] = float(r["value"])
+    from fedimb.dropout import Availability
+
+    expected = Availability([0.5] * 6, 1, 3)
+    for rnd, values in by_round.items():
+        assert values["sampled"] == 6
+        assert values["dropped"] == 6 - expected.mask(int(rnd)).sum()
+        assert values["failures"] == values["dropped"] + values["errors"] + values["rejected"]
+        assert values["succeeded"] == 6 - values["failures"]
+
+
+def test_sweep_writes_one_folder_per_job(tmp_path, no_leaked_processes):
+    result = run_fedimb(
+        "-m", "method=fedavg", "seed=0,1", "num_clients=3", "num_rounds=1", "train.local_epochs=1",
+        "dropout=none", f"output.root={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summaries = sorted(tmp_path.glob("multirun/*/*/*/summary.json"))
+    assert len(summaries) == 2
+    seeds = sorted(json.loads(p.read_text())["seed"] for p in summaries)
+    assert seeds == [0, 1]

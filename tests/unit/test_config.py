@@ -1,0 +1,126 @@
+"""Configuration: Hydra composition with the real conf/, validation, run-config transport."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from fedimb import config
+from fedimb.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def default_cfg():
+    return config.compose([])
+
+
+def test_defaults_compose(default_cfg):
+    cfg = default_cfg
+    assert cfg.method.name == "fedavg"
+    assert cfg.dataset.name == "mnist5k"
+    assert cfg.model.name == "cnn28"  # auto -> the dataset's default_model
+    assert cfg.partition.name == "pathological"
+    assert cfg.dropout.name == "bernoulli"
+    assert cfg.runtime.name == "simulation"
+    assert cfg.num_clients == 20
+    assert cfg.seed == 0
+    assert cfg.train.lr == pytest.approx(0.01)
+    assert "hydra" not in cfg
+
+
+def test_overrides_apply():
+    cfg = config.compose(["dataset=digits", "partition=dirichlet", "partition.alpha=0.1", "seed=4"])
+    assert cfg.model.name == "mlp"  # digits' default model
+    assert cfg.partition.alpha == pytest.approx(0.1)
+    assert cfg.seed == 4
+
+
+def test_explicit_model_overrides_auto():
+    cfg = config.compose(["model=resnet"])
+    assert cfg.model.name == "resnet"
+    assert cfg.model.depth == 8
+
+
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["method=nosuch"], "method"),
+        (["dataset=nosuch"], "dataset"),
+        (["partition=nosuch"], "partition"),
+        (["model=nosuch"], "model"),
+        (["partition=dirichlet", "partition.alpha=0"], "partition.alpha"),
+        (["partition.classes_per_client=11"], "partition.classes_per_client"),
+        (["dropout.p=1.5"], "dropout.p"),
+        (["num_clients=0"], "num_clients"),
+        (["num_rounds=0"], "num_rounds"),
+        (["train.lr=-1"], "train.lr"),
+        (["fraction_fit=0"], "fraction_fit"),
+        (["runtime.num_cpus_per_client=0"], "runtime.num_cpus_per_client"),
+        (["seed=-1"], "seed"),
+        (["train.optimizer=nosuch"], "train.optimizer"),
+        (["nosuchkey=1"], "nosuchkey"),
+    ],
+)
+def test_bad_inputs_one_line_error(overrides, key):
+    with pytest.raises(ConfigError) as info:
+        config.compose(overrides)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert key in msg
+
+
+def test_unknown_method_lists_choices():
+    with pytest.raises(ConfigError, match="fedavg"):
+        config.compose(["method=nosuch"])
+
+
+def test_unknown_dataset_lists_choices():
+    with pytest.raises(ConfigError) as info:
+        config.compose(["dataset=nosuch"])
+    assert "mnist5k" in str(info.value) and "digits" in str(info.value)
+
+
+def test_group_choices_reads_conf():
+    assert "fedavg" in config.group_choices("method")
+    assert set(config.group_choices("partition")) == {
+        "clustered", "dirichlet", "iid", "longtail", "pathological", "quantity"
+    }
+    assert config.group_choices("nosuchgroup") == []
+
+
+def test_encode_decode_round_trip(default_cfg):
+    text = config.encode(default_cfg)
+    assert isinstance(text, str) and text.isascii()
+    assert "\n" not in text
+    decoded = config.decode(text)
+    assert decoded == default_cfg
+    assert OmegaConf.to_container(decoded) == OmegaConf.to_container(default_cfg)
+
+
+def test_decode_garbage_is_config_error():
+    with pytest.raises(ConfigError, match="config"):
+        config.decode("not base64 at all!")
+
+
+def test_from_run_config_simple_keys():
+    cfg = config.from_run_config({
+        "config": "", "method": "fedavg", "num-clients": 7, "num-rounds": 2, "seed": 3,
+        "overrides": "train.lr=0.05",
+    })
+    assert cfg.num_clients == 7
+    assert cfg.num_rounds == 2
+    assert cfg.seed == 3
+    assert cfg.train.lr == pytest.approx(0.05)
+    assert cfg.method.name == "fedavg"
+
+
+def test_from_run_config_encoded(default_cfg):
+    cfg = config.from_run_config({"config": config.encode(default_cfg)})
+    assert cfg == default_cfg
+
+
+def test_from_run_config_encoded_is_validated(default_cfg):
+    bad = OmegaConf.create(OmegaConf.to_container(default_cfg))
+    bad.num_clients = 0
+    with pytest.raises(ConfigError, match="num_clients"):
+        config.from_run_config({"config": config.encode(bad)})
