@@ -170,9 +170,13 @@ class BaseStrategy(Strategy):
         self.round_log.dropped = len(sampled) - len(available)
         instructions = self.fit_instructions(server_round, parameters, available)
         self._sent_shapes = {}
+        shapes_of: dict[int, list[tuple[int, ...]]] = {}  # decode each distinct model once
         out = []
         for pid, ins in instructions.items():
-            self._sent_shapes[pid] = [a.shape for a in parameters_to_ndarrays(ins.parameters)]
+            key = id(ins.parameters)
+            if key not in shapes_of:
+                shapes_of[key] = [a.shape for a in parameters_to_ndarrays(ins.parameters)]
+            self._sent_shapes[pid] = shapes_of[key]
             self.round_log.bytes_down += parameters_nbytes(ins.parameters) + payload.nbytes(ins.config)
             out.append((self.registry.proxy(pid), ins))
         return out

@@ -1,0 +1,216 @@
+"""FedAvg in fedimb (Flower simulation) against a plain single-process PyTorch loop.
+
+Both sides run the identical local training — same model initialisation, partition,
+mini-batch order, optimiser and steps (``fedimb.training.train_epochs``) — so the
+difference is the framework: Flower messaging, Ray actors, serialisation.
+
+Writes ``<out>/perf_fedavg.md`` (table) and ``<out>/perf_fedavg.png`` (time per round).
+
+    python benchmarks/perf_fedavg.py [--rounds 6] [--clients 20] [--out results/perf]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fedimb import config  # noqa: E402
+from fedimb.aggregate import weighted_average  # noqa: E402
+from fedimb.experiment import as_tensors, experiment_data, new_model  # noqa: E402
+from fedimb.models import get_weights, set_weights  # noqa: E402
+from fedimb.results import read_metrics_csv  # noqa: E402
+from fedimb.training import TrainConfig, evaluate_model, make_optimizer, seeded_generator, train_epochs  # noqa: E402
+
+
+def overrides(args: argparse.Namespace) -> list[str]:
+    return [
+        "method=fedavg", "dataset=mnist5k", "partition=pathological", "dropout=none",
+        f"num_clients={args.clients}", f"num_rounds={args.rounds}", "train.local_epochs=1", f"seed={args.seed}",
+    ]
+
+
+class MemorySampler:
+    """Peak total memory of a process tree (PSS where the kernel reports it, else RSS)."""
+
+    def __init__(self, root_pid: int, interval: float = 0.25):
+        self.root = psutil.Process(root_pid)
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _tree(self):
+        try:
+            return [self.root, *self.root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    @staticmethod
+    def _size(proc: psutil.Process) -> int:
+        try:
+            info = proc.memory_full_info()
+            return int(getattr(info, "pss", info.rss))
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, sum(self._size(p) for p in self._tree()))
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def run_fedimb(args: argparse.Namespace, out: Path) -> dict:
+    """The experiment through the front end, as a user runs it; memory of all processes."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fedimb", *overrides(args), f"output.root={out / 'runs'}"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    with MemorySampler(proc.pid) as memory:
+        lines = [line.rstrip() for line in proc.stdout]  # type: ignore[union-attr]
+        proc.wait()
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit("fedimb run failed:\n" + "\n".join(lines[-20:]))
+    run_dir = Path(lines[-1])
+    rows = read_metrics_csv(run_dir / "metrics.csv")
+    seconds = {r["round"]: r["value"] for r in rows if r["metric"] == "seconds" and r["round"] > 0}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {
+        "round_seconds": [seconds[r] for r in sorted(seconds)],
+        "wall_seconds": wall,
+        "peak_memory_mb": memory.peak / 2**20,
+        "final_accuracy": summary["final_accuracy"],
+        "startup_seconds": wall - summary["server_seconds"],
+        "run_dir": str(run_dir),
+    }
+
+
+def run_plain(args: argparse.Namespace, threads: int) -> dict:
+    """The same FedAvg rounds in one process with a plain loop."""
+    torch.set_num_threads(threads)
+    cfg = config.compose(overrides(args))
+    data = experiment_data(cfg)
+    x, y = as_tensors(data.dataset.x_train, data.dataset.y_train)
+    model = new_model(cfg, data.dataset)
+    hp = TrainConfig.from_mapping(cfg.train)
+    weights = get_weights(model)
+    round_seconds = []
+    for server_round in range(1, args.rounds + 1):
+        start = time.perf_counter()
+        updates, sizes = [], []
+        for pid in range(args.clients):
+            set_weights(model, weights)
+            indices = torch.from_numpy(data.partition.indices[pid])
+            train_epochs(
+                model, x, y, indices, epochs=hp.local_epochs, batch_size=hp.batch_size,
+                optimizer=make_optimizer(model.parameters(), hp),
+                loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
+                generator=seeded_generator(args.seed, server_round, pid),
+            )
+            updates.append(get_weights(model))
+            sizes.append(len(indices))
+        weights = weighted_average(updates, sizes)
+        round_seconds.append(time.perf_counter() - start)
+    set_weights(model, weights)
+    xt, yt = as_tensors(data.dataset.x_test, data.dataset.y_test)
+    accuracy = evaluate_model(model, xt, yt, data.dataset.num_classes)["accuracy"]
+    return {"round_seconds": round_seconds, "final_accuracy": accuracy, "threads": threads}
+
+
+def write_report(args, out: Path, fed: dict, plains: list[dict]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steady_fed = float(np.mean(fed["round_seconds"][1:]))
+    best_plain = min(plains, key=lambda p: np.mean(p["round_seconds"][1:]))
+    steady_plain = float(np.mean(best_plain["round_seconds"][1:]))
+    lines = [
+        "# FedAvg: fedimb simulation vs a plain PyTorch loop",
+        "",
+        f"{args.clients} clients, all participating, 1 local epoch (B = 50, SGD), mnist5k, cnn28, "
+        f"{args.rounds} rounds, seed {args.seed}.",
+        f"Machine: {platform.processor() or platform.machine()}, {psutil.cpu_count()} CPUs, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB; torch {torch.__version__}.",
+        "",
+        "| | seconds per round (rounds 2+) | first round | final accuracy |",
+        "|---|---|---|---|",
+        f"| fedimb (Flower simulation, 1 thread per client) | {steady_fed:.2f} | {fed['round_seconds'][0]:.2f} | "
+        f"{fed['final_accuracy']:.4f} |",
+    ]
+    for p in plains:
+        lines.append(
+            f"| plain loop, {p['threads']} torch thread(s) | {np.mean(p['round_seconds'][1:]):.2f} | "
+            f"{p['round_seconds'][0]:.2f} | {p['final_accuracy']:.4f} |"
+        )
+    lines += [
+        "",
+        f"- **Ratio fedimb / fastest plain loop, rounds 2+: {steady_fed / steady_plain:.2f}x** (target <= 1.5x).",
+        f"- Start-up before round 1 (SuperLink, simulation engine, Ray): {fed['startup_seconds']:.1f} s; "
+        f"round 1 (Ray actors start, data loads once per actor): {fed['round_seconds'][0]:.1f} s.",
+        f"- Peak memory of all fedimb processes (PSS): {fed['peak_memory_mb']:.0f} MiB.",
+        f"- Wall time of the whole `fedimb` command: {fed['wall_seconds']:.1f} s.",
+        "",
+        "Command: `python benchmarks/perf_fedavg.py "
+        f"--rounds {args.rounds} --clients {args.clients} --seed {args.seed}`",
+    ]
+    table = out / "perf_fedavg.md"
+    table.write_text("\n".join(lines) + "\n")
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    rounds = np.arange(1, args.rounds + 1)
+    ax.plot(rounds, fed["round_seconds"], marker="o", label="fedimb (simulation)")
+    for p in plains:
+        ax.plot(rounds, p["round_seconds"], marker="s", label=f"plain loop, {p['threads']} thread(s)")
+    ax.set(xlabel="round", ylabel="seconds", title="FedAvg time per round")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "perf_fedavg.png", dpi=110)
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    print("running fedimb ...", flush=True)
+    fed = run_fedimb(args, args.out)
+    plains = []
+    for threads in (1, 2):
+        print(f"running the plain loop with {threads} thread(s) ...", flush=True)
+        plains.append(run_plain(args, threads))
+    table = write_report(args, args.out, fed, plains)
+    print(table.read_text())
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
