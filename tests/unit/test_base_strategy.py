@@ -1,0 +1,160 @@
+"""The base strategy without a Flower runtime: discovery, sampling, dropout, validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flwr.common import (
+    Code,
+    FitRes,
+    GetPropertiesRes,
+    Status,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server import SimpleClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from fedimb import config
+from fedimb.dropout import Availability
+from fedimb.server_run import ServerRun
+from strategies.fedavg import FedAvgStrategy
+
+OK = Status(code=Code.OK, message="ok")
+
+
+class FakeNode(ClientProxy):
+    """A node that only answers the partition-id query."""
+
+    def __init__(self, cid: str, partition_id: int):
+        super().__init__(cid)
+        self.partition_id = partition_id
+
+    def get_properties(self, ins, timeout, group_id):
+        return GetPropertiesRes(status=OK, properties={"partition_id": self.partition_id, "num_examples": 10})
+
+    def get_parameters(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def fit(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def evaluate(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def reconnect(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+
+def make_strategy(*overrides: str, num_clients: int = 4):
+    cfg = config.compose([f"num_clients={num_clients}", "partition=iid", *overrides])
+    strategy = FedAvgStrategy(run=ServerRun.build(cfg))
+    manager = SimpleClientManager()
+    # node ids are arbitrary; partition ids come from the nodes themselves
+    nodes = [FakeNode(f"node-{1000 - i}", i) for i in range(num_clients)]
+    for node in nodes:
+        manager.register(node)
+    strategy.begin_round(1)
+    return strategy, manager, nodes
+
+
+def result(arrays, n=10):
+    return FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n, metrics={"train_loss": 1.0})
+
+
+def test_discovery_maps_nodes_to_partitions_and_sends_training_settings():
+    strategy, manager, nodes = make_strategy("dropout=none")
+    params = strategy.initialize_parameters(manager)
+    instructions = strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    assert [strategy.registry.partition_of(proxy) for proxy, _ in instructions] == [0, 1, 2, 3]
+    assert [proxy.cid for proxy, _ in instructions] == ["node-1000", "node-999", "node-998", "node-997"]
+    config_sent = instructions[0][1].config
+    assert config_sent["lr"] == 0.01 and config_sent["local_epochs"] == 5 and config_sent["server_round"] == 1
+    assert strategy.round_log.sampled == 4 and strategy.round_log.dropped == 0
+    model_bytes = sum(len(t) for t in params.tensors)
+    assert strategy.round_log.bytes_down > 4 * model_bytes
+
+
+def test_dropped_clients_are_not_contacted_and_counted():
+    strategy, manager, _ = make_strategy("dropout.p=0.5", "seed=7", num_clients=10)
+    params = strategy.initialize_parameters(manager)
+    for rnd in range(1, 6):
+        strategy.begin_round(rnd)
+        instructions = strategy.configure_fit(server_round=rnd, parameters=params, client_manager=manager)
+        contacted = sorted(strategy.registry.partition_of(p) for p, _ in instructions)
+        assert contacted == Availability([0.5] * 10, 1, 7).filter(rnd, range(10))
+        assert strategy.round_log.dropped == 10 - len(contacted)
+
+
+def test_fraction_fit_samples_reproducibly():
+    a, manager_a, _ = make_strategy("dropout=none", "fraction_fit=0.5", "seed=1", num_clients=10)
+    b, manager_b, _ = make_strategy("dropout=none", "fraction_fit=0.5", "seed=1", num_clients=10)
+    pa = a.initialize_parameters(manager_a)
+    pb = b.initialize_parameters(manager_b)
+    for rnd in (1, 2, 3):
+        ia = a.configure_fit(server_round=rnd, parameters=pa, client_manager=manager_a)
+        ib = b.configure_fit(server_round=rnd, parameters=pb, client_manager=manager_b)
+        assert len(ia) == 5
+        assert [a.registry.partition_of(p) for p, _ in ia] == [b.registry.partition_of(p) for p, _ in ib]
+
+
+def test_fedavg_weights_by_sample_count():
+    strategy, manager, nodes = make_strategy("dropout=none")
+    params = strategy.initialize_parameters(manager)
+    strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    base = parameters_to_ndarrays(params)
+    ones = [np.ones_like(a) for a in base]
+    threes = [np.full_like(a, 3.0) for a in base]
+    new, metrics = strategy.aggregate_fit(1, [(nodes[0], result(ones, 1)), (nodes[1], result(threes, 3))], [])
+    merged = parameters_to_ndarrays(new)
+    assert all(np.allclose(m, 2.5) for m in merged)  # (1*1 + 3*3) / 4
+    assert metrics["train_loss"] == pytest.approx(1.0)
+    assert strategy.round_log.succeeded == 2 and strategy.round_log.failures == 0
+    assert strategy.round_log.weight_diversity == pytest.approx(sum(a.size for a in base))  # ||1-2||^2 per weight
+
+
+def test_nan_and_wrong_shape_updates_are_rejected_and_do_not_touch_the_model():
+    strategy, manager, nodes = make_strategy("dropout=none")
+    params = strategy.initialize_parameters(manager)
+    strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    base = parameters_to_ndarrays(params)
+    good = [a + 1 for a in base]
+    nan = [a.copy() for a in base]
+    nan[0].flat[0] = np.nan
+    inf = [a.copy() for a in base]
+    inf[-1].flat[0] = np.inf
+    wrong_shape = [a.copy() for a in base]
+    wrong_shape[0] = np.zeros((3, 3), dtype=np.float32)
+    results = [(nodes[0], result(good)), (nodes[1], result(nan)), (nodes[2], result(inf)), (nodes[3], result(wrong_shape))]
+    new, _ = strategy.aggregate_fit(1, results, [RuntimeError("node crashed")])
+    assert all(np.array_equal(m, g) for m, g in zip(parameters_to_ndarrays(new), good))
+    log = strategy.round_log
+    assert (log.succeeded, log.rejected, log.errors) == (1, 3, 1)
+    assert any("NaN or Inf" in m for m in log.messages) and any("shapes" in m for m in log.messages)
+
+
+def test_no_acceptable_update_keeps_the_global_model():
+    strategy, manager, nodes = make_strategy("dropout=none")
+    params = strategy.initialize_parameters(manager)
+    strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    bad = [np.full_like(a, np.nan) for a in parameters_to_ndarrays(params)]
+    new, _ = strategy.aggregate_fit(1, [(nodes[0], result(bad))], [])
+    assert new is None
+    assert strategy.round_log.rejected == 1
+
+
+def test_update_from_a_client_not_asked_is_rejected():
+    strategy, manager, nodes = make_strategy("dropout.p=0.0")
+    params = strategy.initialize_parameters(manager)
+    assert strategy.configure_fit(server_round=1, parameters=params, client_manager=manager) == []
+    new, _ = strategy.aggregate_fit(1, [(nodes[0], result(parameters_to_ndarrays(params)))], [])
+    assert new is None and strategy.round_log.rejected == 1
+
+
+def test_server_evaluation_reports_accuracy_f1_recall_and_loss():
+    strategy, manager, _ = make_strategy("dropout=none")
+    params = strategy.initialize_parameters(manager)
+    loss, metrics = strategy.evaluate(0, params)
+    test = strategy.round_log.test
+    assert loss == test["loss"] and 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["macro_f1"] <= 1
+    assert len(test["recall"]) == 10
