@@ -26,7 +26,8 @@ from fedimb.training import TrainConfig, TrainResult, evaluate_model, make_optim
 
 @dataclass(frozen=True)
 class ClientData:
-    """A client's share of the training set (indices into tensors shared per process)."""
+    """A client's share of the training set (indices into tensors shared per process),
+    and the global balanced test set for client-side evaluations of personalised models."""
 
     partition_id: int
     x: torch.Tensor
@@ -34,6 +35,8 @@ class ClientData:
     indices: torch.Tensor
     num_classes: int
     label_counts: np.ndarray
+    x_test: torch.Tensor | None = None
+    y_test: torch.Tensor | None = None
 
     @property
     def num_examples(self) -> int:

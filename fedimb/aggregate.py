@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -50,3 +50,27 @@ def weight_diversity(updates: Sequence[Arrays]) -> float:
         raise ValueError("need at least one update")
     flat = np.stack([flatten(u) for u in updates])
     return float(np.mean(np.sum((flat - flat.mean(axis=0)) ** 2, axis=1)))
+
+
+def aggregate_prototypes(
+    prototypes: Sequence[Mapping[int, np.ndarray]], counts: Sequence[Mapping[int, int]]
+) -> dict[int, np.ndarray]:
+    """ReBaFL eq. 23: per class, the average of the clients' prototypes weighted by their
+    sample counts n_ic, over the clients that report the class (with a positive count).
+
+    Classes nobody reports are absent from the result; the caller keeps their previous
+    prototype (Algorithm 1 under dropout).
+    """
+    if len(prototypes) != len(counts):
+        raise ValueError(f"{len(prototypes)} prototype sets but {len(counts)} count sets")
+    sums: dict[int, np.ndarray] = {}
+    totals: dict[int, float] = {}
+    for protos, n in zip(prototypes, counts):
+        for c, vector in protos.items():
+            weight = float(n.get(c, 0))
+            if weight <= 0:
+                continue
+            vec = np.asarray(vector, dtype=np.float64)
+            sums[int(c)] = sums.get(int(c), np.zeros_like(vec)) + weight * vec
+            totals[int(c)] = totals.get(int(c), 0.0) + weight
+    return {c: (sums[c] / totals[c]).astype(np.float32) for c in sorted(sums)}

@@ -41,6 +41,7 @@ def partition_id_of(context: Context, cfg: DictConfig) -> int:
 def _client_data(cfg: DictConfig, pid: int) -> ClientData:
     data = experiment_data(cfg)
     x, y = as_tensors(data.dataset.x_train, data.dataset.y_train)
+    x_test, y_test = as_tensors(data.dataset.x_test, data.dataset.y_test)
     return ClientData(
         partition_id=pid,
         x=x,
@@ -48,6 +49,8 @@ def _client_data(cfg: DictConfig, pid: int) -> ClientData:
         indices=torch.from_numpy(data.partition.indices[pid]),
         num_classes=data.dataset.num_classes,
         label_counts=data.partition.counts[pid],
+        x_test=x_test,
+        y_test=y_test,
     )
 
 
@@ -66,14 +69,17 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
         return _MODELS[key]
 
 
-def client_fn(context: Context) -> Client:
-    cfg = config.from_run_config(context.run_config)
-    pid = partition_id_of(context, cfg)
+def make_client(cfg: DictConfig, context: Context, pid: int):
+    """The method's client (``method.client._target_``) for partition ``pid``."""
     client_cls = get_class(str(cfg.method.client._target_))
-    client = client_cls(
+    return client_cls(
         context=context, data=_client_data(cfg, pid), model=_process_model(cfg), device=resolve_device(cfg)
     )
-    return client.to_client()
+
+
+def client_fn(context: Context) -> Client:
+    cfg = config.from_run_config(context.run_config)
+    return make_client(cfg, context, partition_id_of(context, cfg)).to_client()
 
 
 app = ClientApp(client_fn=client_fn)

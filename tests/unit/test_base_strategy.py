@@ -4,47 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.common import (
-    Code,
-    FitRes,
-    GetPropertiesRes,
-    Status,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-)
+from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
-from flwr.server.client_proxy import ClientProxy
 
 from fedimb import config
+from tests.helpers import OK, FakeNode
 from fedimb.dropout import Availability
 from fedimb.server_run import ServerRun
 from strategies.fedavg import FedAvgStrategy
-
-OK = Status(code=Code.OK, message="ok")
-
-
-class FakeNode(ClientProxy):
-    """A node that only answers the partition-id query."""
-
-    def __init__(self, cid: str, partition_id: int):
-        super().__init__(cid)
-        self.partition_id = partition_id
-
-    def get_properties(self, ins, timeout, group_id):
-        return GetPropertiesRes(status=OK, properties={"partition_id": self.partition_id, "num_examples": 10})
-
-    def get_parameters(self, ins, timeout, group_id):
-        raise NotImplementedError
-
-    def fit(self, ins, timeout, group_id):
-        raise NotImplementedError
-
-    def evaluate(self, ins, timeout, group_id):
-        raise NotImplementedError
-
-    def reconnect(self, ins, timeout, group_id):
-        raise NotImplementedError
-
 
 def make_strategy(*overrides: str, num_clients: int = 4):
     cfg = config.compose([f"num_clients={num_clients}", "partition=iid", *overrides])

@@ -1,0 +1,40 @@
+"""FedBABU client (Oh et al., ICLR 2022).
+
+Training: only the body (encoder) is updated; the head keeps its random initialisation
+for the whole federation. Evaluation: the received model's head is fine-tuned on the
+client's local data for ``finetune_epochs`` (the personalisation step of the paper),
+then the fine-tuned model is tested on the global balanced test set.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from clients.base import BaseClient
+from fedimb.training import TrainConfig, evaluate_model, make_optimizer, train_epochs
+
+
+class FedBABUClient(BaseClient):
+    """Body-only local training; head fine-tuning when asked to evaluate."""
+
+    def trainable_parameters(self):
+        return self.model.encoder.parameters()
+
+    def evaluate(self, parameters, config):
+        if "finetune_epochs" not in config:
+            return super().evaluate(parameters, config)
+        self.set_parameters(parameters)
+        hp = TrainConfig.from_mapping({**config, "local_epochs": int(config["finetune_epochs"])})
+        model = self.model
+        train_epochs(
+            model, self.data.x, self.data.y, self.data.indices,
+            epochs=hp.local_epochs, batch_size=hp.batch_size,
+            optimizer=make_optimizer(model.head.parameters(), hp),
+            loss_fn=lambda xb, yb: nn.functional.cross_entropy(model(xb), yb),
+            generator=self.generator(config), device=self.device,
+        )
+        result = evaluate_model(
+            model, self.data.x_test.to(self.device), self.data.y_test.to(self.device), self.data.num_classes
+        )
+        metrics = {"finetuned_accuracy": result["accuracy"], "finetuned_macro_f1": result["macro_f1"]}
+        return float(result["loss"]), self.data.num_examples, metrics

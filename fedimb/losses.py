@@ -1,0 +1,58 @@
+"""Label-skew aware classification losses (pure torch, no Flower)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+Tensor = torch.Tensor
+
+
+def _as_counts(class_counts, like: Tensor) -> Tensor:
+    return torch.as_tensor(class_counts, dtype=like.dtype, device=like.device)
+
+
+def smoothed_prior(class_counts, eps: float, like: Tensor | None = None) -> Tensor:
+    """ReBaFL eq. 10: p̂(c) = (1 − eps)·n_c/n + eps/C."""
+    counts = _as_counts(class_counts, like if like is not None else torch.zeros(0))
+    if counts.sum() <= 0:
+        raise ValueError("class_counts must contain at least one sample")
+    return (1.0 - eps) * counts / counts.sum() + eps / counts.numel()
+
+
+def prior_adjusted_logits(logits: Tensor, prior: Tensor) -> Tensor:
+    """logits + log prior; classes with zero prior get -inf (no probability mass, no
+    gradient), so softmax(z + log p) = p·e^z / Σ p·e^z (ReBaFL eqs. 8–9)."""
+    log_prior = torch.log(prior.clamp_min(torch.finfo(prior.dtype).tiny))
+    log_prior = torch.where(prior > 0, log_prior, torch.full_like(log_prior, float("-inf")))
+    return logits + log_prior
+
+
+def relaxed_balanced_softmax_loss(logits: Tensor, targets: Tensor, class_counts, eps: float) -> Tensor:
+    """ReBaFL eq. 9 with the smoothed prior of eq. 10, averaged over the batch.
+
+    ``eps = 1`` is the plain cross-entropy (uniform prior); ``eps = 0`` is the balanced
+    softmax (Ren et al. 2020), where classes with zero count get no probability mass.
+    """
+    prior = smoothed_prior(class_counts, float(eps), like=logits)
+    return nn.functional.cross_entropy(prior_adjusted_logits(logits, prior), targets)
+
+
+def restricted_softmax_logits(logits: Tensor, class_counts, alpha: float) -> Tensor:
+    """FedRS (Li & Zhan, KDD 2021), restricted softmax: the logits of classes the client
+    does not hold are scaled by ``alpha`` in [0, 1]; held classes are unchanged. The
+    paper scales w_c·h; our head has a bias, so we scale the whole logit."""
+    present = _as_counts(class_counts, logits) > 0
+    scale = torch.where(present, torch.ones_like(logits[0]), torch.full_like(logits[0], float(alpha)))
+    return logits * scale
+
+
+def logit_calibration_loss(logits: Tensor, targets: Tensor, class_counts, tau: float) -> Tensor:
+    """FedLC (Zhang et al., ICML 2022), calibrated loss: cross-entropy of the logits
+    z_c − τ·n_c^(−1/4), with the normaliser over all classes (the common implementation).
+
+    Classes with zero count use n_c = 1e-8 (the common implementation convention), which
+    pushes them down by about 100·τ, i.e. they get practically no probability mass.
+    """
+    counts = _as_counts(class_counts, logits).clamp_min(1e-8)
+    return nn.functional.cross_entropy(logits - float(tau) * counts.pow(-0.25), targets)

@@ -1,0 +1,42 @@
+"""FedBABU server (Oh et al., ICLR 2022): FedAvg of the bodies (the heads sent back are
+the untouched random head, so averaging keeps it fixed). Every ``finetune_every``
+rounds and after the last, all connected clients fine-tune the head on their local
+data and test the result on the global test set; the mean is logged as
+``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy."""
+
+from __future__ import annotations
+
+from flwr.common import EvaluateIns
+
+from fedimb import payload
+from strategies.base import BaseStrategy
+
+
+class FedBABUStrategy(BaseStrategy):
+    """FedAvg with head fine-tuning at evaluation."""
+
+    def __init__(self, *, run, finetune_epochs: int = 5, finetune_every: int = 10):
+        super().__init__(run=run)
+        if int(finetune_epochs) < 1 or int(finetune_every) < 1:
+            raise ValueError("finetune_epochs and finetune_every must be >= 1")
+        self.finetune_epochs = int(finetune_epochs)
+        self.finetune_every = int(finetune_every)
+
+    def configure_evaluate(self, server_round, parameters, client_manager):
+        last = int(self.run.cfg.num_rounds)
+        if server_round % self.finetune_every and server_round != last:
+            return []
+        config = {**self.fit_config(server_round), "finetune_epochs": self.finetune_epochs}
+        return [(self.registry.proxy(pid), EvaluateIns(parameters, config)) for pid in self.registry.partition_ids()]
+
+    def aggregate_evaluate(self, server_round, results, failures):
+        if not results:
+            return None, {}
+        keys = ("finetuned_accuracy", "finetuned_macro_f1")
+        metrics = {
+            k: sum(payload.scalars(res.metrics).get(k, 0.0) for _, res in results) / len(results) for k in keys
+        }
+        self.round_log.extra.update(metrics)
+        self.round_log.extra["finetuned_clients"] = len(results)
+        loss = sum(res.loss for _, res in results) / len(results)
+        return loss, metrics
