@@ -8,10 +8,11 @@ then the fine-tuned model is tested on the global balanced test set.
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb.training import TrainConfig, evaluate_model, make_optimizer, train_epochs
+from fedimb.training import TrainConfig, evaluate_model, make_optimizer, predict, train_epochs
 
 
 class FedBABUClient(BaseClient):
@@ -25,16 +26,18 @@ class FedBABUClient(BaseClient):
             return super().evaluate(parameters, config)
         self.set_parameters(parameters)
         hp = TrainConfig.from_mapping({**config, "local_epochs": int(config["finetune_epochs"])})
-        model = self.model
+        # The body is frozen while the head is tuned: compute the local features once.
+        features = predict(self.model.encoder, self.data.x[self.data.indices].to(self.device))
+        labels = self.data.y[self.data.indices].to(self.device)
+        head = self.model.head
         train_epochs(
-            model, self.data.x, self.data.y, self.data.indices,
-            epochs=hp.local_epochs, batch_size=hp.batch_size,
-            optimizer=make_optimizer(model.head.parameters(), hp),
-            loss_fn=lambda xb, yb: nn.functional.cross_entropy(model(xb), yb),
+            head, features, labels, torch.arange(len(labels)),
+            epochs=hp.local_epochs, batch_size=hp.batch_size, optimizer=make_optimizer(head.parameters(), hp),
+            loss_fn=lambda fb, yb: nn.functional.cross_entropy(head(fb), yb),
             generator=self.generator(config), device=self.device,
         )
         result = evaluate_model(
-            model, self.data.x_test.to(self.device), self.data.y_test.to(self.device), self.data.num_classes
+            self.model, self.data.x_test.to(self.device), self.data.y_test.to(self.device), self.data.num_classes
         )
         metrics = {"finetuned_accuracy": result["accuracy"], "finetuned_macro_f1": result["macro_f1"]}
         return float(result["loss"]), self.data.num_examples, metrics

@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from fedimb.config import CONF_DIR, check_overrides
+from fedimb.config import CONF_DIR, check_overrides, compose, sweep_variants
 from fedimb.errors import FedimbError
 
 
@@ -37,8 +37,12 @@ def experiment(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    overrides = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
     try:
-        check_overrides([arg for arg in sys.argv[1:] if not arg.startswith("-")])
+        check_overrides(overrides)
+        if not any(arg.startswith("--") for arg in sys.argv[1:]):  # not --help, --cfg, ...
+            for variant in sweep_variants(overrides):  # every value of a sweep, before any run
+                compose(variant)
     except FedimbError as err:
         _fail(err)
     experiment()

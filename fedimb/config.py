@@ -45,6 +45,22 @@ def check_overrides(overrides: Sequence[str]) -> None:
                 )
 
 
+def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
+    """One override list per swept value (``key=a,b`` -> ``key=a`` and ``key=b``, the
+    other keys at their first value), enough to check every value of a sweep once."""
+    split = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        plain = sep and not any(ch in value for ch in "()[]{}'\"")
+        split.append((key, value.split(",")) if plain and "," in value else (override, None))
+    firsts = [f"{k}={v[0]}" if v else k for k, v in split]
+    variants = [firsts]
+    for i, (key, values) in enumerate(split):
+        for value in (values or [])[1:]:
+            variants.append(firsts[:i] + [f"{key}={value}"] + firsts[i + 1:])
+    return variants
+
+
 _COMPOSE_LOCK = threading.Lock()
 
 
@@ -61,7 +77,8 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
             with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
                 cfg = hydra_compose(config_name="config", overrides=list(overrides))
         except (HydraException, OmegaConfBaseException) as err:
-            raise ConfigError(str(err).strip().splitlines()[0]) from None
+            lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+            raise ConfigError(" ".join(lines[:2])) from None
     return finalize(cfg)
 
 

@@ -76,7 +76,10 @@ def availability_from_config(
             raise ConfigError(f"dropout.p_per_group has {len(probs)} values for {n_groups} client groups")
         p = probs[np.asarray(groups, dtype=np.int64)]
     else:
-        p = np.full(num_clients, _probabilities([spec.get("p", 1.0)], "dropout.p")[0])
+        value = spec.get("p", 1.0)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+            raise ConfigError(f"dropout.p must lie in [0, 1], got {value!r}")
+        p = np.full(num_clients, float(value))
     return Availability(p, period, seed)
 
 

@@ -2,7 +2,8 @@
 
 Files (DESIGN §4.8): ``metrics.csv`` (long format: round, stage, split, metric, value),
 ``summary.json``, ``curves.png``, next to ``config.yaml`` and ``partition.json``
-written before the run, and ``flwr.log`` with everything Flower printed.
+written before the run, and ``flwr.log`` with everything Flower printed (each line
+prefixed by the seconds since the run started).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class RunRecorder:
 
     # ---------------------------------------------------------------- streaming
     def feed(self, line: str) -> None:
-        self._log.write(line + "\n")
+        self._log.write(f"[{time.perf_counter() - self._t0:7.1f}s] {line}\n")
         event = parse_event(line)
         if event is None:
             if line.strip():

@@ -1,0 +1,143 @@
+"""Accuracy comparison of several methods over several seeds on one set-up.
+
+Runs ``fedimb method=<m> seed=<s> <overrides>`` for every pair (skipping pairs whose
+run already completed, so an interrupted benchmark resumes), then writes
+
+- ``<out>/<name>/table.md``: final and best test accuracy and final macro-F1 per method,
+  mean ± std over seeds, plus each method's own extra metrics (e.g. FedBABU's
+  fine-tuned accuracy);
+- ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band.
+
+    python benchmarks/compare_methods.py --name rebafl_mnist5k \\
+        --methods fedavg,fedprox,rebafl --seeds 0,1,2 -- num_rounds=50 num_clients=20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from fedimb.results import read_metrics_csv  # noqa: E402
+
+
+def completed_run(runs: Path, method: str, seed: int) -> Path | None:
+    for summary in sorted(runs.glob(f"{method}-s{seed}/*/*/summary.json")):
+        if json.loads(summary.read_text()).get("completed"):
+            return summary.parent
+    return None
+
+
+def run_one(runs: Path, method: str, seed: int, overrides: list[str]) -> Path:
+    args = [sys.executable, "-m", "fedimb", f"method={method}", f"seed={seed}", *overrides,
+            f"output.root={runs / f'{method}-s{seed}'}"]
+    start = time.perf_counter()
+    result = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{method} seed {seed} failed: {result.stderr.strip()[-500:]}")
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    print(f"  {method} seed {seed}: {time.perf_counter() - start:.0f}s -> {run_dir}", flush=True)
+    return run_dir
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "-"
+    arr = np.asarray(values, dtype=np.float64) * 100
+    return f"{arr.mean():.2f} ± {arr.std(ddof=1) if len(arr) > 1 else 0.0:.2f}"
+
+
+def extra_finals(run_dir: Path) -> dict[str, float]:
+    """The last value of each 'extra' metric that is a score (name ends in accuracy/f1)."""
+    finals: dict[str, float] = {}
+    for row in read_metrics_csv(run_dir / "metrics.csv"):
+        if row["split"] == "extra" and row["metric"].endswith(("accuracy", "f1")):
+            finals[row["metric"]] = row["value"]
+    return finals
+
+
+def accuracy_curve(run_dir: Path) -> dict[int, float]:
+    return {
+        r["round"]: r["value"] for r in read_metrics_csv(run_dir / "metrics.csv")
+        if r["split"] == "test" and r["metric"] == "accuracy"
+    }
+
+
+def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = [
+        f"# {name}",
+        "",
+        f"Set-up: `{' '.join(overrides)}`; seeds {', '.join(map(str, seeds))}.",
+        f"Machine: {platform.machine()}, {__import__('os').cpu_count()} CPUs.",
+        "",
+        "| method | final accuracy (%) | best accuracy (%) | final macro-F1 (%) | other (%) |",
+        "|---|---|---|---|---|",
+    ]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for method in methods:
+        summaries = [json.loads((runs[method, s] / "summary.json").read_text()) for s in seeds]
+        extras: dict[str, list[float]] = {}
+        for s in seeds:
+            for key, value in extra_finals(runs[method, s]).items():
+                extras.setdefault(key, []).append(value)
+        other = "; ".join(f"{k}: {mean_std(v)}" for k, v in sorted(extras.items())) or "-"
+        lines.append(
+            f"| {method} | {mean_std([x['final_accuracy'] for x in summaries])} | "
+            f"{mean_std([x['best_accuracy'] for x in summaries])} | "
+            f"{mean_std([x['final_macro_f1'] for x in summaries])} | {other} |"
+        )
+        curves = [accuracy_curve(runs[method, s]) for s in seeds]
+        rounds = sorted(set.intersection(*(set(c) for c in curves)))
+        values = np.array([[c[r] for r in rounds] for c in curves])
+        ax.plot(rounds, values.mean(axis=0), label=method)
+        ax.fill_between(rounds, values.mean(axis=0) - values.std(axis=0), values.mean(axis=0) + values.std(axis=0), alpha=0.15)
+    lines += ["", f"Command: `python benchmarks/compare_methods.py --name {name} --methods {','.join(methods)} "
+              f"--seeds {','.join(map(str, seeds))} -- {' '.join(overrides)}`"]
+    ax.set(xlabel="round", ylabel="test accuracy", title=name, ylim=(0, 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "accuracy.png", dpi=110)
+    table = out / "table.md"
+    table.write_text("\n".join(lines) + "\n")
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--methods", required=True, help="comma-separated method names")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--out", type=Path, default=REPO / "results")
+    parser.add_argument("overrides", nargs="*", help="fedimb overrides shared by every run")
+    args = parser.parse_args()
+    methods = args.methods.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    out = args.out / args.name
+    runs_dir = out / "runs"
+    runs: dict[tuple[str, int], Path] = {}
+    for method in methods:
+        for seed in seeds:
+            done = completed_run(runs_dir, method, seed)
+            runs[method, seed] = done or run_one(runs_dir, method, seed, args.overrides)
+    table = write_outputs(out, args.name, methods, seeds, args.overrides, runs)
+    print(table.read_text())
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
