@@ -17,6 +17,9 @@ CASES = [
     (["num_clients=0"], "num_clients must be >= 1", ""),
     (["train.lr=0"], "train.lr must be > 0", ""),
     (["partition.samples_per_client=5000"], "lower partition.samples_per_client", ""),
+    (["nosuchkey=1"], "Could not override 'nosuchkey'", ""),
+    (["method=fedprox", "method.client.mu=0.1", "method.strategy.nosuch=2"], "Could not override 'method.strategy.nosuch'", ""),
+    (["-m", "seed=0,1", "dropout.p=0.5,2"], "dropout.p must lie in [0, 1], got 2", ""),
 ]
 
 

@@ -79,13 +79,18 @@ def test_dropout_is_applied_and_counted(tmp_path, no_leaked_processes):
         assert values["succeeded"] == 6 - values["failures"]
 
 
-def test_sweep_writes_one_folder_per_job(tmp_path, no_leaked_processes):
+def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
+    """One Hydra sweep over all configured methods: one run folder per job, each complete."""
+    from fedimb.config import group_choices
+
+    methods = group_choices("method")
     result = run_fedimb(
-        "-m", "method=fedavg", "seed=0,1", "num_clients=3", "num_rounds=1", "train.local_epochs=1",
-        "dropout=none", f"output.root={tmp_path}",
+        "-m", f"method={','.join(methods)}", "num_clients=3", "num_rounds=2", "train.local_epochs=1",
+        "dropout=none", "seed=1", f"output.root={tmp_path}", timeout=60 * len(methods) + 300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    summaries = sorted(tmp_path.glob("multirun/*/*/*/summary.json"))
-    assert len(summaries) == 2
-    seeds = sorted(json.loads(p.read_text())["seed"] for p in summaries)
-    assert seeds == [0, 1]
+    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("multirun/*/*/summary.json"))]
+    assert sorted(s["method"] for s in summaries) == sorted(methods)
+    for summary in summaries:
+        assert summary["completed"] and summary["rounds"] == 2 and summary["seed"] == 1, summary
+        assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0
