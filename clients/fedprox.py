@@ -1,7 +1,13 @@
 """FedProx client (Li et al., MLSys 2020, eq. 2): the local objective plus the proximal
-term μ/2·||w − w^t||² that keeps the local model near the received global model w^t."""
+term μ/2·||w − w^t||² that keeps the local model near the received global model w^t.
+
+The term's gradient μ(w − w^t) is added to the gradients after each backward pass
+(cheaper than differentiating the term); ``train_loss`` reports the data loss only.
+"""
 
 from __future__ import annotations
+
+import torch
 
 from clients.base import BaseClient
 
@@ -13,6 +19,8 @@ class FedProxClient(BaseClient):
         self.mu = float(config["mu"])
         self.anchor = [p.detach().clone() for p in self.model.parameters()]
 
-    def loss(self, x, y):
-        proximal = sum(((p - a) ** 2).sum() for p, a in zip(self.model.parameters(), self.anchor))
-        return super().loss(x, y) + 0.5 * self.mu * proximal
+    @torch.no_grad()
+    def after_backward(self):
+        for p, anchor in zip(self.model.parameters(), self.anchor):
+            if p.grad is not None:
+                p.grad.add_(p - anchor, alpha=self.mu)

@@ -42,14 +42,18 @@ def test_fedlc_client_calibrates_with_configured_tau():
     assert client.loss(x, y).item() == pytest.approx(expected.item())
 
 
-def test_fedprox_adds_the_proximal_term():
+def test_fedprox_adds_the_proximal_gradient():
     _, client, config, x, y = prepared_client("fedprox", "method.client.mu=2.0")
     with torch.no_grad():
         for p in client.model.parameters():
             p.add_(0.01)
-    n = sum(p.numel() for p in client.model.parameters())
-    plain = nn.functional.cross_entropy(client.model(x), y)
-    assert client.loss(x, y).item() == pytest.approx(plain.item() + 0.5 * 2.0 * n * 0.01**2, rel=1e-4)
+    params = list(client.model.parameters())
+    client.model.zero_grad()
+    nn.functional.cross_entropy(client.model(x), y).backward()
+    plain = [p.grad.clone() for p in params]
+    client.after_backward()
+    for p, g in zip(params, plain):  # gradient of mu/2 ||w - w_t||^2 is mu (w - w_t) = 2.0 * 0.01
+        torch.testing.assert_close(p.grad, g + 2.0 * 0.01, rtol=1e-4, atol=1e-6)
 
 
 def test_fedprox_keeps_local_models_closer_to_the_global_model():
