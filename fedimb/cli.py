@@ -7,6 +7,7 @@ run folder per job). The last line printed is the run folder's absolute path.
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -32,6 +33,8 @@ def experiment(cfg: DictConfig) -> None:
     try:
         path = run_experiment(cfg, run_dir)
     except FedimbError as err:
+        if {p.name for p in run_dir.iterdir()} <= {".hydra"}:  # failed before the run started
+            shutil.rmtree(run_dir, ignore_errors=True)
         _fail(err)
     print(path, flush=True)
 

@@ -16,19 +16,33 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedimb import config
 from fedimb.data import partition_summary
+from fedimb.errors import ConfigError, FedimbError
 from fedimb.experiment import experiment_data
 from fedimb.federation import FederationError, SuperLink, flower_env, flwr_home, flwr_run, write_connection
 from fedimb.results import Echo, RunRecorder, _echo
+from fedimb.server_run import ServerRun
 
 APP_DIR = Path(__file__).resolve().parents[1]
 FLWR_BASE = APP_DIR / ".flwr"
 
 
+def preflight(cfg: DictConfig) -> None:
+    """Build the strategy once here, so that a bad method setting fails before Flower starts."""
+    try:
+        config.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+    except FedimbError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"method '{cfg.method.name}': {err}") from None
+
+
 def prepare_run_dir(cfg: DictConfig, run_dir: Path) -> None:
-    """Write config.yaml and partition.json; fails early on bad data or partitions."""
+    """Write config.yaml and partition.json; fails early (before writing anything) on bad
+    data, partitions or method settings."""
+    data = experiment_data(cfg)
+    preflight(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
-    data = experiment_data(cfg)
     summary = partition_summary(data.partition.counts, data.partition.groups)
     (run_dir / "partition.json").write_text(json.dumps(summary, indent=1) + "\n")
 

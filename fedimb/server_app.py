@@ -20,8 +20,8 @@ def server_fn(context: Context) -> ServerAppComponents:
         cfg = config.from_run_config(context.run_config)
         run = ServerRun.build(cfg)
         strategy = config.build_component(cfg.method.strategy, run=run)
-    except FedimbError as err:
-        report.emit("error", message=str(err))
+    except Exception as err:  # reported as one line to the front end, then raised
+        report.emit("error", message=str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}")
         raise
     server = FedImbServer(strategy, max_workers=min(max(int(cfg.num_clients), 4), 256))
     timeout = cfg.runtime.get("round_timeout")

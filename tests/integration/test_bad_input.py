@@ -20,6 +20,7 @@ CASES = [
     (["nosuchkey=1"], "Could not override 'nosuchkey'", ""),
     (["method=fedprox", "method.client.mu=0.1", "method.strategy.nosuch=2"], "Could not override 'method.strategy.nosuch'", ""),
     (["-m", "seed=0,1", "dropout.p=0.5,2"], "dropout.p must lie in [0, 1], got 2", ""),
+    (["method=fedbabu", "method.strategy.finetune_every=0"], "method 'fedbabu': finetune_epochs and finetune_every must be >= 1", ""),
 ]
 
 
@@ -31,7 +32,7 @@ def test_one_line_error_before_training(tmp_path, args, message, choice):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("fedimb: error: ") and message in lines[0]
     assert choice in lines[0]
-    assert not list(tmp_path.rglob("metrics.csv"))  # nothing ran
+    assert not list(tmp_path.rglob("*.yaml"))  # nothing ran, no run folder is left behind
 
 
 def test_online_dataset_offline_names_the_dataset_and_the_fix(tmp_path):
