@@ -74,3 +74,76 @@ def aggregate_prototypes(
             sums[int(c)] = sums.get(int(c), np.zeros_like(vec)) + weight * vec
             totals[int(c)] = totals.get(int(c), 0.0) + weight
     return {c: (sums[c] / totals[c]).astype(np.float32) for c in sorted(sums)}
+
+
+def zscore_plan(class_counts: Sequence[float], tau_d: float) -> tuple[list[int], list[int], np.ndarray]:
+    """Astraea Algorithm 2: z-score augmentation and downsampling plan from global counts.
+
+    With μ and σ the mean and population standard deviation (ddof = 0) of the class
+    sizes C_y, and Z_y = (C_y − μ)/σ, a class is augmented if Z_y < τ_a = −1/τ_d and
+    downsampled if Z_y > τ_d. Algorithm 2's printed ratio formulas contradict the
+    paper's stated ranges (§3.3: an augmented class ends in (C_y, μ + σ·τ_a), a
+    downsampled class in (μ + σ·τ_d, C_y)); we use the reading that satisfies both and
+    treats the two cases symmetrically: the target size is μ + σ·sign(Z_y)·√(Z_y·τ),
+    τ being the threshold the class crossed, and Rad[y] = target / C_y.
+
+    Returns ``(augment_classes, downsample_classes, ratios)``; ``ratios`` covers all
+    classes and is 1.0 for untouched ones.
+    """
+    tau_d = float(tau_d)
+    if tau_d <= 0:
+        raise ValueError(f"tau_d must be > 0, got {tau_d}")
+    counts = np.asarray(class_counts, dtype=np.float64)
+    ratios = np.ones(counts.shape[0])
+    mu, sigma = counts.mean(), counts.std(ddof=0)
+    if sigma == 0:
+        return [], [], ratios
+    tau_a = -1.0 / tau_d
+    z = (counts - mu) / sigma
+    augment, downsample = [], []
+    for y, zy in enumerate(z):
+        if zy < tau_a:
+            augment.append(y)
+            threshold = tau_a
+        elif zy > tau_d:
+            downsample.append(y)
+            threshold = tau_d
+        else:
+            continue
+        target = mu + sigma * np.sign(zy) * np.sqrt(zy * threshold)
+        ratios[y] = target / counts[y] if counts[y] > 0 else 1.0
+    return augment, downsample, ratios
+
+
+def schedule_mediators(label_distributions, gamma: int) -> list[list[int]]:
+    """Astraea Algorithm 3: greedy rescheduling of clients into mediators of ≤ γ clients.
+
+    Each step adds to the open mediator the unassigned client k minimising
+    D_KL((P_m + P_k) || P_u), where a mediator's distribution is its clients' summed
+    label counts, normalised (0·log 0 = 0); ties go to the lowest client index. A new
+    mediator opens when the current one holds γ clients. Returns the mediators in
+    creation order, each listing client indices in the order they were added.
+    """
+    from fedimb.data.stats import kl_to_uniform
+
+    counts = np.asarray(label_distributions, dtype=np.float64)
+    if counts.ndim != 2:
+        raise ValueError("label_distributions must be a 2-D array (clients x classes)")
+    gamma = int(gamma)
+    if gamma < 1:
+        raise ValueError(f"gamma must be >= 1, got {gamma}")
+    unassigned = list(range(counts.shape[0]))
+    mediators: list[list[int]] = []
+    while unassigned:
+        members: list[int] = []
+        total = np.zeros(counts.shape[1])
+        while unassigned and len(members) < gamma:
+            candidates = np.asarray(unassigned)
+            kl = kl_to_uniform(total[None, :] + counts[candidates])
+            kl = np.where(np.isnan(kl), np.inf, kl)  # empty distributions go last
+            best = int(candidates[int(np.argmin(kl))])  # argmin: first, i.e. lowest index, on ties
+            members.append(best)
+            total += counts[best]
+            unassigned.remove(best)
+        mediators.append(members)
+    return mediators
