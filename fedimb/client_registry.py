@@ -52,9 +52,7 @@ class ClientRegistry:
         new = [p for cid, p in proxies.items() if cid not in self._pid_by_cid]
         if not new:
             return
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(64, len(new))) as pool:
-            answers = list(pool.map(self._query, new))
-        for proxy, props in zip(new, answers):
+        for proxy, props in zip(new, self._ask(new, {})):
             if props is None:
                 continue
             pid = int(props["partition_id"])
@@ -62,13 +60,27 @@ class ClientRegistry:
             self._by_pid[pid] = ClientInfo(pid, proxy, int(props.get("num_examples", 0)), counts)
             self._pid_by_cid[proxy.cid] = pid
 
-    def _query(self, proxy: ClientProxy):
-        try:
-            res = proxy.get_properties(GetPropertiesIns(config={}), timeout=self.query_timeout, group_id=0)
-            return res.properties
-        except Exception as err:  # a node that cannot answer is tried again next round
-            log.warning("node %s did not report its partition: %s", proxy.cid, err)
-            return None
+    def _ask(self, proxies: list[ClientProxy], config: dict) -> list[dict | None]:
+        """``get_properties`` on many nodes in parallel; None for a node that failed."""
+
+        def one(proxy: ClientProxy):
+            try:
+                res = proxy.get_properties(GetPropertiesIns(config=dict(config)), timeout=self.query_timeout, group_id=0)
+                return res.properties
+            except Exception as err:  # a node that cannot answer is tried again later
+                log.warning("node %s did not answer a properties query: %s", proxy.cid, err)
+                return None
+
+        if not proxies:
+            return []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(64, len(proxies))) as pool:
+            return list(pool.map(one, proxies))
+
+    def query(self, pids: list[int], config: dict) -> dict[int, dict]:
+        """Ask the clients ``pids`` for their properties given ``config`` (e.g. a plan to
+        apply); clients that fail are left out of the answer."""
+        answers = self._ask([self.proxy(pid) for pid in pids], config)
+        return {pid: props for pid, props in zip(pids, answers) if props is not None}
 
     def partition_ids(self) -> list[int]:
         """Partition ids served by a connected node, sorted."""

@@ -189,6 +189,9 @@ def validate(cfg: DictConfig) -> None:
               f"runtime.{key} must be a positive number of seconds or null, got {value!r}")
     _need(_is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
           f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}")
+    target = cfg.evaluation.get("target_accuracy")
+    _need(target is None or (_is_number(target) and 0 < target <= 1),
+          f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
 
 
 def build_component(node: DictConfig, **runtime_objects: Any) -> Any:

@@ -70,7 +70,7 @@ class RunRecorder:
 
     def progress_line(self, r: dict[str, Any]) -> str:
         test = r.get("test") or {}
-        total = int(self.cfg.num_rounds)
+        total = int(self.start.get("num_rounds") or self.cfg.num_rounds)
         head = f"round {r['round']:>{len(str(total))}}/{total}"
         if r.get("stage") and r["stage"] != "train":
             head += f" [{r['stage']}]"
@@ -120,6 +120,8 @@ class RunRecorder:
         best = max(tested, key=lambda r: r["test"]["accuracy"], default=None)
         final = tested[-1] if tested else None
         seconds = [r.get("seconds", 0.0) for r in trained]
+        target = cfg.evaluation.get("target_accuracy")
+        to_target = traffic_to_target(self.rounds, target) if target is not None else None
         return {
             "method": str(cfg.method.name),
             "dataset": str(cfg.dataset.name),
@@ -140,12 +142,26 @@ class RunRecorder:
             "num_parameters": self.start.get("num_parameters"),
             "bytes_up": sum((r.get("bytes") or {}).get("up", 0) for r in trained),
             "bytes_down": sum((r.get("bytes") or {}).get("down", 0) for r in trained),
+            "target_accuracy": target,
+            "round_to_target": to_target[0] if to_target else None,
+            "bytes_to_target": to_target[1] if to_target else None,
             "wall_seconds": round(time.perf_counter() - self._t0, 3),
             "server_seconds": round(self.end["seconds"], 3) if self.end else None,
             "first_round_seconds": round(seconds[0], 3) if seconds else None,
             "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3) if len(seconds) > 1 else None,
             "run_dir": str(self.run_dir),
         }
+
+
+def traffic_to_target(rounds: list[dict[str, Any]], target: float) -> tuple[int, int] | None:
+    """(round, bytes up + down so far) when test accuracy first reaches ``target``."""
+    total = 0
+    for r in rounds:
+        total += sum((r.get("bytes") or {}).values())
+        accuracy = (r.get("test") or {}).get("accuracy")
+        if accuracy is not None and accuracy >= target:
+            return r["round"], total
+    return None
 
 
 def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:

@@ -27,7 +27,7 @@ def server_fn(context: Context) -> ServerAppComponents:
     timeout = cfg.runtime.get("round_timeout")
     return ServerAppComponents(
         server=server,
-        config=ServerConfig(num_rounds=int(cfg.num_rounds), round_timeout=timeout),
+        config=ServerConfig(num_rounds=strategy.total_rounds(), round_timeout=timeout),
     )
 
 

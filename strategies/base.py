@@ -137,6 +137,11 @@ class BaseStrategy(Strategy):
         """The phase of a multi-stage method; single-stage methods train throughout."""
         return "train"
 
+    def total_rounds(self) -> int:
+        """Flower rounds the run takes; methods whose round is several Flower rounds
+        (sequential chains, stages) override this."""
+        return int(self.run.cfg.num_rounds)
+
     def describe(self) -> dict[str, Any]:
         """Facts about the run reported once at the start."""
         model = self.run.new_model()
@@ -144,7 +149,7 @@ class BaseStrategy(Strategy):
             "method": str(self.run.cfg.method.name),
             "num_parameters": int(sum(p.numel() for p in model.parameters())),
             "num_clients": self.run.num_clients,
-            "num_rounds": int(self.run.cfg.num_rounds),
+            "num_rounds": self.total_rounds(),
         }
 
     def begin_round(self, server_round: int) -> None:
@@ -317,8 +322,8 @@ class BaseStrategy(Strategy):
         return None, {}
 
     def should_evaluate(self, server_round: int) -> bool:
-        cfg = self.run.cfg
-        return server_round % int(cfg.evaluation.every) == 0 or server_round in (0, int(cfg.num_rounds))
+        every = int(self.run.cfg.evaluation.every)
+        return server_round % every == 0 or server_round in (0, self.total_rounds())
 
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
         """Accuracy, macro-F1, per-class recall and loss on the balanced test set."""
