@@ -41,6 +41,9 @@ class FedImbServer(Server):
                 if parameters is not None:
                     self.parameters = parameters
                 history.add_metrics_distributed_fit(server_round=server_round, metrics=fit_metrics)
+            ended = self.strategy.end_round(server_round)
+            if ended is not None:
+                self.parameters = ended
             self._evaluate_centrally(server_round, history)
             res_fed = self.evaluate_round(server_round=server_round, timeout=timeout)
             if res_fed is not None and res_fed[0] is not None:

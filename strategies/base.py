@@ -156,6 +156,12 @@ class BaseStrategy(Strategy):
         """Called by the server before each round (round 0: initial evaluation)."""
         self.round_log = RoundLog(server_round, self.stage)
 
+    def end_round(self, server_round: int) -> Parameters | None:
+        """Called by the server after every round's fit step, even when no client was
+        contacted; return new global parameters to replace the current ones (e.g. at
+        the end of a multi-round chain), or None."""
+        return None
+
     def round_record(self) -> dict[str, Any]:
         return self.round_log.to_record()
 

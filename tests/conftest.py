@@ -9,6 +9,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
+
+# In-process tests train small models: one thread avoids oversubscribing the cores
+# when Flower runs (or other tests) use them too.
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 FLOWER_NAMES = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp",

@@ -25,12 +25,15 @@ OK = Status(code=Code.OK, message="ok")
 class FakeNode(ClientProxy):
     """A node that answers the partition-id query; training happens in the driver."""
 
-    def __init__(self, cid: str, partition_id: int):
+    def __init__(self, cid: str, partition_id: int, make_client=None):
         super().__init__(cid)
         self.partition_id = partition_id
+        self.make_client = make_client  # answers properties queries with a real client if given
         self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
 
     def get_properties(self, ins, timeout, group_id):
+        if self.make_client is not None:
+            return GetPropertiesRes(status=OK, properties=self.make_client(self).get_properties(ins.config))
         return GetPropertiesRes(status=OK, properties={"partition_id": self.partition_id, "num_examples": 10})
 
     def get_parameters(self, ins, timeout, group_id):
@@ -54,7 +57,7 @@ class InProcessFederation:
         self.run = ServerRun.build(self.cfg)
         self.strategy = config.build_component(self.cfg.method.strategy, run=self.run)
         self.manager = SimpleClientManager()
-        self.nodes = [FakeNode(f"node-{pid}", pid) for pid in range(int(self.cfg.num_clients))]
+        self.nodes = [FakeNode(f"node-{pid}", pid, self.client) for pid in range(int(self.cfg.num_clients))]
         for node in self.nodes:
             self.manager.register(node)
         self.strategy.begin_round(0)
@@ -70,9 +73,13 @@ class InProcessFederation:
         for proxy, ins in s.configure_fit(server_round=server_round, parameters=self.parameters, client_manager=self.manager):
             arrays, n, metrics = self.client(proxy).fit(parameters_to_ndarrays(ins.parameters), ins.config)
             results.append((proxy, FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n, metrics=metrics)))
-        new, _ = s.aggregate_fit(server_round, results, [])
-        if new is not None:
-            self.parameters = new
+        if results:
+            new, _ = s.aggregate_fit(server_round, results, [])
+            if new is not None:
+                self.parameters = new
+        ended = s.end_round(server_round)
+        if ended is not None:
+            self.parameters = ended
         s.evaluate(server_round, self.parameters)
         evaluations = []
         for proxy, ins in s.configure_evaluate(server_round=server_round, parameters=self.parameters, client_manager=self.manager):

@@ -24,11 +24,15 @@ def test_method_trains_two_rounds(method):
         f"method={method}", "num_clients=3", "num_rounds=2", "train.local_epochs=1", "dropout=none",
     ])
     initial = parameters_to_ndarrays(fed.parameters)
-    for rnd in (1, 2):
+    trained = 0
+    for rnd in range(1, fed.strategy.total_rounds() + 1):  # a method round may span several Flower rounds
         record = fed.round(rnd)
-        assert record["clients"]["succeeded"] == 3 and record["clients"]["rejected"] == 0
+        trained += record["clients"]["succeeded"]
+        assert record["clients"]["rejected"] == 0 and record["clients"]["errors"] == 0
         assert math.isfinite(record["train"]["train_loss"])
-        assert 0 <= record["test"]["accuracy"] <= 1
-        assert record["weight_diversity"] > 0
+        if record["clients"]["succeeded"] > 1:
+            assert record["weight_diversity"] > 0
+    assert trained >= 2 * 3  # every client trained in each of the two rounds
+    assert 0 <= record["test"]["accuracy"] <= 1  # the last round is always evaluated
     final = parameters_to_ndarrays(fed.parameters)
     assert any(not np.array_equal(a, b) for a, b in zip(initial, final))

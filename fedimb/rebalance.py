@@ -1,0 +1,73 @@
+"""Client-side z-score rebalancing (Astraea Algorithm 2, client part): downsample the
+majority classes and add augmented copies of minority-class samples."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import torch
+
+
+def affine_augmenter(params: Mapping[str, float], fill: float):
+    """Random shift, rotation, shear and zoom (Astraea §3.3) for one (C, H, W) image.
+
+    The paper names the four transformations but not their ranges; the defaults in
+    ``conf/method/astraea.yaml`` (±10°, ±10 % shift, ±10° shear, ±10 % zoom) follow
+    common MNIST-style augmentation.
+    """
+    from torchvision.transforms import v2
+
+    return v2.RandomAffine(
+        degrees=float(params["rotation"]),
+        translate=(float(params["shift"]), float(params["shift"])),
+        scale=(1.0 - float(params["zoom"]), 1.0 + float(params["zoom"])),
+        shear=float(params["shear"]),
+        fill=fill,
+    )
+
+
+def _stochastic_round(value: float, rng: np.random.Generator) -> int:
+    base = int(np.floor(value))
+    return base + int(rng.random() < value - base)
+
+
+def apply_plan(
+    x: torch.Tensor, y: torch.Tensor, indices: torch.Tensor, ratios: np.ndarray,
+    augment_params: Mapping[str, float], seed: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The client's rebalanced data set: inputs and labels (originals first).
+
+    A class with ratio r < 1 keeps round(r·n) of its n samples (chosen at random, the
+    count stochastically rounded — Algorithm 2's per-sample ``Downsample`` in
+    expectation); a class with r > 1 keeps all samples and gains round((r − 1)·n)
+    augmented copies, spread over its samples as evenly as possible (Algorithm 2:
+    Rad[y] − 1 copies per sample). Deterministic in ``seed``.
+    """
+    if x.dim() != 4:
+        raise ValueError("z-score augmentation needs image inputs (N, C, H, W)")
+    rng = np.random.default_rng(seed)
+    labels = y[indices].numpy()
+    keep, sources = [], []
+    for c in np.unique(labels):
+        members = indices.numpy()[labels == c]
+        ratio = float(ratios[int(c)])
+        if ratio < 1.0:
+            k = _stochastic_round(ratio * len(members), rng)
+            keep.append(rng.permutation(members)[:k])
+            continue
+        keep.append(members)
+        extra = _stochastic_round((ratio - 1.0) * len(members), rng) if ratio > 1.0 else 0
+        if extra > 0:
+            reps = np.concatenate([rng.permutation(members) for _ in range(int(np.ceil(extra / len(members))))])
+            sources.append(reps[:extra])
+    kept = torch.from_numpy(np.sort(np.concatenate(keep)).astype(np.int64))
+    x_out, y_out = [x[kept]], [y[kept]]
+    if sources:
+        source = torch.from_numpy(np.concatenate(sources).astype(np.int64))
+        augment = affine_augmenter(augment_params, fill=float(x.min()))
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            x_out.append(torch.stack([augment(x[i]) for i in source.tolist()]))
+        y_out.append(y[source])
+    return torch.cat(x_out).contiguous(), torch.cat(y_out)

@@ -1,0 +1,189 @@
+"""Astraea server (Duan et al., "Self-Balancing Federated Learning With Global Imbalanced
+Data in Mobile Systems", Algorithms 1–3, §3.3).
+
+Initialization (§3.3): the label histograms the clients reported on joining give the
+global class counts; the z-score plan (Algorithm 2, :func:`fedimb.aggregate.zscore_plan`)
+goes to every client, which rebalances its data and reports its new histogram. No
+data moves.
+
+Mapping onto Flower rounds. ``num_rounds`` counts synchronization rounds. Each one
+samples c clients, groups them into mediators of at most γ clients by KLD
+(Algorithm 3, :func:`fedimb.aggregate.schedule_mediators`; ``schedule: once`` groups all
+clients once and keeps the groups), and takes E_m·L Flower rounds, L being the longest
+mediator chain. In the s-th Flower round of a synchronization round, every mediator m
+whose chain is not finished (s < E_m·|m|) sends its current model to client
+m[s mod |m|], and that client's result becomes the mediator's model — sequential SGD
+inside a mediator, mediators in parallel (Algorithm 1). A client that is dropped or
+fails is skipped: the next client continues from the last model. After the last step
+the server averages the mediators' models weighted by n_m, the rebalanced sample counts
+of the mediator's clients that trained (Algorithm 1: w ← w − Σ n_m/n Δw_m; a mediator
+none of whose clients trained is left out). Mediators are virtual and live in the
+server process, so client↔server traffic is 2|w| per chain step; the paper's
+2|w|(⌈c/γ⌉ + c) per synchronization round is reported beside it.
+
+Ablations: ``augment: false`` skips the plan (rescheduling only); ``reschedule: false``
+gives every client its own mediator, i.e. FedAvg on rebalanced data (augmentation only).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from flwr.common import FitIns, ndarrays_to_parameters
+
+from fedimb import payload
+from fedimb.aggregate import schedule_mediators, weighted_average, zscore_plan
+from fedimb.data.stats import kl_to_uniform
+from strategies.base import BaseStrategy, ClientUpdate, parameters_nbytes
+
+SCHEDULES = ("every_round", "once")
+
+
+class AstraeaStrategy(BaseStrategy):
+    """Z-score rebalancing and KLD-scheduled mediators with sequential chains."""
+
+    def __init__(
+        self, *, run, augment: bool = True, reschedule: bool = True, tau_d: float = 3.5, gamma: int = 10,
+        mediator_epochs: int = 2, schedule: str = "every_round",
+    ):
+        super().__init__(run=run)
+        if float(tau_d) <= 0 or int(gamma) < 1 or int(mediator_epochs) < 1:
+            raise ValueError("tau_d must be > 0, gamma and mediator_epochs >= 1")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got '{schedule}'")
+        self.augment, self.reschedule = bool(augment), bool(reschedule)
+        self.tau_d, self.gamma, self.mediator_epochs = float(tau_d), int(gamma), int(mediator_epochs)
+        self.schedule = schedule
+        cfg = run.cfg
+        self.clients_per_sync = min(
+            run.num_clients, max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * run.num_clients)))
+        )
+        self.chain_length = min(self.gamma, self.clients_per_sync) if self.reschedule else 1
+        self.steps_per_sync = self.mediator_epochs * self.chain_length
+        self.model_bytes = parameters_nbytes(ndarrays_to_parameters(run.initial_weights()))
+        self.ratios: np.ndarray | None = None
+        self.counts: dict[int, np.ndarray] = {}  # label counts after the plan
+        self.fixed_mediators: list[list[int]] | None = None
+        self.mediators: list[list[int]] = []
+        self.mediator_of: dict[int, int] = {}
+        self.mediator_weights: list[list[np.ndarray]] = []
+        self.mediator_trained: list[set[int]] = []
+        self.sync_bytes = 0
+
+    # ------------------------------------------------------------- round mapping
+    def total_rounds(self) -> int:
+        return int(self.run.cfg.num_rounds) * self.steps_per_sync
+
+    def position(self, server_round: int) -> tuple[int, int]:
+        """(synchronization round, 1-based; step within it, 0-based) of a Flower round."""
+        return (server_round - 1) // self.steps_per_sync + 1, (server_round - 1) % self.steps_per_sync
+
+    def should_evaluate(self, server_round: int) -> bool:
+        """The global model only changes at the end of a synchronization round."""
+        if server_round == 0:
+            return True
+        sync, step = self.position(server_round)
+        every = int(self.run.cfg.evaluation.every)
+        return step == self.steps_per_sync - 1 and (sync % every == 0 or sync == int(self.run.cfg.num_rounds))
+
+    # ------------------------------------------------------------ initialization
+    def fit_config(self, server_round):
+        config = super().fit_config(server_round)
+        if self.ratios is not None:
+            config.update(payload.pack({"zscore_ratios": self.ratios}))
+        return config
+
+    def initialize(self) -> None:
+        """§3.3 initialization: global counts -> z-score plan -> clients rebalance and report."""
+        pids = self.registry.partition_ids()
+        original = {p: self.registry.info(p).label_counts for p in pids}
+        global_counts = np.sum([c for c in original.values() if c is not None], axis=0)
+        if self.augment:
+            augmented, downsampled, self.ratios = zscore_plan(global_counts, self.tau_d)
+        else:
+            augmented, downsampled, self.ratios = [], [], np.ones(self.run.num_classes)
+        answers = self.registry.query(pids, self.fit_config(0))
+        self.counts = {
+            p: payload.unpack(answers[p])["label_counts"] if p in answers else original[p] for p in pids
+        }
+        self.round_log.extra.update(
+            augment_classes=len(augmented), downsample_classes=len(downsampled),
+            samples_before=int(global_counts.sum()), samples_after=int(sum(c.sum() for c in self.counts.values())),
+        )
+
+    # ----------------------------------------------------------------- mediators
+    def sample_clients(self, server_round: int) -> list[int]:
+        """The clients whose turn it is in this Flower round, one per unfinished chain."""
+        if self.ratios is None:
+            self.initialize()
+        sync, step = self.position(server_round)
+        if step == 0:
+            self.start_sync_round(sync)
+        return sorted(m[step % len(m)] for m in self.mediators if step < self.mediator_epochs * len(m))
+
+    def start_sync_round(self, sync: int) -> None:
+        sampled = [p for p in super().sample_clients(sync) if p in self.counts]
+        if not self.reschedule:
+            mediators = [[p] for p in sampled]
+        elif self.schedule == "once":
+            if self.fixed_mediators is None:
+                everyone = sorted(self.counts)
+                groups = schedule_mediators(np.stack([self.counts[p] for p in everyone]), self.gamma)
+                self.fixed_mediators = [[everyone[i] for i in g] for g in groups]
+            chosen = set(sampled)
+            mediators = [m for m in ([p for p in g if p in chosen] for g in self.fixed_mediators) if m]
+        else:
+            groups = schedule_mediators(np.stack([self.counts[p] for p in sampled]), self.gamma) if sampled else []
+            mediators = [[sampled[i] for i in g] for g in groups]
+        self.mediators = mediators
+        self.mediator_of = {p: i for i, m in enumerate(mediators) for p in m}
+        self.mediator_weights = [self.current_weights] * len(mediators)
+        self.mediator_trained = [set() for _ in mediators]
+        self.sync_bytes = 0
+        mediator_kl = [kl_to_uniform(np.sum([self.counts[p] for p in m], axis=0)) for m in mediators]
+        client_kl = [kl_to_uniform(self.counts[p]) for p in sampled]
+        self.round_log.extra.update(
+            mediators=len(mediators),
+            mediator_kl=float(np.nanmean(mediator_kl)) if mediators else None,
+            client_kl=float(np.nanmean(client_kl)) if sampled else None,
+        )
+
+    def fit_instructions(self, server_round, parameters, clients):
+        """Each client receives its mediator's current model."""
+        config = self.fit_config(server_round)
+        models: dict[int, object] = {}
+        instructions = {}
+        for pid in clients:
+            m = self.mediator_of[pid]
+            if m not in models:
+                models[m] = ndarrays_to_parameters(self.mediator_weights[m])
+            instructions[pid] = FitIns(models[m], dict(config))
+        return instructions
+
+    def aggregate(self, server_round: int, updates: list[ClientUpdate]):
+        """A client's result becomes its mediator's model; the global model waits for
+        the end of the synchronization round (:meth:`end_round`)."""
+        for update in updates:
+            m = self.mediator_of[update.partition_id]
+            self.mediator_weights[m] = update.arrays
+            self.mediator_trained[m].add(update.partition_id)
+        return None
+
+    def end_round(self, server_round: int):
+        sync, step = self.position(server_round)
+        self.sync_bytes += self.round_log.bytes_down + self.round_log.bytes_up
+        self.round_log.extra.update(sync_round=sync, step=step)
+        if step != self.steps_per_sync - 1:
+            return None
+        c = sum(len(m) for m in self.mediators)
+        self.round_log.extra.update(
+            sync_bytes=self.sync_bytes,
+            paper_sync_bytes=2 * self.model_bytes * (math.ceil(c / self.gamma) + c),
+        )
+        trained = [m for m, members in enumerate(self.mediator_trained) if members]
+        if not trained:
+            return None
+        sizes = [sum(float(self.counts[p].sum()) for p in self.mediator_trained[m]) for m in trained]
+        self.current_weights = weighted_average([self.mediator_weights[m] for m in trained], sizes)
+        return ndarrays_to_parameters(self.current_weights)
