@@ -49,11 +49,21 @@ def run_one(runs: Path, method: str, seed: int, overrides: list[str]) -> Path:
     return run_dir
 
 
-def mean_std(values: list[float]) -> str:
+def mean_std(values: list[float], scale: float = 100.0, digits: int = 2) -> str:
+    """mean ± sample std of ``values`` x ``scale`` ('-' when empty)."""
     if not values:
         return "-"
-    arr = np.asarray(values, dtype=np.float64) * 100
-    return f"{arr.mean():.2f} ± {arr.std(ddof=1) if len(arr) > 1 else 0.0:.2f}"
+    arr = np.asarray(values, dtype=np.float64) * scale
+    return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1) if len(arr) > 1 else 0.0:.{digits}f}"
+
+
+def extra_means(run_dir: Path, keys: list[str]) -> dict[str, float]:
+    """Mean over rounds of the 'extra' metrics ``keys`` (e.g. a KL divergence per round)."""
+    values: dict[str, list[float]] = {}
+    for row in read_metrics_csv(run_dir / "metrics.csv"):
+        if row["split"] == "extra" and row["metric"] in keys:
+            values.setdefault(row["metric"], []).append(row["value"])
+    return {k: float(np.mean(v)) for k, v in values.items()}
 
 
 def extra_finals(run_dir: Path) -> dict[str, float]:
@@ -72,7 +82,7 @@ def accuracy_curve(run_dir: Path) -> dict[int, float]:
     }
 
 
-def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict) -> Path:
+def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, extra_keys: list[str]) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,29 +94,42 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict) -
         f"Set-up: `{' '.join(overrides)}`; seeds {', '.join(map(str, seeds))}.",
         f"Machine: {platform.machine()}, {__import__('os').cpu_count()} CPUs.",
         "",
-        "| method | final accuracy (%) | best accuracy (%) | final macro-F1 (%) | other (%) |",
-        "|---|---|---|---|---|",
     ]
+    summaries_of = {m: [json.loads((runs[m, s] / "summary.json").read_text()) for s in seeds] for m in methods}
+    target = next((x.get("target_accuracy") for v in summaries_of.values() for x in v if x.get("target_accuracy")), None)
+    header = "| method | final accuracy (%) | best accuracy (%) | final macro-F1 (%) |"
+    if target:
+        header += f" MB to {target:.0%} accuracy (runs reaching it) |"
+    header += "".join(f" {k} (mean over rounds) |" for k in extra_keys) + " other (%) |"
+    lines += [header, "|" + "---|" * (header.count("|") - 1)]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for method in methods:
-        summaries = [json.loads((runs[method, s] / "summary.json").read_text()) for s in seeds]
+        summaries = summaries_of[method]
         extras: dict[str, list[float]] = {}
         for s in seeds:
             for key, value in extra_finals(runs[method, s]).items():
                 extras.setdefault(key, []).append(value)
         other = "; ".join(f"{k}: {mean_std(v)}" for k, v in sorted(extras.items())) or "-"
-        lines.append(
+        row = (
             f"| {method} | {mean_std([x['final_accuracy'] for x in summaries])} | "
             f"{mean_std([x['best_accuracy'] for x in summaries])} | "
-            f"{mean_std([x['final_macro_f1'] for x in summaries])} | {other} |"
+            f"{mean_std([x['final_macro_f1'] for x in summaries])} |"
         )
+        if target:
+            reached = [x["bytes_to_target"] for x in summaries if x.get("bytes_to_target") is not None]
+            row += f" {mean_std(reached, scale=1e-6, digits=1)} ({len(reached)}/{len(summaries)}) |"
+        means = [extra_means(runs[method, s], extra_keys) for s in seeds]
+        for key in extra_keys:
+            row += f" {mean_std([m[key] for m in means if key in m], scale=1.0, digits=3)} |"
+        lines.append(row + f" {other} |")
         curves = [accuracy_curve(runs[method, s]) for s in seeds]
         rounds = sorted(set.intersection(*(set(c) for c in curves)))
         values = np.array([[c[r] for r in rounds] for c in curves])
         ax.plot(rounds, values.mean(axis=0), label=method)
         ax.fill_between(rounds, values.mean(axis=0) - values.std(axis=0), values.mean(axis=0) + values.std(axis=0), alpha=0.15)
+    extras_arg = f"--extras {','.join(extra_keys)} " if extra_keys else ""
     lines += ["", f"Command: `python benchmarks/compare_methods.py --name {name} --methods {','.join(methods)} "
-              f"--seeds {','.join(map(str, seeds))} -- {' '.join(overrides)}`"]
+              f"--seeds {','.join(map(str, seeds))} {extras_arg}-- {' '.join(overrides)}`"]
     ax.set(xlabel="round", ylabel="test accuracy", title=name, ylim=(0, 1))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -123,6 +146,7 @@ def main() -> None:
     parser.add_argument("--methods", required=True, help="comma-separated method names")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results")
+    parser.add_argument("--extras", default="", help="comma-separated extra metrics to average over rounds")
     parser.add_argument("overrides", nargs="*", help="fedimb overrides shared by every run")
     args = parser.parse_args()
     methods = args.methods.split(",")
@@ -134,7 +158,8 @@ def main() -> None:
         for seed in seeds:
             done = completed_run(runs_dir, method, seed)
             runs[method, seed] = done or run_one(runs_dir, method, seed, args.overrides)
-    table = write_outputs(out, args.name, methods, seeds, args.overrides, runs)
+    extra_keys = [k for k in args.extras.split(",") if k]
+    table = write_outputs(out, args.name, methods, seeds, args.overrides, runs, extra_keys)
     print(table.read_text())
     print(table)
 

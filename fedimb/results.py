@@ -74,6 +74,8 @@ class RunRecorder:
         head = f"round {r['round']:>{len(str(total))}}/{total}"
         if r.get("stage") and r["stage"] != "train":
             head += f" [{r['stage']}]"
+        if (r.get("extra") or {}).get("sync_round") is not None:
+            head += f" [sync round {r['extra']['sync_round']}]"
         parts = [head]
         if test:
             parts.append(f"acc {_fmt(test.get('accuracy'))}  f1 {_fmt(test.get('macro_f1'))}  loss {_fmt(test.get('loss'))}")
