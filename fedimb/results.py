@@ -67,6 +67,8 @@ class RunRecorder:
             self.end = event
         elif kind == "error":
             self.errors.append(str(event.get("message")))
+        elif kind == "artifact":
+            write_artifact(self.run_dir, str(event.get("name")), event.get("data"))
 
     def progress_line(self, r: dict[str, Any]) -> str:
         test = r.get("test") or {}
@@ -153,6 +155,26 @@ class RunRecorder:
             "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3) if len(seconds) > 1 else None,
             "run_dir": str(self.run_dir),
         }
+
+
+def write_artifact(run_dir: Path, name: str, data: Any) -> None:
+    """A method's structured output (clusters, inferred distributions, curves) as
+    ``<name>.json``; data with ``x`` and ``y`` lists is also plotted as ``<name>.png``."""
+    safe = "".join(ch for ch in name if ch.isalnum() or ch in "-_") or "artifact"
+    (run_dir / f"{safe}.json").write_text(json.dumps(data, indent=1) + "\n")
+    if isinstance(data, dict) and isinstance(data.get("x"), list) and isinstance(data.get("y"), list):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot(data["x"], data["y"], marker="o")
+        ax.set(xlabel=data.get("xlabel", ""), ylabel=data.get("ylabel", ""), title=data.get("title", safe))
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(run_dir / f"{safe}.png", dpi=110)
+        plt.close(fig)
 
 
 def traffic_to_target(rounds: list[dict[str, Any]], target: float) -> tuple[int, int] | None:

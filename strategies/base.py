@@ -127,14 +127,14 @@ class BaseStrategy(Strategy):
         if clash:
             raise ValueError(f"method.client must not redefine training settings {sorted(clash)}")
         self.current_weights: list[np.ndarray] | None = None
-        self.round_log = RoundLog(0, self.stage)
+        self.round_log = RoundLog(0, "train")  # replaced by begin_round
         self._sent_shapes: dict[int, list[tuple[int, ...]]] = {}
         self._discovered = False
 
     # ------------------------------------------------------------------ identity
-    @property
-    def stage(self) -> str:
-        """The phase of a multi-stage method; single-stage methods train throughout."""
+    def stage_of(self, server_round: int) -> str:
+        """The phase a Flower round belongs to in a multi-stage method (shown in progress
+        and metrics, sent to clients); single-stage methods train throughout."""
         return "train"
 
     def total_rounds(self) -> int:
@@ -154,7 +154,7 @@ class BaseStrategy(Strategy):
 
     def begin_round(self, server_round: int) -> None:
         """Called by the server before each round (round 0: initial evaluation)."""
-        self.round_log = RoundLog(server_round, self.stage)
+        self.round_log = RoundLog(server_round, self.stage_of(server_round))
 
     def end_round(self, server_round: int) -> Parameters | None:
         """Called by the server after every round's fit step, even when no client was
@@ -217,7 +217,7 @@ class BaseStrategy(Strategy):
         """Settings every client receives: round, stage, training and method settings."""
         return {
             "server_round": server_round,
-            "stage": self.stage,
+            "stage": self.stage_of(server_round),
             "seed": self.run.seed,
             **self.train_hparams,
             **self.client_hparams,

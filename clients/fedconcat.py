@@ -1,0 +1,93 @@
+"""FedConcat / FedConcat-ID client (Diao et al., AAAI 2024, Algorithm 1).
+
+Stage ``cluster`` (FedConcat-ID only): ordinary local training from the common
+initialisation, then the inferred label distribution, eq. 3, is reported. Stage
+``encoders``: ordinary local training of the cluster's model. Stage ``classifier``:
+the K frozen encoders arrive once (kept in ``Context.state``); the client trains only
+the global classifier on its concatenated features, computed once per round. With
+``laplace_epsilon`` in a properties query the reported distribution is noised.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from clients.base import BaseClient
+from fedimb import payload
+from fedimb.clustering import inferred_distribution, noisy_distribution
+from fedimb.models import get_weights
+from fedimb.models.concat import concatenated_model
+from fedimb.training import TrainConfig, make_optimizer, predict, train_epochs
+
+EXTRACTOR_STATE = "fedconcat_extractor"
+
+
+def encoders_to_payload(encoder_weights: list[list[np.ndarray]]) -> dict:
+    return payload.pack({f"encoder.{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)})
+
+
+def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]]:
+    grouped: dict[int, dict[int, np.ndarray]] = {}
+    for key, value in arrays.items():
+        if key.startswith("encoder."):
+            _, k, j = key.split(".")
+            grouped.setdefault(int(k), {})[int(j)] = value
+    return [[grouped[k][j] for j in sorted(grouped[k])] for k in sorted(grouped)]
+
+
+class FedConcatClient(BaseClient):
+    """Local side of FedConcat: stage-dependent."""
+
+    def get_properties(self, config):
+        props = super().get_properties(config)
+        epsilon = config.get("laplace_epsilon")
+        if epsilon is not None:
+            seed = int(np.random.SeedSequence([int(config.get("seed", 0)), self.data.partition_id]).generate_state(1)[0])
+            noisy = noisy_distribution(self.data.label_counts, float(epsilon), np.random.default_rng(seed))
+            props.update(payload.pack({"label_distribution": noisy}))
+        return props
+
+    def fit(self, parameters, config):
+        if config.get("stage") == "classifier":
+            return self.fit_classifier(parameters, config)
+        return super().fit(parameters, config)
+
+    def after_training(self, config, result):
+        if config.get("stage") != "cluster":
+            return {}
+        distribution = inferred_distribution(
+            self.model, tuple(self.data.x.shape[1:]), int(config["infer_samples"]), int(config.get("seed", 0))
+        )
+        return payload.pack({"inferred_distribution": distribution})
+
+    # ----------------------------------------------------------- stage 3
+    def extractor(self, config) -> list[list[np.ndarray]]:
+        """The K encoders: from this instruction (first time) or from ``Context.state``."""
+        arrays = payload.unpack(config)
+        encoders = encoders_from_arrays(arrays)
+        if encoders:
+            self.save_state(EXTRACTOR_STATE, {k: v for k, v in arrays.items() if k.startswith("encoder.")})
+            return encoders
+        stored = self.load_state(EXTRACTOR_STATE)
+        if stored is None:
+            raise RuntimeError("no concatenated encoders received yet")
+        return encoders_from_arrays(stored)
+
+    def fit_classifier(self, parameters, config):
+        model = concatenated_model(self.model, self.extractor(config)).to(self.device)
+        head = model.head
+        for p, w in zip(head.parameters(), parameters, strict=True):
+            p.data = torch.as_tensor(w, dtype=p.dtype, device=p.device).clone()
+        hp = TrainConfig.from_mapping(config)
+        features = predict(model.encoder, self.data.x[self.data.indices].to(self.device))
+        labels = self.data.y[self.data.indices].to(self.device)
+        result = train_epochs(
+            head, features, labels, torch.arange(len(labels)), epochs=hp.local_epochs, batch_size=hp.batch_size,
+            optimizer=make_optimizer(head.parameters(), hp),
+            loss_fn=lambda fb, yb: nn.functional.cross_entropy(head(fb), yb),
+            generator=self.generator(config), device=self.device,
+        )
+        metrics = {"train_loss": result.mean_loss, "local_steps": result.steps}
+        return get_weights(head), self.data.num_examples, metrics

@@ -1,0 +1,185 @@
+"""FedConcat / FedConcat-ID server (Diao et al., "Exploiting Label Skews in Federated
+Learning with Model Concatenation", AAAI 2024, Algorithm 1).
+
+Stages within one run of ``num_rounds`` Flower rounds:
+
+1. **cluster** — FedConcat: K-means on the clients' label distributions (eq. 2; with
+   ``laplace_epsilon`` the clients noise them first). FedConcat-ID (``inferred: true``)
+   spends round 1 on local training from the common initialisation and clusters the
+   distributions inferred from those models (eq. 3). A client without an inferred
+   distribution (dropped or failed in round 1) counts as uniform.
+2. **encoders** — one FedAvg model per cluster: each client trains its own cluster's
+   model; clusters nobody trained in a round keep their model. Every cluster starts from
+   the run's common initialisation.
+3. **classifier** — the last ``classifier_rounds`` rounds: the K encoders (all layers
+   but the last) are frozen and concatenated, sent once to each client (tracked per
+   client: a client that missed the first classifier round gets them when it is next
+   sampled), and all clients train one linear classifier on the K·d features by FedAvg.
+   The final model {E, C} is tested every round.
+
+The run folder gets ``clusters.json`` (assignments, distributions used, inferred or
+not) and ``elbow.json``/``elbow.png`` (K-means inertia for K = 1..``elbow_max_k``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.common import FitIns, ndarrays_to_parameters
+
+from clients.fedconcat import encoders_to_payload
+from fedimb import payload, report
+from fedimb.aggregate import weighted_average
+from fedimb.clustering import elbow_inertias, kmeans_clusters, label_distribution
+from fedimb.models import get_weights, num_parameters
+from fedimb.models.concat import concatenated_model, split_model_weights
+from strategies.base import BaseStrategy, ClientUpdate
+
+
+class FedConcatStrategy(BaseStrategy):
+    """Label-distribution clustering, per-cluster FedAvg, concatenated encoders."""
+
+    def __init__(
+        self, *, run, num_clusters: int = 5, classifier_rounds: int = 10, inferred: bool = False,
+        infer_samples: int = 1000, laplace_epsilon: float | None = None, elbow_max_k: int = 10,
+    ):
+        super().__init__(run=run)
+        self.num_clusters = int(num_clusters)
+        self.classifier_rounds = int(classifier_rounds)
+        self.inferred = bool(inferred)
+        self.infer_samples = int(infer_samples)
+        self.laplace_epsilon = None if laplace_epsilon is None else float(laplace_epsilon)
+        self.elbow_max_k = int(elbow_max_k)
+        self.cluster_round = 1 if self.inferred else 0
+        self.encoder_end = int(run.cfg.num_rounds) - self.classifier_rounds
+        if self.num_clusters < 1 or self.classifier_rounds < 1 or self.infer_samples < 1:
+            raise ValueError("num_clusters, classifier_rounds and infer_samples must be >= 1")
+        if self.encoder_end <= self.cluster_round:
+            raise ValueError(
+                f"num_rounds={run.cfg.num_rounds} leaves no encoder round: it must exceed "
+                f"classifier_rounds{' + 1 (inference round)' if self.inferred else ''}"
+            )
+        if self.laplace_epsilon is not None and self.laplace_epsilon <= 0:
+            raise ValueError("laplace_epsilon must be > 0")
+        self.template = run.new_model()
+        self.clusters: dict[int, int] | None = None
+        self.cluster_weights: list[list[np.ndarray]] = []
+        self.inferred_distributions: dict[int, np.ndarray] = {}
+        self.encoders: list[list[np.ndarray]] = []
+        self.classifier: list[np.ndarray] = []
+        self.final_model = None
+        self.has_extractor: set[int] = set()
+
+    # --------------------------------------------------------------------- stages
+    def stage_of(self, server_round: int) -> str:
+        if 0 < server_round <= self.cluster_round:
+            return "cluster"
+        return "encoders" if server_round <= self.encoder_end else "classifier"
+
+    def fit_config(self, server_round):
+        return {**super().fit_config(server_round), "infer_samples": self.infer_samples}
+
+    def sample_clients(self, server_round):
+        if self.stage_of(server_round) == "encoders" and self.clusters is None:
+            self.cluster_by_label_distributions()
+        return super().sample_clients(server_round)
+
+    # ------------------------------------------------------------------ stage 1
+    def cluster_by_label_distributions(self) -> None:
+        """FedConcat: cluster the reported (optionally noised) label distributions."""
+        pids = self.registry.partition_ids()
+        if self.laplace_epsilon is None:
+            distributions = {p: label_distribution(self.registry.info(p).label_counts) for p in pids}
+        else:
+            answers = self.registry.query(pids, {**self.fit_config(0), "laplace_epsilon": self.laplace_epsilon})
+            distributions = {p: payload.unpack(a)["label_distribution"] for p, a in answers.items()}
+        self.assign_clusters(distributions)
+
+    def assign_clusters(self, distributions: dict[int, np.ndarray]) -> None:
+        pids = sorted(distributions)
+        matrix = np.stack([distributions[p] for p in pids])
+        labels = kmeans_clusters(matrix, self.num_clusters, self.run.seed)
+        self.clusters = {p: int(k) for p, k in zip(pids, labels)}
+        self.cluster_weights = [list(self.run.initial_weights()) for _ in range(int(labels.max()) + 1)]
+        ks, inertias = elbow_inertias(matrix, self.elbow_max_k, self.run.seed)
+        report.emit("artifact", name="elbow", data={"x": ks, "y": inertias, "xlabel": "K", "ylabel": "inertia",
+                                                     "title": "K-means elbow"})
+        report.emit("artifact", name="clusters", data={
+            "inferred": self.inferred,
+            "assignments": {str(p): k for p, k in self.clusters.items()},
+            "distributions": {str(p): distributions[p].round(6).tolist() for p in pids},
+        })
+        sizes = np.bincount(labels)
+        self.round_log.extra.update(clusters=len(sizes), largest_cluster=int(sizes.max()))
+
+    # ----------------------------------------------------------- instructions
+    def fit_instructions(self, server_round, parameters, clients):
+        stage = self.stage_of(server_round)
+        config = self.fit_config(server_round)
+        if stage == "cluster":
+            return super().fit_instructions(server_round, parameters, clients)
+        if stage == "encoders":
+            models = {k: ndarrays_to_parameters(w) for k, w in enumerate(self.cluster_weights)}
+            return {p: FitIns(models[self.clusters.get(p, 0)], dict(config)) for p in clients}
+        classifier = ndarrays_to_parameters(self.classifier)
+        extractor = encoders_to_payload(self.encoders)
+        return {
+            p: FitIns(classifier, dict(config) if p in self.has_extractor else {**config, **extractor})
+            for p in clients
+        }
+
+    # ---------------------------------------------------------------- results
+    def aggregate(self, server_round: int, updates: list[ClientUpdate]):
+        stage = self.stage_of(server_round)
+        if stage == "cluster":
+            for u in updates:
+                self.inferred_distributions[u.partition_id] = u.payload["inferred_distribution"]
+            return None
+        if stage == "encoders":
+            for k in range(len(self.cluster_weights)):
+                members = [u for u in updates if self.clusters.get(u.partition_id, 0) == k]
+                if members:
+                    self.cluster_weights[k] = weighted_average([u.arrays for u in members],
+                                                               [u.num_examples for u in members])
+            return None
+        self.has_extractor.update(u.partition_id for u in updates)
+        self.classifier = weighted_average([u.arrays for u in updates], [u.num_examples for u in updates])
+        return self.classifier
+
+    def end_round(self, server_round: int):
+        if server_round == self.cluster_round:  # FedConcat-ID: cluster the inferred distributions
+            uniform = np.full(self.run.num_classes, 1.0 / self.run.num_classes)
+            self.assign_clusters({p: self.inferred_distributions.get(p, uniform) for p in self.registry.partition_ids()})
+        if server_round == self.encoder_end:
+            self.start_classifier_stage()
+            return ndarrays_to_parameters(self.classifier)
+        return None
+
+    def start_classifier_stage(self) -> None:
+        """Freeze and concatenate the cluster encoders; initialise the global classifier."""
+        self.encoders = [split_model_weights(self.template, w)[0] for w in self.cluster_weights]
+        self.final_model = concatenated_model(self.template, self.encoders)
+        self.classifier = get_weights(self.final_model.head)
+        self.round_log.extra.update(
+            model_parameters=num_parameters(self.final_model), feature_width=self.final_model.feature_dim
+        )
+
+    # ------------------------------------------------------------- evaluation
+    def evaluate(self, server_round, parameters):
+        stage = self.stage_of(server_round)
+        if server_round > 0 and stage != "classifier":
+            if stage == "encoders" and self.should_evaluate(server_round):
+                accuracies = [self.run.evaluate(w, model=self.template)["accuracy"] for w in self.cluster_weights]
+                self.round_log.extra["cluster_accuracy_mean"] = float(np.mean(accuracies))
+            return None
+        if server_round == 0:
+            return super().evaluate(server_round, parameters)
+        if not self.should_evaluate(server_round):
+            return None
+        weights = self.encoders_and_classifier()
+        result = self.run.evaluate(weights, model=self.final_model)
+        self.round_log.test = result
+        return float(result["loss"]), {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"]}
+
+    def encoders_and_classifier(self) -> list[np.ndarray]:
+        """The final model's arrays in its state_dict order: encoders, then classifier."""
+        return [w for ws in self.encoders for w in ws] + list(self.classifier)
