@@ -16,20 +16,20 @@ import torch
 torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
-FLOWER_NAMES = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp",
-                "flwr-clientapp", "flwr-simulation", "raylet", "gcs_server", "ray::")
+MARKER = "FEDIMB_TEST_MARKER"
 
 
-def flower_processes() -> set[int]:
-    """PIDs of Flower/Ray processes on this machine (to detect leaks)."""
-    found = set()
-    for proc in psutil.process_iter(["pid", "cmdline", "name"]):
+def marked_processes(marker: str) -> list[psutil.Process]:
+    """Live processes whose environment carries ``marker`` (started by one test)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "status"]):
         try:
-            text = " ".join(proc.info["cmdline"] or []) + " " + (proc.info["name"] or "")
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            if proc.info["pid"] == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(MARKER) == marker:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if any(name in text for name in FLOWER_NAMES):
-            found.add(proc.info["pid"])
     return found
 
 
@@ -42,17 +42,19 @@ def run_fedimb(*args: str, env: dict[str, str] | None = None, timeout: float = 9
 
 
 @pytest.fixture
-def no_leaked_processes():
-    """Fails the test if it leaves Flower/Ray processes behind."""
-    before = flower_processes()
-    yield
-    import time
+def no_leaked_processes(monkeypatch):
+    """Fails the test if a process it started (Flower, Ray, ...) outlives it.
 
+    Every process the test starts inherits a unique environment marker, so processes
+    of anything else running on the machine are never mistaken for leaks.
+    """
+    import time
+    import uuid
+
+    marker = uuid.uuid4().hex
+    monkeypatch.setenv(MARKER, marker)
+    yield
     deadline = time.monotonic() + 20
-    while True:
-        leaked = {pid for pid in flower_processes() - before if psutil.pid_exists(pid)
-                  and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE}
-        if not leaked or time.monotonic() > deadline:
-            break
+    while (leaked := marked_processes(marker)) and time.monotonic() < deadline:
         time.sleep(1)
-    assert not leaked, f"processes left running: {[psutil.Process(p).cmdline()[:3] for p in leaked]}"
+    assert not leaked, f"processes left running: {[p.cmdline()[:3] for p in leaked]}"
