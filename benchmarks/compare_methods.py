@@ -37,9 +37,10 @@ def completed_run(runs: Path, method: str, seed: int) -> Path | None:
     return None
 
 
-def run_one(runs: Path, method: str, seed: int, overrides: list[str]) -> Path:
-    args = [sys.executable, "-m", "fedimb", f"method={method}", f"seed={seed}", *overrides,
-            f"output.root={runs / f'{method}-s{seed}'}"]
+def run_one(runs: Path, method: str, seed: int, overrides: list[str], name: str | None = None) -> Path:
+    """Run ``method`` with ``seed`` into ``runs/<name or method>-s<seed>``; return its folder."""
+    args = [sys.executable, "-m", "fedimb", *overrides, f"method={method}", f"seed={seed}",
+            f"output.root={runs / f'{name or method}-s{seed}'}"]
     start = time.perf_counter()
     result = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
     if result.returncode != 0:

@@ -9,6 +9,7 @@ size and label skew).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -94,7 +95,9 @@ def dirichlet(
         seed=int(seed),
     )
     try:
-        return _flwr_split(partitioner, labels), None
+        with warnings.catch_warnings():  # its retries warn; a final failure raises below
+            warnings.filterwarnings("ignore", message="The specified min_partition_size")
+            return _flwr_split(partitioner, labels), None
     except ValueError as err:
         raise ConfigError(
             f"dirichlet partition (alpha={alpha}, {num_clients} clients) failed: {err}; "
