@@ -79,18 +79,28 @@ def test_dropout_is_applied_and_counted(tmp_path, no_leaked_processes):
         assert values["succeeded"] == 6 - values["failures"]
 
 
-def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
-    """One Hydra sweep over all configured methods: one run folder per job, each complete."""
-    from fedimb.config import group_choices
-
-    methods = group_choices("method")
+def sweep(tmp_path, methods, *overrides):
     result = run_fedimb(
-        "-m", f"method={','.join(methods)}", "num_clients=3", "num_rounds=2", "train.local_epochs=1",
-        "dropout=none", "seed=1", f"output.root={tmp_path}", timeout=60 * len(methods) + 300,
+        "-m", f"method={','.join(methods)}", "num_clients=3", "train.local_epochs=1", "dropout=none", "seed=1",
+        *overrides, f"output.root={tmp_path}", timeout=60 * len(methods) + 300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("multirun/*/*/summary.json"))]
-    assert sorted(s["method"] for s in summaries) == sorted(methods)
+    return [json.loads(p.read_text()) for p in sorted(tmp_path.glob("multirun/*/*/summary.json"))]
+
+
+def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
+    """Hydra sweeps over all configured methods: one run folder per job, each complete.
+
+    The multi-stage FedConcat variants run with one classifier round (and FedConcat-ID
+    one more round for its inference stage) so that every stage is exercised."""
+    from fedimb.config import group_choices
+
+    staged = ["fedconcat", "fedconcat_id"]
+    methods = [m for m in group_choices("method") if m not in staged]
+    summaries = sweep(tmp_path / "plain", methods, "num_rounds=2")
+    summaries += sweep(tmp_path / "staged", staged, "num_rounds=3", "method.strategy.classifier_rounds=1",
+                       "method.strategy.num_clusters=2")
+    assert sorted(s["method"] for s in summaries) == sorted(methods + staged)
     for summary in summaries:
-        assert summary["completed"] and summary["rounds"] == 2 and summary["seed"] == 1, summary
+        assert summary["completed"] and summary["rounds"] >= 2 and summary["seed"] == 1, summary
         assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0

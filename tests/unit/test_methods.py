@@ -12,16 +12,23 @@ from fedimb.config import group_choices
 from tests.helpers import InProcessFederation
 
 METHODS = group_choices("method")
+# Multi-stage methods need a few settings to fit their stages into two or three rounds.
+STAGED = {
+    "fedconcat": ["method.strategy.classifier_rounds=1", "method.strategy.num_clusters=2"],
+    "fedconcat_id": ["method.strategy.classifier_rounds=1", "method.strategy.num_clusters=2", "num_rounds=3"],
+}
 
 
 def test_all_expected_methods_are_configured():
-    assert {"fedavg", "fedprox", "bsm_fedavg", "fedrs", "fedlc", "fedbabu", "rebafl"} <= set(METHODS)
+    assert {"fedavg", "fedprox", "bsm_fedavg", "fedrs", "fedlc", "fedbabu", "rebafl", "astraea", "astraea_aug",
+            "astraea_sched", "fedconcat", "fedconcat_id"} <= set(METHODS)
 
 
 @pytest.mark.parametrize("method", METHODS)
 def test_method_trains_two_rounds(method):
     fed = InProcessFederation([
         f"method={method}", "num_clients=3", "num_rounds=2", "train.local_epochs=1", "dropout=none",
+        *STAGED.get(method, []),
     ])
     initial = parameters_to_ndarrays(fed.parameters)
     trained = 0
