@@ -21,7 +21,15 @@ from torch import nn
 
 from fedimb import payload
 from fedimb.models import EncoderHeadNet, get_weights, set_weights
-from fedimb.training import TrainConfig, TrainResult, evaluate_model, make_optimizer, seeded_generator, train_epochs
+from fedimb.training import (
+    TrainConfig,
+    TrainResult,
+    evaluate_model,
+    make_optimizer,
+    predict,
+    seeded_generator,
+    train_epochs,
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class ClientData:
     label_counts: np.ndarray
     x_test: torch.Tensor | None = None
     y_test: torch.Tensor | None = None
+    test_indices: torch.Tensor | None = None  # the client's local test split (into x, y)
 
     @property
     def num_examples(self) -> int:
@@ -85,13 +94,41 @@ class BaseClient(NumPyClient):
         return self.get_parameters({}), self.data.num_examples, metrics
 
     def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
-        """Loss and accuracy of the received model on this client's data."""
+        """Loss and accuracy of the received model on this client's data, or with
+        ``personal_eval`` the scores of its personal model (GRP-FED §4.1)."""
+        if config.get("personal_eval"):
+            return self.evaluate_personal(parameters, config)
         self.set_parameters(parameters)
         idx = self.data.indices
         result = evaluate_model(
             self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device), self.data.num_classes
         )
         return float(result["loss"]), self.data.num_examples, {"accuracy": float(result["accuracy"])}
+
+    def evaluate_personal(self, parameters: NDArrays, config: dict[str, Scalar]):
+        """Macro-F1 of :meth:`personal_model` on the local test split (T_p) and on the
+        global test set (T_r); with ``return_probs`` also its global-test probabilities
+        (for the ensemble that is the global output of local-only methods)."""
+        model = self.personal_model(parameters, config)
+        local_idx = self.data.test_indices if self.data.test_indices is not None else self.data.indices[:0]
+        metrics: dict[str, Scalar] = {}
+        if len(local_idx):
+            local = evaluate_model(model, self.data.x[local_idx].to(self.device), self.data.y[local_idx].to(self.device),
+                                   self.data.num_classes)
+            metrics.update(personal_local_f1=local["macro_f1"], personal_local_accuracy=local["accuracy"])
+        x_test, y_test = self.data.x_test.to(self.device), self.data.y_test.to(self.device)
+        result = evaluate_model(model, x_test, y_test, self.data.num_classes)
+        metrics.update(personal_global_f1=result["macro_f1"], personal_global_accuracy=result["accuracy"])
+        if config.get("return_probs"):
+            probs = torch.softmax(predict(model, x_test), dim=1).cpu().numpy().astype(np.float32)
+            metrics.update(payload.pack({"global_test_probs": probs}))
+        return float(result["loss"]), max(int(len(local_idx)), 1), metrics
+
+    def personal_model(self, parameters: NDArrays, config: dict[str, Scalar]) -> nn.Module:
+        """The model this client uses on its own data; for global-only methods the
+        received global model."""
+        self.set_parameters(parameters)
+        return self.model
 
     def generator(self, config: dict[str, Scalar]) -> torch.Generator:
         """Shuffling order seeded by (seed, round, client): reproducible in any runtime."""

@@ -147,3 +147,58 @@ def schedule_mediators(label_distributions, gamma: int) -> list[list[int]]:
             unassigned.remove(best)
         mediators.append(members)
     return mediators
+
+
+def adaptive_q(q: float, sigma_prev: float, sigma_new: float, eta_q: float) -> float:
+    """GRP-FED eq. 2: q(t+1) = q(t) + η_q·(σ_{t+1} − σ_t) / ((σ_{t+1} + σ_t)/2).
+
+    σ is the standard deviation of the clients' global training losses; with both σ
+    zero the relative change is taken as 0.
+    """
+    mean = (float(sigma_new) + float(sigma_prev)) / 2.0
+    if mean == 0:
+        return float(q)
+    return float(q) + float(eta_q) * (float(sigma_new) - float(sigma_prev)) / mean
+
+
+def loss_power_weights(losses: Sequence[float], q: float) -> np.ndarray:
+    """GRP-FED eq. 3: λ_m = L_m^q / Σ_i L_i^q (computed in log space, so large q and
+    losses do not overflow). Losses must be positive."""
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.size == 0 or np.any(~np.isfinite(losses)) or np.any(losses <= 0):
+        raise ValueError(f"losses must be finite and positive, got {losses.tolist()}")
+    logits = float(q) * np.log(losses)
+    weights = np.exp(logits - logits.max())
+    return weights / weights.sum()
+
+
+def qffl_update(
+    global_weights: Arrays, local_weights: Sequence[Arrays], losses: Sequence[float], q: float, lr: float
+) -> list[np.ndarray]:
+    """q-FFL (Li et al., ICLR 2020, Algorithm 2, q-FedAvg): with Δw_k = L·(w − w_k),
+    L = 1/lr, h_k = q·F_k^(q−1)·‖Δw_k‖² + L·F_k^q, the update is
+    w ← w − Σ_k F_k^q·Δw_k / Σ_k h_k, F_k being client k's loss at the global model."""
+    if len(local_weights) != len(losses) or not local_weights:
+        raise ValueError("need one loss per local model and at least one model")
+    L = 1.0 / float(lr)
+    F = np.asarray(losses, dtype=np.float64)
+    deltas = [[L * (np.asarray(g, np.float64) - np.asarray(w, np.float64)) for g, w in zip(global_weights, local)]
+              for local in local_weights]
+    norms = np.array([sum(float(np.sum(d * d)) for d in delta) for delta in deltas])
+    h = q * np.power(F, q - 1) * norms + L * np.power(F, q)
+    out = []
+    for i, g in enumerate(global_weights):
+        step = sum(np.power(F[k], q) * deltas[k][i] for k in range(len(deltas))) / h.sum()
+        new = np.asarray(g, np.float64) - step
+        out.append(np.rint(new).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else new.astype(g.dtype))
+    return out
+
+
+def project_simplex(v: Sequence[float]) -> np.ndarray:
+    """Euclidean projection onto the probability simplex (Duchi et al., 2008)."""
+    v = np.asarray(v, dtype=np.float64)
+    u = np.sort(v)[::-1]
+    css = np.cumsum(u)
+    rho = np.nonzero(u * np.arange(1, len(v) + 1) > (css - 1))[0][-1]
+    theta = (css[rho] - 1) / (rho + 1.0)
+    return np.maximum(v - theta, 0.0)

@@ -14,7 +14,8 @@ from omegaconf import DictConfig
 from clients.base import ClientData
 from fedimb import config
 from fedimb.errors import ConfigError
-from fedimb.experiment import as_tensors, experiment_data, new_model, resolve_device
+from fedimb.data.stats import label_counts
+from fedimb.experiment import as_tensors, client_split, experiment_data, new_model, resolve_device
 from fedimb.models import EncoderHeadNet
 
 _LOCK = threading.Lock()
@@ -42,15 +43,17 @@ def _client_data(cfg: DictConfig, pid: int) -> ClientData:
     data = experiment_data(cfg)
     x, y = as_tensors(data.dataset.x_train, data.dataset.y_train)
     x_test, y_test = as_tensors(data.dataset.x_test, data.dataset.y_test)
+    train, local_test = client_split(cfg, data, pid)
     return ClientData(
         partition_id=pid,
         x=x,
         y=y,
-        indices=torch.from_numpy(data.partition.indices[pid]),
+        indices=torch.from_numpy(train),
         num_classes=data.dataset.num_classes,
-        label_counts=data.partition.counts[pid],
+        label_counts=label_counts(data.dataset.y_train[train], data.dataset.num_classes),
         x_test=x_test,
         y_test=y_test,
+        test_indices=torch.from_numpy(local_test),
     )
 
 

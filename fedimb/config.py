@@ -189,6 +189,11 @@ def validate(cfg: DictConfig) -> None:
               f"runtime.{key} must be a positive number of seconds or null, got {value!r}")
     _need(_is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
           f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}")
+    fraction = cfg.evaluation.get("local_test_fraction", 0.0)
+    _need(_is_number(fraction) and 0 <= fraction < 1,
+          f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}")
+    _need(not cfg.evaluation.get("personal") or fraction > 0,
+          "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0")
     target = cfg.evaluation.get("target_accuracy")
     _need(target is None or (_is_number(target) and 0 < target <= 1),
           f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")

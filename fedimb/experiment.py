@@ -47,6 +47,19 @@ def experiment_data(cfg: DictConfig) -> ExperimentData:
         return _DATA[key]
 
 
+def client_split(cfg: DictConfig, data: ExperimentData, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training, local test) indices of client ``pid``: a seeded random share
+    ``evaluation.local_test_fraction`` of its data is held out (at least one sample
+    each way when the client has two or more)."""
+    indices = data.partition.indices[pid]
+    fraction = float(cfg.evaluation.get("local_test_fraction", 0.0) or 0.0)
+    if fraction <= 0 or len(indices) < 2:
+        return indices, indices[:0]
+    order = np.random.default_rng([int(cfg.seed), int(pid), 0x7E57]).permutation(indices)
+    n_test = min(max(1, int(round(fraction * len(indices)))), len(indices) - 1)
+    return np.sort(order[n_test:]), np.sort(order[:n_test])
+
+
 def new_model(cfg: DictConfig, dataset: ArrayDataset) -> EncoderHeadNet:
     """The model of the run, initialised from ``seed`` (identical in every process)."""
     return build_model(

@@ -52,6 +52,15 @@ class ServerRun:
     def initial_weights(self) -> list[np.ndarray]:
         return get_weights(self.new_model())
 
+    def score_probabilities(self, probabilities: np.ndarray) -> dict[str, object]:
+        """Test metrics of predicted class probabilities (e.g. an ensemble's mean)."""
+        from fedimb.metrics import classification_metrics
+
+        y = self.data.dataset.y_test
+        p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-12, 1.0)
+        loss = float(-np.mean(np.log(p[np.arange(len(y)), y])))
+        return {"loss": loss, **classification_metrics(y, p.argmax(axis=1), self.num_classes)}
+
     def evaluate(self, weights: list[np.ndarray], model: EncoderHeadNet | None = None) -> dict[str, object]:
         """Test metrics of ``weights`` (loaded into ``model`` or the run's model)."""
         if model is None:

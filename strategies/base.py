@@ -313,11 +313,21 @@ class BaseStrategy(Strategy):
         return {k: v / total for k, v in sums.items()}
 
     # ---------------------------------------------------------- Flower: evaluate
+    #: local-only methods have no global model: their global-test output is the ensemble
+    #: (mean probabilities) of the clients' personal models (GRP-FED §4.1, after LG-FedAvg)
+    ensemble_global_test = False
+
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """No federated evaluation by default: the server tests the global model."""
-        return []
+        """Federated evaluation only for ``evaluation.personal``: every connected client
+        tests its personal model on its local test split and on the global test set.
+        (Evaluation is a measurement: dropout does not apply.)"""
+        if not self.run.cfg.evaluation.get("personal") or server_round == 0 or not self.should_evaluate(server_round):
+            return []
+        config = {**self.fit_config(server_round), "personal_eval": True, "return_probs": self.ensemble_global_test}
+        ins = EvaluateIns(parameters, config)
+        return [(self.registry.proxy(pid), ins) for pid in self.registry.partition_ids()]
 
     def aggregate_evaluate(
         self,
@@ -325,7 +335,21 @@ class BaseStrategy(Strategy):
         results: list[tuple[ClientProxy, EvaluateRes]],
         failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
     ) -> tuple[float | None, dict[str, Scalar]]:
-        return None, {}
+        """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores."""
+        if not results:
+            return None, {}
+        scores = [payload.scalars(res.metrics) for _, res in results]
+        t_p = [s["personal_local_f1"] for s in scores if "personal_local_f1" in s]
+        t_r = [s["personal_global_f1"] for s in scores if "personal_global_f1" in s]
+        if self.ensemble_global_test:
+            probs = [payload.unpack(res.metrics)["global_test_probs"] for _, res in results]
+            self.round_log.test = self.run.score_probabilities(np.mean(probs, axis=0))
+        metrics = {"T_g": self.round_log.test.get("macro_f1")}
+        if t_p and t_r:
+            tp, tr = float(np.mean(t_p)), float(np.mean(t_r))
+            metrics.update(T_p=tp, T_r=tr, T_l=2 * tp * tr / (tp + tr) if tp + tr > 0 else 0.0)
+        self.round_log.extra.update({k: v for k, v in metrics.items() if v is not None})
+        return float(np.mean([res.loss for _, res in results])), {k: v for k, v in metrics.items() if v is not None}
 
     def should_evaluate(self, server_round: int) -> bool:
         every = int(self.run.cfg.evaluation.every)

@@ -117,3 +117,51 @@ def test_weight_diversity_ignores_integer_buffers():
 def test_weight_diversity_empty_raises():
     with pytest.raises(ValueError):
         weight_diversity([])
+
+
+# ----------------------------------------------------------------- GRP-FED, q-FFL, AFL
+from fedimb.aggregate import adaptive_q, loss_power_weights, project_simplex, qffl_update  # noqa: E402
+
+
+def test_adaptive_q_hand_values():
+    # sigma grows from 1 to 3: relative change (3 - 1) / 2 = 1 -> q + eta
+    assert adaptive_q(10.0, 1.0, 3.0, 0.5) == pytest.approx(10.5)
+    # sigma shrinks from 3 to 1: q - eta
+    assert adaptive_q(10.0, 3.0, 1.0, 0.5) == pytest.approx(9.5)
+    assert adaptive_q(2.0, 0.4, 0.4, 0.5) == 2.0
+    assert adaptive_q(2.0, 0.0, 0.0, 0.5) == 2.0
+
+
+def test_loss_power_weights_hand_values():
+    w = loss_power_weights([1.0, 2.0], q=2)
+    np.testing.assert_allclose(w, [1 / 5, 4 / 5])
+    np.testing.assert_allclose(loss_power_weights([1.0, 2.0, 3.0], q=0), [1 / 3] * 3)
+    big = loss_power_weights([50.0, 100.0], q=200)  # no overflow
+    assert big.sum() == pytest.approx(1.0) and big[1] > 0.999
+    with pytest.raises(ValueError):
+        loss_power_weights([1.0, 0.0], q=1)
+
+
+def test_qffl_with_q_zero_is_fedavg_of_equal_weights():
+    g = [np.zeros(2)]
+    locals_ = [[np.array([1.0, 0.0])], [np.array([0.0, 2.0])]]
+    # q = 0: h_k = L, update = sum(delta_k) / (K L) = mean(w - w_k): plain average of the local models
+    out = qffl_update(g, locals_, [0.5, 2.0], q=0.0, lr=0.1)
+    np.testing.assert_allclose(out[0], [0.5, 1.0])
+
+
+def test_qffl_hand_value_q1():
+    g = [np.array([0.0])]
+    locals_ = [[np.array([-1.0])], [np.array([-2.0])]]
+    lr, q = 0.5, 1.0  # L = 2; deltas 2, 4; F = 1, 3
+    # h = q F^0 |d|^2 + L F = [4 + 2, 16 + 6] = [6, 22]; sum F^q d = 1*2 + 3*4 = 14
+    out = qffl_update(g, locals_, [1.0, 3.0], q=q, lr=lr)
+    np.testing.assert_allclose(out[0], [0.0 - 14 / 28])
+
+
+def test_project_simplex():
+    np.testing.assert_allclose(project_simplex([0.2, 0.3, 0.5]), [0.2, 0.3, 0.5])
+    np.testing.assert_allclose(project_simplex([1.0, 1.0]), [0.5, 0.5])
+    np.testing.assert_allclose(project_simplex([2.0, 0.0, -1.0]), [1.0, 0.0, 0.0])
+    p = project_simplex([0.9, 0.4, -0.3, 0.1])
+    assert p.sum() == pytest.approx(1.0) and np.all(p >= 0)

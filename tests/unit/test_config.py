@@ -82,9 +82,8 @@ def test_unknown_dataset_lists_choices():
 
 def test_group_choices_reads_conf():
     assert "fedavg" in config.group_choices("method")
-    assert set(config.group_choices("partition")) == {
-        "clustered", "dirichlet", "iid", "longtail", "pathological", "quantity"
-    }
+    assert {"clustered", "dirichlet", "iid", "longtail", "pathological", "quantity"} <= set(
+        config.group_choices("partition"))
     assert config.group_choices("nosuchgroup") == []
 
 
