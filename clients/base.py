@@ -10,7 +10,7 @@ goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
@@ -55,12 +55,22 @@ class ClientData:
 class BaseClient(NumPyClient):
     """Local side of FedAvg; the hooks below are what methods change."""
 
-    def __init__(self, *, context: Context, data: ClientData, model: EncoderHeadNet, device: torch.device):
+    def __init__(
+        self, *, context: Context, data: ClientData, model: EncoderHeadNet, device: torch.device,
+        model_factory: Callable[[], EncoderHeadNet] | None = None,
+    ):
         self.context = context
         self.data = data
         self.model = model.to(device)
         self.device = device
+        self.model_factory = model_factory
         self.config: dict[str, Scalar] = {}
+
+    def fresh_model(self) -> EncoderHeadNet:
+        """A new model with the run's common initialisation (for state that starts there)."""
+        if self.model_factory is None:
+            raise RuntimeError("this client was built without a model factory")
+        return self.model_factory().to(self.device)
 
     # ------------------------------------------------------------------ plumbing
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:

@@ -76,7 +76,8 @@ def make_client(cfg: DictConfig, context: Context, pid: int):
     """The method's client (``method.client._target_``) for partition ``pid``."""
     client_cls = get_class(str(cfg.method.client._target_))
     return client_cls(
-        context=context, data=_client_data(cfg, pid), model=_process_model(cfg), device=resolve_device(cfg)
+        context=context, data=_client_data(cfg, pid), model=_process_model(cfg), device=resolve_device(cfg),
+        model_factory=lambda: new_model(cfg, experiment_data(cfg).dataset),
     )
 
 

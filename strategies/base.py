@@ -242,7 +242,7 @@ class BaseStrategy(Strategy):
         updates = self.accept_updates(results, failures)
         if not updates:
             return None, {}
-        if all(len(u.arrays) == len(updates[0].arrays) and
+        if updates[0].arrays and all(len(u.arrays) == len(updates[0].arrays) and
                all(a.shape == b.shape for a, b in zip(u.arrays, updates[0].arrays)) for u in updates):
             self.round_log.weight_diversity = weight_diversity([u.arrays for u in updates])
         self.round_log.client_metrics = self.aggregate_metrics(updates)
@@ -320,10 +320,12 @@ class BaseStrategy(Strategy):
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """Federated evaluation only for ``evaluation.personal``: every connected client
+        """Federated evaluation for ``evaluation.personal`` (and always for methods whose
+        global output is an ensemble of personal models): every connected client
         tests its personal model on its local test split and on the global test set.
         (Evaluation is a measurement: dropout does not apply.)"""
-        if not self.run.cfg.evaluation.get("personal") or server_round == 0 or not self.should_evaluate(server_round):
+        personal = self.run.cfg.evaluation.get("personal") or self.ensemble_global_test
+        if not personal or server_round == 0 or not self.should_evaluate(server_round):
             return []
         config = {**self.fit_config(server_round), "personal_eval": True, "return_probs": self.ensemble_global_test}
         ins = EvaluateIns(parameters, config)

@@ -1,0 +1,28 @@
+"""LG-FedAvg client (Liang et al., "Think Locally, Act Globally", 2020): the encoder is
+the client's own (kept in ``Context.state``, starting from the common initialisation);
+only the classifier head is federated. The client trains both on its data and returns
+the head."""
+
+from __future__ import annotations
+
+from clients.base import BaseClient
+from fedimb.models.concat import load_module_weights, module_weights
+
+STATE = "lg_encoder"
+
+
+class LGFedAvgClient(BaseClient):
+    """Local representation, global head."""
+
+    def get_parameters(self, config):
+        return module_weights(self.model.head)
+
+    def set_parameters(self, parameters):
+        load_module_weights(self.model.head, parameters)
+        stored = self.load_state(STATE)
+        encoder = [stored[f"a{i}"] for i in range(len(stored))] if stored else module_weights(self.fresh_model().encoder)
+        load_module_weights(self.model.encoder, encoder)
+
+    def after_training(self, config, result):
+        self.save_state(STATE, {f"a{i}": a for i, a in enumerate(module_weights(self.model.encoder))})
+        return {}

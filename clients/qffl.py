@@ -1,0 +1,22 @@
+"""Client for the loss-weighted global methods (q-FFL, AFL): FedAvg's local training,
+plus the loss of the received global model on the local data (F_k in q-FFL, the
+mixture gradient in AFL), measured before training and reported as ``initial_loss``."""
+
+from __future__ import annotations
+
+from clients.base import BaseClient
+from fedimb.training import evaluate_model
+
+
+class InitialLossClient(BaseClient):
+    """Reports the received model's loss on the local training data."""
+
+    def before_training(self, config):
+        idx = self.data.indices
+        self.initial_loss = float(
+            evaluate_model(self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device),
+                           self.data.num_classes)["loss"]
+        )
+
+    def after_training(self, config, result):
+        return {"initial_loss": self.initial_loss}

@@ -1,0 +1,37 @@
+"""AFL server (Mohri et al., "Agnostic Federated Learning", ICML 2019, stochastic AFL):
+a minimax game between the model and mixture weights λ over the clients. The model
+moves to the λ-weighted average of the participants' local models (λ renormalised over
+them); λ takes a projected gradient-ascent step on the participants' losses at the
+global model, λ ← Proj_Δ(λ + γ_λ·L), so the worst-off clients gain weight."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedimb.aggregate import project_simplex, weighted_average
+from strategies.base import BaseStrategy, ClientUpdate
+from strategies.grpfed import positive_metric
+
+
+class AFLStrategy(BaseStrategy):
+    """Agnostic FL with mixture weights over clients."""
+
+    def __init__(self, *, run, lambda_lr: float = 0.1):
+        super().__init__(run=run)
+        self.lambda_lr = float(lambda_lr)
+        self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)
+
+    def check_update(self, pid, arrays, res):
+        return super().check_update(pid, arrays, res) or positive_metric(res, "initial_loss")
+
+    def aggregate(self, server_round: int, updates: list[ClientUpdate]):
+        pids = [u.partition_id for u in updates]
+        weights = self.mixture[pids]
+        if weights.sum() <= 0:
+            weights = np.ones(len(pids))
+        new = weighted_average([u.arrays for u in updates], weights)
+        gradient = np.zeros_like(self.mixture)
+        gradient[pids] = [float(u.metrics["initial_loss"]) for u in updates]
+        self.mixture = project_simplex(self.mixture + self.lambda_lr * gradient)
+        self.round_log.extra.update(mixture_max=float(self.mixture.max()), mixture_min=float(self.mixture.min()))
+        return new
