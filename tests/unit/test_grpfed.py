@@ -1,0 +1,150 @@
+"""GRP-FED and the personalisation baselines: losses, state, aggregation, evaluation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from flwr.common import parameters_to_ndarrays
+from torch import nn
+
+from clients.grpfed import STATE, discriminator_loss, regularizer_loss
+from fedimb.aggregate import adaptive_q, loss_power_weights, weighted_average
+from tests.helpers import InProcessFederation
+
+COMMON = ["num_clients=4", "train.local_epochs=1", "dropout=none", "partition=quantity",
+          "evaluation.local_test_fraction=0.2", "evaluation.personal=true"]
+
+
+class ConstantD(nn.Module):
+    """D(f) = sigmoid(c) for every feature."""
+
+    def __init__(self, logit: float):
+        super().__init__()
+        self.logit = logit
+
+    def forward(self, f):
+        return torch.full((len(f), 1), self.logit)
+
+
+def test_discriminator_and_regulariser_signs_follow_algorithm_1():
+    f = torch.zeros(3, 4)
+    d = ConstantD(math.log(3.0))  # D = 0.75
+    # L_D = log(1 - D(f^g)) + log D(f^l); L_R = log(1 - D(f^l))
+    assert float(discriminator_loss(d, f, f)) == pytest.approx(math.log(0.25) + math.log(0.75))
+    assert float(regularizer_loss(d, f)) == pytest.approx(math.log(0.25))
+    # minimising L_D makes D call global features true and personal ones false
+    lin = nn.Linear(1, 1)
+    fg, fl = torch.ones(8, 1), -torch.ones(8, 1)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.5)
+    for _ in range(50):
+        opt.zero_grad()
+        discriminator_loss(lin, fg, fl).backward()
+        opt.step()
+    assert torch.sigmoid(lin(fg)).min() > 0.9 and torch.sigmoid(lin(fl)).max() < 0.1
+    # minimising L_R over the personal features makes D call them more "true" (fools D)
+    d = nn.Linear(1, 1)
+    with torch.no_grad():
+        d.weight.fill_(1.0)
+        d.bias.zero_()
+    feats = torch.full((8, 1), -0.5, requires_grad=True)
+    regularizer_loss(d, feats).backward()
+    with torch.no_grad():
+        moved = feats - 1.0 * feats.grad
+        assert torch.all(d(moved) > d(feats))
+
+
+def test_personal_extractor_and_discriminator_persist_across_rounds():
+    fed = InProcessFederation(["method=grpfed", *COMMON])
+    node = fed.nodes[0]
+    fed.round(1)
+    first = dict(fed.client(node).load_state(STATE))
+    fed.round(2)
+    second = fed.client(node).load_state(STATE)
+    assert set(first) == set(second)
+    assert any(not np.array_equal(first[k], second[k]) for k in first)  # trained further, not re-initialised
+    # round 2 started from round 1's state: a client built now restores exactly round 2's arrays
+    client = fed.client(node)
+    encoder, _ = client._personal_parts(fed.strategy.fit_config(3))
+    restored = [t.numpy() for t in encoder.state_dict().values()]
+    np.testing.assert_array_equal(restored[0], second["a0"])
+
+
+def test_grpfed_server_weights_and_q():
+    fed = InProcessFederation(["method=grpfed", *COMMON])
+    s = fed.strategy
+    record = fed.round(1)
+    assert record["extra"]["q"] == 10.0  # round 1 keeps q_0
+    sigma1 = s.sigma
+    record = fed.round(2)
+    assert s.q == pytest.approx(adaptive_q(10.0, sigma1, s.sigma, 0.5))
+    assert record["extra"]["loss_std"] == pytest.approx(s.sigma)
+    assert {"T_g", "T_p", "T_r", "T_l"} <= set(record["extra"])
+    tp, tr = record["extra"]["T_p"], record["extra"]["T_r"]
+    assert record["extra"]["T_l"] == pytest.approx(2 * tp * tr / (tp + tr))
+    assert record["extra"]["T_g"] == pytest.approx(record["test"]["macro_f1"])
+
+
+def test_grpfed_aggregates_by_loss_power():
+    fed = InProcessFederation(["method=grpfed", *COMMON])
+    s = fed.strategy
+    s.begin_round(1)
+    instructions = s.configure_fit(server_round=1, parameters=fed.parameters, client_manager=fed.manager)
+    from flwr.common import FitRes, ndarrays_to_parameters
+
+    from tests.helpers import OK
+
+    base = parameters_to_ndarrays(fed.parameters)
+    results = []
+    for (proxy, _), loss, shift in zip(instructions[:2], (1.0, 2.0), (1.0, 3.0)):
+        arrays = [a + shift for a in base]
+        results.append((proxy, FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=5,
+                                      metrics={"train_loss": loss})))
+    new, _ = s.aggregate_fit(1, results, [])
+    expected = weighted_average([[a + 1.0 for a in base], [a + 3.0 for a in base]], loss_power_weights([1.0, 2.0], 10.0))
+    for a, b in zip(parameters_to_ndarrays(new), expected):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_global_only_methods_use_the_global_model_as_personal_model():
+    fed = InProcessFederation(["method=fedavg", *COMMON])
+    record = fed.round(1)
+    # personal model == global model: the mean of per-client global-test F1 equals the server's
+    assert record["extra"]["T_r"] == pytest.approx(record["extra"]["T_g"], abs=1e-9)
+
+
+@pytest.mark.parametrize("method", ["lg_fedavg", "local"])
+def test_local_only_methods_ensemble_for_the_global_test(method):
+    fed = InProcessFederation([f"method={method}", *COMMON])
+    record = fed.round(1)
+    assert record["test"]["accuracy"] > 0 and record["extra"]["T_g"] == record["test"]["macro_f1"]
+    sent = [a.shape for a in parameters_to_ndarrays(fed.parameters)]
+    if method == "local":
+        assert sent == [] and record["bytes"]["up"] < 10_000  # no model leaves a client
+    else:
+        assert sent == [(10, 128), (10,)]  # only the head is global
+
+
+def test_local_models_keep_training_on_their_own():
+    fed = InProcessFederation(["method=local", *COMMON])
+    node = fed.nodes[1]
+    fed.round(1)
+    first = fed.client(node).load_state("local_model")
+    fed.round(2)
+    second = fed.client(node).load_state("local_model")
+    assert any(not np.array_equal(first[k], second[k]) for k in first)
+
+
+def test_pfedme_and_perfedavg_personal_models_differ_from_the_global_model():
+    for method, state in (("pfedme", "pfedme_personal"), ("perfedavg", None)):
+        fed = InProcessFederation([f"method={method}", *COMMON])
+        fed.round(1)
+        client = fed.client(fed.nodes[0])
+        global_weights = parameters_to_ndarrays(fed.parameters)
+        personal = client.personal_model(global_weights, fed.strategy.fit_config(2))
+        personal_weights = [t.detach().numpy() for t in personal.state_dict().values()]
+        assert any(not np.allclose(a, b) for a, b in zip(global_weights, personal_weights)), method
+        if state:
+            assert client.load_state(state) is not None
