@@ -76,6 +76,15 @@ def extra_finals(run_dir: Path) -> dict[str, float]:
     return finals
 
 
+def extra_last(run_dir: Path, keys: list[str]) -> dict[str, float]:
+    """The value at the last round that reports it, of each 'extra' metric in ``keys``."""
+    last: dict[str, float] = {}
+    for row in read_metrics_csv(run_dir / "metrics.csv"):
+        if row["split"] == "extra" and row["metric"] in keys:
+            last[row["metric"]] = row["value"]
+    return last
+
+
 def accuracy_curve(run_dir: Path) -> dict[int, float]:
     return {
         r["round"]: r["value"] for r in read_metrics_csv(run_dir / "metrics.csv")
@@ -83,7 +92,9 @@ def accuracy_curve(run_dir: Path) -> dict[int, float]:
     }
 
 
-def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, extra_keys: list[str]) -> Path:
+def write_outputs(
+    out: Path, name: str, methods, seeds, overrides, runs: dict, extra_keys: list[str], final_keys: list[str]
+) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,7 +112,8 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, e
     header = "| method | final accuracy (%) | best accuracy (%) | final macro-F1 (%) |"
     if target:
         header += f" MB to {target:.0%} accuracy (runs reaching it) |"
-    header += "".join(f" {k} (mean over rounds) |" for k in extra_keys) + " other (%) |"
+    header += "".join(f" {k} (mean over rounds) |" for k in extra_keys)
+    header += "".join(f" final {k} (%) |" for k in final_keys) + " other (%) |"
     lines += [header, "|" + "---|" * (header.count("|") - 1)]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for method in methods:
@@ -122,6 +134,9 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, e
         means = [extra_means(runs[method, s], extra_keys) for s in seeds]
         for key in extra_keys:
             row += f" {mean_std([m[key] for m in means if key in m], scale=1.0, digits=3)} |"
+        finals = [extra_last(runs[method, s], final_keys) for s in seeds]
+        for key in final_keys:
+            row += f" {mean_std([f[key] for f in finals if key in f])} |"
         lines.append(row + f" {other} |")
         curves = [accuracy_curve(runs[method, s]) for s in seeds]
         rounds = sorted(set.intersection(*(set(c) for c in curves)))
@@ -129,6 +144,7 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, e
         ax.plot(rounds, values.mean(axis=0), label=method)
         ax.fill_between(rounds, values.mean(axis=0) - values.std(axis=0), values.mean(axis=0) + values.std(axis=0), alpha=0.15)
     extras_arg = f"--extras {','.join(extra_keys)} " if extra_keys else ""
+    extras_arg += f"--finals {','.join(final_keys)} " if final_keys else ""
     lines += ["", f"Command: `python benchmarks/compare_methods.py --name {name} --methods {','.join(methods)} "
               f"--seeds {','.join(map(str, seeds))} {extras_arg}-- {' '.join(overrides)}`"]
     ax.set(xlabel="round", ylabel="test accuracy", title=name, ylim=(0, 1))
@@ -148,6 +164,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results")
     parser.add_argument("--extras", default="", help="comma-separated extra metrics to average over rounds")
+    parser.add_argument("--finals", default="", help="comma-separated extra metrics reported at their last round")
     parser.add_argument("overrides", nargs="*", help="fedimb overrides shared by every run")
     args = parser.parse_args()
     methods = args.methods.split(",")
@@ -160,7 +177,8 @@ def main() -> None:
             done = completed_run(runs_dir, method, seed)
             runs[method, seed] = done or run_one(runs_dir, method, seed, args.overrides)
     extra_keys = [k for k in args.extras.split(",") if k]
-    table = write_outputs(out, args.name, methods, seeds, args.overrides, runs, extra_keys)
+    final_keys = [k for k in args.finals.split(",") if k]
+    table = write_outputs(out, args.name, methods, seeds, args.overrides, runs, extra_keys, final_keys)
     print(table.read_text())
     print(table)
 

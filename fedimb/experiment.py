@@ -41,7 +41,7 @@ def experiment_data(cfg: DictConfig) -> ExperimentData:
             dataset = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
             partition = make_partition(
                 dataset.y_train, dataset.num_classes, int(cfg.num_clients),
-                OmegaConf.to_container(cfg.partition, resolve=True), int(cfg.seed),
+                OmegaConf.to_container(cfg.partition, resolve=True), int(cfg.seed), dataset.groups_train,
             )
             _DATA[key] = ExperimentData(dataset, partition)
         return _DATA[key]

@@ -31,6 +31,7 @@ class ArrayDataset:
     x_test: np.ndarray
     y_test: np.ndarray
     num_classes: int
+    groups_train: np.ndarray | None = None  # natural client of each training sample (e.g. patient)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -127,7 +128,8 @@ def _local_copy(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray] | N
                 missing = {"x_train", "y_train", "x_test", "y_test"} - set(npz.files)
                 if missing:
                     raise DataUnavailableError(f"{path} lacks arrays {sorted(missing)}")
-                return {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test")}
+                keys = ["x_train", "y_train", "x_test", "y_test"] + (["groups_train"] if "groups_train" in npz.files else [])
+                return {k: npz[k] for k in keys}
     return None
 
 
@@ -175,6 +177,13 @@ def _download_emnist(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray
     return out
 
 
+def _download_mitbih(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """MIT-BIH arrhythmia beats via wfdb, from ``dataset.root`` or PhysioNet."""
+    from fedimb.data.ecg import load_mitbih
+
+    return load_mitbih(spec, reachable=_hub_reachable("physionet.org"), offline_error=_offline_error)
+
+
 def _online(name: str, download: Callable[[str, Mapping[str, Any]], dict[str, np.ndarray]]):
     def load_raw(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
         local = _local_copy(name, spec)
@@ -195,6 +204,7 @@ DATASETS: dict[str, DatasetInfo] = {
     "svhn": DatasetInfo(10, (3, 32, 32), True, _online("svhn", _download_hf)),
     "cinic10": DatasetInfo(10, (3, 32, 32), True, _online("cinic10", _download_hf)),
     "emnist": DatasetInfo(47, (1, 28, 28), True, _online("emnist", _download_emnist)),
+    "mitbih": DatasetInfo(12, (1, 256), True, _online("mitbih", _download_mitbih)),
 }
 
 
@@ -235,6 +245,7 @@ def _normalise(name: str, raw: Mapping[str, np.ndarray], num_classes: int) -> Ar
         x_test=np.ascontiguousarray((x_test - mean) / std, dtype=np.float32),
         y_test=np.asarray(raw["y_test"], dtype=np.int64),
         num_classes=num_classes,
+        groups_train=np.asarray(raw["groups_train"], dtype=np.int64) if "groups_train" in raw else None,
     )
 
 

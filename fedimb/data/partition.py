@@ -37,9 +37,13 @@ _Partitioner = Callable[..., Split]
 
 
 def make_partition(
-    labels: np.ndarray, num_classes: int, num_clients: int, spec: Mapping[str, Any], seed: int
+    labels: np.ndarray, num_classes: int, num_clients: int, spec: Mapping[str, Any], seed: int,
+    groups: np.ndarray | None = None,
 ) -> Partition:
-    """Partition ``labels`` over ``num_clients`` clients as the ``partition`` config says."""
+    """Partition ``labels`` over ``num_clients`` clients as the ``partition`` config says.
+
+    ``groups`` is the data set's natural client of each sample (e.g. the patient), used
+    by the ``natural`` partitioner."""
     labels = np.asarray(labels, dtype=np.int64)
     name = str(spec["name"])
     if name not in PARTITIONERS:
@@ -47,6 +51,8 @@ def make_partition(
             f"unknown partition '{name}' (choose from: {', '.join(sorted(PARTITIONERS))})"
         )
     params = {k: v for k, v in spec.items() if k != "name"}
+    if name == "natural":
+        params["groups"] = groups
     rng = np.random.default_rng([int(seed), 0x9A27])
     try:
         indices, groups = PARTITIONERS[name](labels, num_classes, num_clients, rng, seed, **params)
@@ -309,7 +315,18 @@ def quantity(
     return out, None
 
 
+def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
+    """One client per natural group of the data set (e.g. MIT-BIH: one per patient)."""
+    if groups is None:
+        raise ConfigError("partition 'natural' needs a data set with natural clients (e.g. dataset=mitbih)")
+    ids = np.unique(groups)
+    if len(ids) != num_clients:
+        raise ConfigError(f"partition 'natural' has {len(ids)} clients in this data set: set num_clients={len(ids)}")
+    return [np.flatnonzero(groups == g) for g in ids], None
+
+
 PARTITIONERS: dict[str, _Partitioner] = {
+    "natural": natural,
     "iid": iid,
     "dirichlet": dirichlet,
     "pathological": pathological,
