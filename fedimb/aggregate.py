@@ -202,3 +202,50 @@ def project_simplex(v: Sequence[float]) -> np.ndarray:
     rho = np.nonzero(u * np.arange(1, len(v) + 1) > (css - 1))[0][-1]
     theta = (css[rho] - 1) / (rho + 1.0)
     return np.maximum(v - theta, 0.0)
+
+
+def fednova_normaliser(local_steps: int, momentum: float) -> float:
+    """FedNova (Wang et al., NeurIPS 2020, §4 and App. C): a_i = ‖a‖₁ of the local
+    update's coefficient vector; τ for plain SGD, and for SGD with momentum ρ
+    a_i = (τ − ρ(1 − ρ^τ)/(1 − ρ)) / (1 − ρ)."""
+    tau, rho = int(local_steps), float(momentum)
+    if rho == 0:
+        return float(tau)
+    return (tau - rho * (1 - rho**tau) / (1 - rho)) / (1 - rho)
+
+
+def fednova_update(
+    global_weights: Arrays, local_weights: Sequence[Arrays], sizes: Sequence[float], normalisers: Sequence[float]
+) -> list[np.ndarray]:
+    """FedNova: x ← x − τ_eff Σ_i p_i (x − y_i)/a_i with p_i = n_i/n, τ_eff = Σ_i p_i a_i."""
+    p = normalised_weights(sizes)
+    a = np.asarray(normalisers, dtype=np.float64)
+    tau_eff = float(np.sum(p * a))
+    out = []
+    for layer, g in enumerate(global_weights):
+        g64 = np.asarray(g, np.float64)
+        step = sum(p[i] * (g64 - np.asarray(local[layer], np.float64)) / a[i] for i, local in enumerate(local_weights))
+        new = g64 - tau_eff * step
+        out.append(np.rint(new).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else new.astype(g.dtype))
+    return out
+
+
+class ServerMomentum:
+    """FedAvgM / server SGD with momentum (Hsu et al., 2019): with the pseudo-gradient
+    Δ = x − mean(y_i), v ← β·v + Δ and x ← x − η_s·v (β = 0, η_s = 1 is FedAvg)."""
+
+    def __init__(self, lr: float = 1.0, momentum: float = 0.9):
+        self.lr, self.momentum = float(lr), float(momentum)
+        self.velocity: list[np.ndarray] | None = None
+
+    def step(self, weights: Arrays, average: Arrays) -> list[np.ndarray]:
+        deltas = [np.asarray(w, np.float64) - np.asarray(m, np.float64) for w, m in zip(weights, average)]
+        if self.velocity is None:
+            self.velocity = deltas
+        else:
+            self.velocity = [self.momentum * v + d for v, d in zip(self.velocity, deltas)]
+        return [
+            np.rint(w - self.lr * v).astype(w.dtype) if np.issubdtype(w.dtype, np.integer)
+            else (np.asarray(w, np.float64) - self.lr * v).astype(w.dtype)
+            for w, v in zip(weights, self.velocity)
+        ]

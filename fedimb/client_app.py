@@ -61,7 +61,7 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
     """One model object per process, reused by every client it serves (weights are
     loaded from each instruction, so nothing leaks between clients)."""
     global _THREADS_SET
-    key = repr(cfg.model) + str(cfg.dataset.name)
+    key = repr(cfg.model) + repr(cfg.method.get("model_options")) + str(cfg.dataset.name)
     with _LOCK:
         threads = int(cfg.runtime.get("torch_threads", 0) or 0)
         if threads and not _THREADS_SET:

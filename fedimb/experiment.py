@@ -61,11 +61,13 @@ def client_split(cfg: DictConfig, data: ExperimentData, pid: int) -> tuple[np.nd
 
 
 def new_model(cfg: DictConfig, dataset: ArrayDataset) -> EncoderHeadNet:
-    """The model of the run, initialised from ``seed`` (identical in every process)."""
-    return build_model(
-        OmegaConf.to_container(cfg.model, resolve=True), dataset.input_shape, dataset.num_classes,
-        seed=int(cfg.seed),
-    )
+    """The model of the run, initialised from ``seed`` (identical in every process).
+
+    A method may change the architecture through ``method.model_options`` (e.g. MOON's
+    projection head), merged into the ``model`` config."""
+    spec = {**OmegaConf.to_container(cfg.model, resolve=True),
+            **OmegaConf.to_container(cfg.method.get("model_options") or OmegaConf.create({}), resolve=True)}
+    return build_model(spec, dataset.input_shape, dataset.num_classes, seed=int(cfg.seed))
 
 
 def resolve_device(cfg: DictConfig) -> torch.device:

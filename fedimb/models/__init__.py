@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 import torch
+from torch import nn
 
 from fedimb.errors import ConfigError
 from fedimb.models.base import EncoderHeadNet, get_weights, num_parameters, set_weights
@@ -28,12 +29,24 @@ def build_model(
     if name not in MODELS:
         raise ConfigError(f"unknown model '{name}' (choose from: {', '.join(sorted(MODELS))})")
     kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in spec.items() if k != "name"}
+    projection_dim = kwargs.pop("projection_dim", None)
     if seed is not None:
         torch.manual_seed(int(seed))
     try:
-        return MODELS[name](tuple(input_shape), int(num_classes), **kwargs)
+        model = MODELS[name](tuple(input_shape), int(num_classes), **kwargs)
     except (TypeError, ValueError, RuntimeError) as err:
         raise ConfigError(f"model '{name}' cannot be built for input {tuple(input_shape)}: {err}") from None
+    return model if projection_dim is None else with_projection(model, int(projection_dim))
+
+
+def with_projection(model: EncoderHeadNet, dim: int) -> EncoderHeadNet:
+    """MOON's architecture (Li et al., CVPR 2021, §3.1): base encoder, a 2-layer MLP
+    projection head to ``dim`` features, and the output layer on the projection."""
+    if dim < 1:
+        raise ConfigError(f"projection_dim must be >= 1, got {dim}")
+    d = model.feature_dim
+    encoder = nn.Sequential(model.encoder, nn.Linear(d, d), nn.ReLU(), nn.Linear(d, dim))
+    return EncoderHeadNet(encoder, dim, model.num_classes)
 
 
 __all__ = ["MODELS", "EncoderHeadNet", "build_model", "get_weights", "num_parameters", "set_weights"]
