@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -39,7 +40,13 @@ def experiment(cfg: DictConfig) -> None:
     print(path, flush=True)
 
 
+def _terminate(signum, frame) -> None:
+    """SIGTERM ends the run like Ctrl-C: cleanup handlers stop every Flower process."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     overrides = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
     try:
         check_overrides(overrides)

@@ -33,12 +33,29 @@ def marked_processes(marker: str) -> list[psutil.Process]:
     return found
 
 
-def run_fedimb(*args: str, env: dict[str, str] | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    """``python -m fedimb <args>`` from the repository root."""
-    return subprocess.run(
-        [sys.executable, "-m", "fedimb", *args], cwd=REPO, capture_output=True, text=True,
-        timeout=timeout, env={**os.environ, **(env or {})},
+def start_fedimb(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """``python -m fedimb <args>`` from the repository root, running in the background."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedimb", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env={**os.environ, **(env or {})},
     )
+
+
+def finish_fedimb(proc: subprocess.Popen, timeout: float = 800) -> subprocess.CompletedProcess:
+    """Wait for a front-end run; past ``timeout`` stop it with SIGTERM (so that it stops
+    its Flower processes) before failing."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+        raise AssertionError(f"fedimb did not finish within {timeout:.0f}s: {err[-2000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def run_fedimb(*args: str, env: dict[str, str] | None = None, timeout: float = 800) -> subprocess.CompletedProcess:
+    """``python -m fedimb <args>`` from the repository root, to completion."""
+    return finish_fedimb(start_fedimb(*args, env=env), timeout)
 
 
 @pytest.fixture

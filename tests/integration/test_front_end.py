@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_fedimb
+from tests.conftest import finish_fedimb, run_fedimb, start_fedimb
 
 pytestmark = pytest.mark.slow
 
@@ -79,28 +79,51 @@ def test_dropout_is_applied_and_counted(tmp_path, no_leaked_processes):
         assert values["succeeded"] == 6 - values["failures"]
 
 
-def sweep(tmp_path, methods, *overrides):
-    result = run_fedimb(
+def start_sweep(root, methods, *overrides):
+    # one Ray actor per run (2 CPUs per client): two sweeps share the machine's 2 cores
+    return start_fedimb(
         "-m", f"method={','.join(methods)}", "num_clients=3", "train.local_epochs=1", "dropout=none", "seed=1",
-        *overrides, f"output.root={tmp_path}", timeout=60 * len(methods) + 300,
+        "runtime.num_cpus_per_client=2", *overrides, f"output.root={root}",
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return [json.loads(p.read_text()) for p in sorted(tmp_path.glob("multirun/*/*/summary.json"))]
 
 
 def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     """Hydra sweeps over all configured methods: one run folder per job, each complete.
 
-    The multi-stage FedConcat variants run with one classifier round (and FedConcat-ID
-    one more round for its inference stage) so that every stage is exercised."""
+    The methods are split over two sweeps running side by side. The multi-stage
+    FedConcat variants run with one classifier round (and FedConcat-ID one more round
+    for its inference stage) so that every stage is exercised."""
     from fedimb.config import group_choices
 
     staged = ["fedconcat", "fedconcat_id"]
-    methods = [m for m in group_choices("method") if m not in staged]
-    summaries = sweep(tmp_path / "plain", methods, "num_rounds=2")
-    summaries += sweep(tmp_path / "staged", staged, "num_rounds=3", "method.strategy.classifier_rounds=1",
-                       "method.strategy.num_clusters=2")
-    assert sorted(s["method"] for s in summaries) == sorted(methods + staged)
+    plain = [m for m in group_choices("method") if m not in staged]
+    sweeps = [
+        start_sweep(tmp_path / "a", plain[::2], "num_rounds=2"),
+        start_sweep(tmp_path / "b", plain[1::2], "num_rounds=2"),
+    ]
+    results = [finish_fedimb(proc, timeout=900) for proc in sweeps]
+    staged_result = finish_fedimb(start_sweep(tmp_path / "c", staged, "num_rounds=3",
+                                              "method.strategy.classifier_rounds=1",
+                                              "method.strategy.num_clusters=2"), timeout=400)
+    for result in results + [staged_result]:
+        assert result.returncode == 0, result.stderr[-3000:]
+    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/summary.json"))]
+    methods = plain + staged
+    assert sorted(s["method"] for s in summaries) == sorted(methods)
     for summary in summaries:
         assert summary["completed"] and summary["rounds"] >= 2 and summary["seed"] == 1, summary
         assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0
+
+
+def test_sigterm_stops_the_run_and_every_flower_process(tmp_path, no_leaked_processes):
+    import time
+
+    proc = start_fedimb("num_clients=3", "num_rounds=200", f"output.root={tmp_path}")
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.rglob("superlink.log")) and time.monotonic() < deadline:
+        time.sleep(1)
+    time.sleep(15)  # the simulation is starting or running
+    proc.terminate()
+    result = finish_fedimb(proc, timeout=120)
+    assert result.returncode == 128 + 15
+    # no_leaked_processes checks that the SuperLink, the simulation and Ray are gone
