@@ -14,7 +14,7 @@ from clients.grpfed import STATE, discriminator_loss, regularizer_loss
 from fedimb.aggregate import adaptive_q, loss_power_weights, weighted_average
 from tests.helpers import InProcessFederation
 
-COMMON = ["num_clients=4", "train.local_epochs=1", "dropout=none", "partition=quantity",
+COMMON = ["dataset=digits", "num_clients=4", "train.local_epochs=1", "dropout=none", "partition=quantity",
           "evaluation.local_test_fraction=0.2", "evaluation.personal=true"]
 
 
@@ -124,7 +124,7 @@ def test_local_only_methods_ensemble_for_the_global_test(method):
     if method == "local":
         assert sent == [] and record["bytes"]["up"] < 10_000  # no model leaves a client
     else:
-        assert sent == [(10, 128), (10,)]  # only the head is global
+        assert sent == [(10, 64), (10,)]  # only the (mlp's) head is global
 
 
 def test_local_models_keep_training_on_their_own():

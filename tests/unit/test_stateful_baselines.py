@@ -16,7 +16,7 @@ from fedimb.models import get_weights, set_weights
 from fedimb.training import TrainConfig, make_optimizer, seeded_generator, train_epochs
 from tests.helpers import InProcessFederation
 
-ONE_CLIENT = ["num_clients=1", "dropout=none", "partition=iid", "train.local_epochs=1", "train.momentum=0.0",
+ONE_CLIENT = ["dataset=digits", "num_clients=1", "dropout=none", "partition=iid", "train.local_epochs=1", "train.momentum=0.0",
               "train.weight_decay=0.0", "train.batch_size=200"]
 
 
@@ -69,7 +69,7 @@ def test_scaffold_control_variates_follow_option_ii():
 
 
 def test_scaffold_server_control_scales_with_participation():
-    fed = InProcessFederation(["method=scaffold", "num_clients=4", "dropout=none", "fraction_fit=0.5",
+    fed = InProcessFederation(["method=scaffold", "dataset=digits", "num_clients=4", "dropout=none", "fraction_fit=0.5",
                                "train.local_epochs=1"])
     fed.round(1)
     deltas = []
@@ -82,7 +82,7 @@ def test_scaffold_server_control_scales_with_participation():
 
 
 def test_feddyn_client_and_server_state():
-    fed = InProcessFederation(["method=feddyn", "num_clients=2", "dropout=none", "train.local_epochs=1",
+    fed = InProcessFederation(["method=feddyn", "dataset=digits", "num_clients=2", "dropout=none", "train.local_epochs=1",
                                "method.client.alpha=0.1"])
     s = fed.strategy
     x0 = parameters_to_ndarrays(fed.parameters)
@@ -111,7 +111,7 @@ def test_moon_contrastive_loss_hand_value():
 
 
 def test_moon_model_has_the_projection_head_and_keeps_the_previous_model():
-    fed = InProcessFederation(["method=moon", "num_clients=2", "dropout=none", "train.local_epochs=1"])
+    fed = InProcessFederation(["method=moon", "dataset=digits", "num_clients=2", "dropout=none", "train.local_epochs=1"])
     model = fed.run.new_model()
     assert model.feature_dim == 256 and model.head.in_features == 256
     fed.round(1)
