@@ -101,6 +101,8 @@ class BaseClient(NumPyClient):
         )
         metrics: dict[str, Scalar] = {"train_loss": result.mean_loss, "local_steps": result.steps}
         metrics.update(self.after_training(config, result))
+        if config.get("report_latent"):
+            metrics.update(payload.pack({"latent_mean": self.mean_latent()}))
         return self.get_parameters({}), self.data.num_examples, metrics
 
     def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
@@ -139,6 +141,12 @@ class BaseClient(NumPyClient):
         received global model."""
         self.set_parameters(parameters)
         return self.model
+
+    def mean_latent(self) -> np.ndarray:
+        """Mean final-hidden-layer representation (encoder output) of the local training
+        data under the current model (contribution normalisation, Algorithm 1)."""
+        idx = self.data.indices
+        return predict(self.model.encoder, self.data.x[idx].to(self.device)).mean(dim=0).cpu().numpy()
 
     def generator(self, config: dict[str, Scalar]) -> torch.Generator:
         """Shuffling order seeded by (seed, round, client): reproducible in any runtime."""

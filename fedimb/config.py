@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from fedimb.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "experiment")
+GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "experiment")
 RUNTIMES = ("simulation", "deployment")
 
 
@@ -174,6 +174,13 @@ def validate(cfg: DictConfig) -> None:
 
     groups = client_groups(cfg.num_clients, len(p.classes_per_group)) if p.name == "clustered" else None
     availability_from_config(cfg.dropout, cfg.num_clients, groups, cfg.seed)
+
+    norm = cfg.get("normalize") or {}
+    _need(norm.get("name", "none") in ("none", "latent_cosine"),
+          f"unknown normalize '{norm.get('name')}' (choose from: latent_cosine, none)")
+    if norm.get("name") == "latent_cosine":
+        _need(_is_number(norm.get("temperature")) and norm.temperature > 0,
+              f"normalize.temperature must be > 0, got {norm.get('temperature')!r}")
 
     r = cfg.runtime
     _need(r.get("name") in RUNTIMES, f"unknown runtime '{r.get('name')}' (choose from: {', '.join(RUNTIMES)})")

@@ -29,6 +29,7 @@ class AFLStrategy(BaseStrategy):
         weights = self.mixture[pids]
         if weights.sum() <= 0:
             weights = np.ones(len(pids))
+        weights = self.aggregation_weights(updates, weights)
         new = weighted_average([u.arrays for u in updates], weights)
         gradient = np.zeros_like(self.mixture)
         gradient[pids] = [float(u.metrics["initial_loss"]) for u in updates]

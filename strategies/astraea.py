@@ -69,6 +69,7 @@ class AstraeaStrategy(BaseStrategy):
         self.mediator_of: dict[int, int] = {}
         self.mediator_weights: list[list[np.ndarray]] = []
         self.mediator_trained: list[set[int]] = []
+        self.mediator_latents: list[dict[int, np.ndarray]] = []  # last latent of each trained client
         self.sync_bytes = 0
 
     # ------------------------------------------------------------- round mapping
@@ -140,6 +141,7 @@ class AstraeaStrategy(BaseStrategy):
         self.mediator_of = {p: i for i, m in enumerate(mediators) for p in m}
         self.mediator_weights = [self.current_weights] * len(mediators)
         self.mediator_trained = [set() for _ in mediators]
+        self.mediator_latents = [{} for _ in mediators]
         self.sync_bytes = 0
         mediator_kl = [kl_to_uniform(np.sum([self.counts[p] for p in m], axis=0)) for m in mediators]
         client_kl = [kl_to_uniform(self.counts[p]) for p in sampled]
@@ -168,6 +170,8 @@ class AstraeaStrategy(BaseStrategy):
             m = self.mediator_of[update.partition_id]
             self.mediator_weights[m] = update.arrays
             self.mediator_trained[m].add(update.partition_id)
+            if "latent_mean" in update.payload:
+                self.mediator_latents[m][update.partition_id] = update.payload["latent_mean"]
         return None
 
     def end_round(self, server_round: int):
@@ -184,6 +188,14 @@ class AstraeaStrategy(BaseStrategy):
         trained = [m for m, members in enumerate(self.mediator_trained) if members]
         if not trained:
             return None
-        sizes = [sum(float(self.counts[p].sum()) for p in self.mediator_trained[m]) for m in trained]
+        sizes = np.array([sum(float(self.counts[p].sum()) for p in self.mediator_trained[m]) for m in trained])
+        if self.normalize_temperature is not None and all(self.mediator_latents[m] for m in trained):
+            # a mediator's latent: its clients' latents weighted by their sample counts
+            latents = [
+                np.average(np.stack(list(self.mediator_latents[m].values())), axis=0,
+                           weights=[float(self.counts[p].sum()) for p in self.mediator_latents[m]])
+                for m in trained
+            ]
+            sizes = self.contribution_weighted(sizes, latents, [f"mediator{m}" for m in trained])
         self.current_weights = weighted_average([self.mediator_weights[m] for m in trained], sizes)
         return ndarrays_to_parameters(self.current_weights)

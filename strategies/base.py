@@ -28,7 +28,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from fedimb import payload
-from fedimb.aggregate import weight_diversity, weighted_average
+from fedimb.aggregate import contribution_factors, weight_diversity, weighted_average
 from fedimb.client_registry import ClientRegistry
 from fedimb.server_run import ServerRun
 
@@ -127,6 +127,10 @@ class BaseStrategy(Strategy):
         if clash:
             raise ValueError(f"method.client must not redefine training settings {sorted(clash)}")
         self.current_weights: list[np.ndarray] | None = None
+        normalize = cfg.get("normalize") or {}
+        self.normalize_temperature = (
+            float(normalize["temperature"]) if normalize.get("name") == "latent_cosine" else None
+        )
         self.round_log = RoundLog(0, "train")  # replaced by begin_round
         self._sent_shapes: dict[int, list[tuple[int, ...]]] = {}
         self._discovered = False
@@ -215,13 +219,16 @@ class BaseStrategy(Strategy):
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Settings every client receives: round, stage, training and method settings."""
-        return {
+        config = {
             "server_round": server_round,
             "stage": self.stage_of(server_round),
             "seed": self.run.seed,
             **self.train_hparams,
             **self.client_hparams,
         }
+        if self.normalize_temperature is not None:
+            config["report_latent"] = True
+        return config
 
     def fit_instructions(
         self, server_round: int, parameters: Parameters, clients: list[int]
@@ -299,7 +306,31 @@ class BaseStrategy(Strategy):
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]) -> list[np.ndarray] | None:
         """New global weights from accepted updates: FedAvg weighting by sample count."""
-        return weighted_average([u.arrays for u in updates], [u.num_examples for u in updates])
+        weights = self.aggregation_weights(updates, [u.num_examples for u in updates])
+        return weighted_average([u.arrays for u in updates], weights)
+
+    def aggregation_weights(self, updates: list[ClientUpdate], base_weights) -> np.ndarray:
+        """The per-client weights a strategy aggregates with: its own ν_r, multiplied by
+        the contribution factors Λ_r when ``normalize=latent_cosine`` (eqs. 6–7; the
+        caller's weighted average divides by Λ·ν). Every weighted aggregation goes
+        through here, so the switch applies to every such method."""
+        base = np.asarray(base_weights, dtype=np.float64)
+        if self.normalize_temperature is None:
+            return base
+        latents = [u.payload.get("latent_mean") for u in updates]
+        if any(z is None for z in latents):
+            self.round_log.note("normalisation skipped: an update carries no latent_mean")
+            return base
+        return self.contribution_weighted(base, latents, [u.partition_id for u in updates])
+
+    def contribution_weighted(self, base: np.ndarray, latents, ids) -> np.ndarray:
+        """Λ·ν for aggregation units (clients, or e.g. Astraea's mediators) with the given
+        mean latents. A single unit keeps its weight (Λ of one client is undefined)."""
+        if len(latents) < 2:
+            return base
+        factors = contribution_factors(np.stack(latents), self.normalize_temperature)
+        self.round_log.extra.update({f"contribution.{i}": float(f) for i, f in zip(ids, factors)})
+        return factors * base
 
     @staticmethod
     def aggregate_metrics(updates: list[ClientUpdate]) -> dict[str, float]:

@@ -17,5 +17,5 @@ class FedNovaStrategy(BaseStrategy):
         rho = float(self.train_hparams["momentum"])
         normalisers = [fednova_normaliser(max(int(u.metrics.get("local_steps", 0)), 1), rho) for u in updates]
         self.round_log.extra["tau_eff_steps"] = sum(normalisers) / len(normalisers)
-        return fednova_update(self.current_weights, [u.arrays for u in updates],
-                              [u.num_examples for u in updates], normalisers)
+        sizes = self.aggregation_weights(updates, [u.num_examples for u in updates])
+        return fednova_update(self.current_weights, [u.arrays for u in updates], sizes, normalisers)

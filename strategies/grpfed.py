@@ -44,6 +44,6 @@ class GRPFEDStrategy(BaseStrategy):
         if self.sigma is not None:
             self.q = adaptive_q(self.q, self.sigma, sigma, self.eta_q)
         self.sigma = sigma
-        weights = loss_power_weights(losses, self.q)
+        weights = self.aggregation_weights(updates, loss_power_weights(losses, self.q))
         self.round_log.extra.update(q=self.q, loss_std=sigma, loss_max=float(losses.max()))
         return weighted_average([u.arrays for u in updates], weights)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedimb import payload
+from fedimb.aggregate import weighted_average
 from strategies.base import BaseStrategy, ClientUpdate
 
 
@@ -48,10 +49,10 @@ class ScaffoldStrategy(BaseStrategy):
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         x = self.current_weights
+        mean = weighted_average([u.arrays for u in updates], self.aggregation_weights(updates, np.ones(len(updates))))
         new = []
-        for i, g in enumerate(x):
-            mean = np.mean([u.arrays[i].astype(np.float64) for u in updates], axis=0)
-            value = g + self.server_lr * (mean - g)
+        for g, m in zip(x, mean):
+            value = g + self.server_lr * (m.astype(np.float64) - g)
             new.append(np.rint(value).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else value.astype(g.dtype))
         share = len(updates) / self.run.num_clients
         for j in range(len(self.control)):

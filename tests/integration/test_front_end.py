@@ -57,6 +57,9 @@ def test_fedavg_three_rounds_writes_a_complete_run_folder(tmp_path, no_leaked_pr
     assert partition["num_clients"] == 4 and sum(partition["client_sizes"]) == 4000
 
 
+NORMALIZED = ["fedavg", "fedprox", "scaffold", "fednova", "fedbabu", "fedavgm"]
+
+
 def start_sweep(root, methods, *overrides):
     # one Ray actor per run (2 CPUs per client): two sweeps share the machine's 2 cores
     return start_fedimb(
@@ -81,13 +84,22 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
         start_sweep(tmp_path / "b", plain[1::2], "num_rounds=2"),
     ]
     results = [finish_fedimb(proc, timeout=900) for proc in sweeps]
-    staged_result = finish_fedimb(start_sweep(tmp_path / "c", staged, "num_rounds=3",
-                                              "method.strategy.classifier_rounds=1",
-                                              "method.strategy.num_clusters=2"), timeout=400)
-    for result in results + [staged_result]:
+    sweeps = [
+        start_sweep(tmp_path / "c", staged, "num_rounds=3", "method.strategy.classifier_rounds=1",
+                    "method.strategy.num_clusters=2"),
+        # the contribution-normalisation switch on every strategy it names
+        start_sweep(tmp_path / "normalized", NORMALIZED, "num_rounds=2", "normalize=latent_cosine"),
+    ]
+    results += [finish_fedimb(proc, timeout=600) for proc in sweeps]
+    for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/summary.json"))]
+    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("[abc]/multirun/*/*/summary.json"))]
     methods = plain + staged
+    normalized = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("normalized/multirun/*/*/summary.json"))]
+    assert sorted(s["method"] for s in normalized) == sorted(NORMALIZED)
+    for run_dir in tmp_path.glob("normalized/multirun/*/*"):
+        with open(run_dir / "metrics.csv") as fh:
+            assert sum(r["metric"].startswith("contribution.") for r in csv.DictReader(fh)) == 2 * 3
     assert sorted(s["method"] for s in summaries) == sorted(methods)
     for summary in summaries:
         assert summary["completed"] and summary["rounds"] >= 2 and summary["seed"] == 1, summary
