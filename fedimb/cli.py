@@ -2,6 +2,8 @@
 
 ``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
 run folder per job). The last line printed is the run folder's absolute path.
+``fedimb certs ...`` and ``fedimb local-federation ...`` are the deployment helpers
+(:mod:`fedimb.commands`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ def _terminate(signum, frame) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    from fedimb.commands import SUBCOMMANDS
+
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        try:
+            sys.exit(SUBCOMMANDS[sys.argv[1]](sys.argv[2:]))
+        except FedimbError as err:
+            _fail(err)
     overrides = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
     try:
         check_overrides(overrides)
