@@ -30,23 +30,37 @@ sys.path.insert(0, str(REPO))
 from fedimb.results import read_metrics_csv  # noqa: E402
 
 
-def completed_run(runs: Path, method: str, seed: int) -> Path | None:
-    for summary in sorted(runs.glob(f"{method}-s{seed}/*/*/summary.json")):
-        if json.loads(summary.read_text()).get("completed"):
+def run_arguments(method: str, seed: int, overrides: list[str]) -> list[str]:
+    return [*overrides, f"method={method}", f"seed={seed}"]
+
+
+def completed_run(runs: Path, name: str, seed: int, arguments: list[str]) -> Path | None:
+    """An earlier completed run of ``name`` and ``seed`` with exactly these arguments."""
+    import yaml
+
+    for summary in sorted(runs.glob(f"{name}-s{seed}/*/*/summary.json")):
+        recorded = yaml.safe_load((summary.parent / ".hydra" / "overrides.yaml").read_text()) or []
+        recorded = [o for o in recorded if not o.startswith("output.root=")]
+        if sorted(recorded) == sorted(arguments) and json.loads(summary.read_text()).get("completed"):
             return summary.parent
     return None
 
 
-def run_one(runs: Path, method: str, seed: int, overrides: list[str], name: str | None = None) -> Path:
-    """Run ``method`` with ``seed`` into ``runs/<name or method>-s<seed>``; return its folder."""
-    args = [sys.executable, "-m", "fedimb", *overrides, f"method={method}", f"seed={seed}",
-            f"output.root={runs / f'{name or method}-s{seed}'}"]
+def ensure_run(runs: Path, method: str, seed: int, overrides: list[str], name: str | None = None) -> Path:
+    """The folder of a completed run of ``method`` with ``seed`` in ``runs/<name or method>-s<seed>``:
+    an earlier one with the same arguments, else a new one."""
+    arguments = run_arguments(method, seed, overrides)
+    folder = runs / f"{name or method}-s{seed}"
+    done = completed_run(runs, name or method, seed, arguments)
+    if done:
+        return done
     start = time.perf_counter()
-    result = subprocess.run(args, cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "fedimb", *arguments, f"output.root={folder}"],
+                            cwd=REPO, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"{method} seed {seed} failed: {result.stderr.strip()[-500:]}")
     run_dir = Path(result.stdout.strip().splitlines()[-1])
-    print(f"  {method} seed {seed}: {time.perf_counter() - start:.0f}s -> {run_dir}", flush=True)
+    print(f"  {name or method} seed {seed}: {time.perf_counter() - start:.0f}s -> {run_dir}", flush=True)
     return run_dir
 
 
@@ -165,17 +179,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "results")
     parser.add_argument("--extras", default="", help="comma-separated extra metrics to average over rounds")
     parser.add_argument("--finals", default="", help="comma-separated extra metrics reported at their last round")
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="where the runs go (default <out>/<name>/runs); another benchmark's runs with the "
+                             "same set-up are reused")
     parser.add_argument("overrides", nargs="*", help="fedimb overrides shared by every run")
     args = parser.parse_args()
     methods = args.methods.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     out = args.out / args.name
-    runs_dir = out / "runs"
+    out.mkdir(parents=True, exist_ok=True)
+    runs_dir = args.runs or out / "runs"
     runs: dict[tuple[str, int], Path] = {}
     for method in methods:
         for seed in seeds:
-            done = completed_run(runs_dir, method, seed)
-            runs[method, seed] = done or run_one(runs_dir, method, seed, args.overrides)
+            runs[method, seed] = ensure_run(runs_dir, method, seed, args.overrides)
     extra_keys = [k for k in args.extras.split(",") if k]
     final_keys = [k for k in args.finals.split(",") if k]
     table = write_outputs(out, args.name, methods, seeds, args.overrides, runs, extra_keys, final_keys)

@@ -23,7 +23,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import completed_run, mean_std, run_one  # noqa: E402
+from benchmarks.compare_methods import ensure_run, mean_std  # noqa: E402
 from fedimb.results import read_metrics_csv  # noqa: E402
 
 
@@ -38,11 +38,6 @@ def bytes_per_encoder_round(run_dir: Path) -> float:
 
 def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
-
-
-def ensure(runs: Path, method: str, seed: int, overrides: list[str], tag: str | None = None) -> Path:
-    name = tag or method
-    return completed_run(runs, name, seed) or run_one(runs, method, seed, overrides, name=name)
 
 
 def main() -> None:
@@ -68,12 +63,12 @@ def main() -> None:
         common = ["+experiment=fedconcat_mnist5k", f"partition={partition}", *args.overrides]
         concat, concat_id, fedavg, matched_rounds = [], [], [], []
         for seed in seeds:
-            c = ensure(runs, "fedconcat", seed, common)
-            cid = ensure(runs, "fedconcat_id", seed, common)
+            c = ensure_run(runs, "fedconcat", seed, common)
+            cid = ensure_run(runs, "fedconcat_id", seed, common)
             total = summary(c)["bytes_up"] + summary(c)["bytes_down"]
             rounds = max(1, math.floor(total / bytes_per_encoder_round(c)))
             matched_rounds.append(rounds)
-            fa = ensure(runs, "fedavg", seed, [*common, f"num_rounds={rounds}"])
+            fa = ensure_run(runs, "fedavg", seed, [*common, f"num_rounds={rounds}"])
             concat.append(summary(c))
             concat_id.append(summary(cid))
             fedavg.append(summary(fa))

@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import completed_run, mean_std, run_one  # noqa: E402
+from benchmarks.compare_methods import ensure_run, mean_std  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
 
@@ -47,7 +47,7 @@ def main() -> None:
                 runs = args.out / f"alpha{alpha}" / normalize
                 overrides = [*args.overrides, f"partition.alpha={alpha}", f"normalize={normalize}"]
                 finals[normalize] = [
-                    json.loads(((completed_run(runs, method, s) or run_one(runs, method, s, overrides))
+                    json.loads((ensure_run(runs, method, s, overrides)
                                 / "summary.json").read_text())["final_accuracy"]
                     for s in seeds
                 ]

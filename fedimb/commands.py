@@ -68,4 +68,28 @@ def local_federation_main(argv: list[str]) -> int:
         return subprocess.run(command).returncode
 
 
-SUBCOMMANDS = {"certs": certs_main, "local-federation": local_federation_main}
+def resume_main(argv: list[str]) -> int:
+    """Continue an interrupted run in its own folder from the ServerApp's last checkpoint."""
+    from omegaconf import OmegaConf
+
+    from fedimb.launch import run_experiment
+
+    parser = argparse.ArgumentParser(
+        prog="fedimb resume", description=resume_main.__doc__,
+        epilog="Overrides after the folder may change where it runs (runtime.*), e.g. a new SuperLink address.",
+    )
+    parser.add_argument("run_dir", type=Path)
+    args, overrides = parser.parse_known_args(argv)
+    config_file = args.run_dir / "config.yaml"
+    if not config_file.is_file():
+        parser.error(f"{args.run_dir} is not a run folder (no config.yaml)")
+    cfg = OmegaConf.load(config_file)
+    if any(not o.startswith("runtime.") and not o.startswith("runtime=") for o in overrides):
+        parser.error("only runtime.* settings may change when resuming")
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([o for o in overrides if o.startswith("runtime.")]))
+    cfg.resume = True
+    print(run_experiment(cfg, args.run_dir), flush=True)
+    return 0
+
+
+SUBCOMMANDS = {"certs": certs_main, "local-federation": local_federation_main, "resume": resume_main}

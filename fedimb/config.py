@@ -201,6 +201,7 @@ def validate(cfg: DictConfig) -> None:
           f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}")
     _need(not cfg.evaluation.get("personal") or fraction > 0,
           "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0")
+    _need(isinstance(cfg.get("resume", False), bool), f"resume must be true or false, got {cfg.get('resume')!r}")
     target = cfg.evaluation.get("target_accuracy")
     _need(target is None or (_is_number(target) and 0 < target <= 1),
           f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")

@@ -78,12 +78,13 @@ def federation_config(cfg: DictConfig) -> dict[str, Any]:
 def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     """Validate, prepare the run folder, run through Flower and write the results.
 
+    With ``resume=true`` and an existing run folder, the results continue in it.
     Raises :class:`fedimb.errors.FedimbError` subclasses with one-line messages.
     """
     cfg = config.finalize(cfg)
     run_dir = run_dir.resolve()
     prepare_run_dir(cfg, run_dir)
-    recorder = RunRecorder(run_dir, cfg, echo)
+    recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")))
     run_config = {"config": config.encode(cfg)}
     runtime = cfg.runtime
     try:

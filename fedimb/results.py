@@ -3,7 +3,8 @@
 Files (DESIGN §4.8): ``metrics.csv`` (long format: round, stage, split, metric, value),
 ``summary.json``, ``curves.png``, next to ``config.yaml`` and ``partition.json``
 written before the run, and ``flwr.log`` with everything Flower printed (each line
-prefixed by the seconds since the run started).
+prefixed by the seconds since the run started) and ``events.jsonl`` with every event
+the ServerApp sent (a resumed run continues from it).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
 class RunRecorder:
     """Consumes ``flwr run --stream`` lines for one run."""
 
-    def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo):
+    def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo, resume: bool = False):
         self.run_dir = run_dir
         self.cfg = cfg
         self.echo = echo
@@ -42,8 +43,20 @@ class RunRecorder:
         self.end: dict[str, Any] | None = None
         self.errors: list[str] = []
         self._recent: list[str] = []
-        self._log = open(run_dir / "flwr.log", "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        events = run_dir / "events.jsonl"
+        if resume and events.exists():  # the interrupted attempt's rounds, until the server says where it resumes
+            for line in events.read_text().splitlines():
+                self._replay(json.loads(line))
+        mode = "a" if resume else "w"
+        self._log = open(run_dir / "flwr.log", mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._events = open(events, mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._t0 = time.perf_counter()
+
+    def _replay(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "start":
+            self.start = {k: v for k, v in event.items() if k != "event"}
+        elif event.get("event") == "round":
+            self.rounds.append({k: v for k, v in event.items() if k != "event"})
 
     # ---------------------------------------------------------------- streaming
     def feed(self, line: str) -> None:
@@ -53,6 +66,8 @@ class RunRecorder:
             if line.strip():
                 self._recent = (self._recent + [line])[-40:]
             return
+        self._events.write(json.dumps(event) + "\n")
+        self._events.flush()
         kind = event.pop("event")
         if kind == "start":
             self.start = event
@@ -60,8 +75,8 @@ class RunRecorder:
                 f"[fedimb] {event.get('method')} on {self.cfg.dataset.name}: {event.get('num_clients')} clients, "
                 f"{event.get('num_rounds')} rounds, {event.get('num_parameters'):,} parameters"
             )
-        elif kind == "round":
-            self.rounds.append(event)
+        elif kind == "round":  # a round replaces any earlier record of it (a restarted attempt)
+            self.rounds = [r for r in self.rounds if r["round"] < event["round"]] + [event]
             self.echo(self.progress_line(event))
         elif kind == "end":
             self.end = event
@@ -69,6 +84,11 @@ class RunRecorder:
             self.errors.append(str(event.get("message")))
         elif kind == "artifact":
             write_artifact(self.run_dir, str(event.get("name")), event.get("data"))
+        elif kind == "resume":
+            self.rounds = [r for r in self.rounds if r["round"] <= int(event["round"])]
+            self.echo(f"[fedimb] resuming after round {event['round']}")
+        elif kind == "warning":
+            self.echo(f"[fedimb] warning: {event.get('message')}")
 
     def progress_line(self, r: dict[str, Any]) -> str:
         test = r.get("test") or {}
@@ -103,8 +123,9 @@ class RunRecorder:
         return "the run ended without its final event"
 
     def close(self) -> None:
-        if not self._log.closed:
-            self._log.close()
+        for handle in (self._log, self._events):
+            if not handle.closed:
+                handle.close()
 
     # ------------------------------------------------------------------- files
     def finish(self) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from strategies.grpfed import positive_metric
 class AFLStrategy(BaseStrategy):
     """Agnostic FL with mixture weights over clients."""
 
+    checkpoint_attributes = ("mixture",)
+
     def __init__(self, *, run, lambda_lr: float = 0.1):
         super().__init__(run=run)
         self.lambda_lr = float(lambda_lr)

@@ -43,6 +43,9 @@ SCHEDULES = ("every_round", "once")
 class AstraeaStrategy(BaseStrategy):
     """Z-score rebalancing and KLD-scheduled mediators with sequential chains."""
 
+    checkpoint_attributes = ("ratios", "counts", "fixed_mediators", "mediators", "mediator_of", "mediator_weights",
+                             "mediator_trained", "mediator_latents", "sync_bytes")
+
     def __init__(
         self, *, run, augment: bool = True, reschedule: bool = True, tau_d: float = 3.5, gamma: int = 10,
         mediator_epochs: int = 2, schedule: str = "every_round",

@@ -156,6 +156,18 @@ class BaseStrategy(Strategy):
             "num_rounds": self.total_rounds(),
         }
 
+    #: attributes that make up the strategy's state besides the global weights; they are
+    #: saved in every checkpoint and restored on resume (numpy arrays and plain data)
+    checkpoint_attributes: tuple[str, ...] = ()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"current_weights": self.current_weights,
+                **{name: getattr(self, name) for name in self.checkpoint_attributes}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
     def begin_round(self, server_round: int) -> None:
         """Called by the server before each round (round 0: initial evaluation)."""
         self.round_log = RoundLog(server_round, self.stage_of(server_round))

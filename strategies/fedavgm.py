@@ -15,6 +15,14 @@ class FedAvgMStrategy(BaseStrategy):
         super().__init__(run=run)
         self.optimizer = ServerMomentum(lr=server_lr, momentum=server_momentum)
 
+    def state_dict(self):
+        return {**super().state_dict(), "velocity": self.optimizer.velocity}
+
+    def load_state_dict(self, state):
+        state = dict(state)
+        self.optimizer.velocity = state.pop("velocity")
+        super().load_state_dict(state)
+
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         average = super().aggregate(server_round, updates)
         return self.optimizer.step(self.current_weights, average)

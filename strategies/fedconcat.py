@@ -38,6 +38,9 @@ from strategies.base import BaseStrategy, ClientUpdate
 class FedConcatStrategy(BaseStrategy):
     """Label-distribution clustering, per-cluster FedAvg, concatenated encoders."""
 
+    checkpoint_attributes = ("clusters", "cluster_weights", "inferred_distributions", "encoders", "classifier",
+                             "has_extractor")
+
     def __init__(
         self, *, run, num_clusters: int = 5, classifier_rounds: int = 10, inferred: bool = False,
         infer_samples: int = 1000, laplace_epsilon: float | None = None, elbow_max_k: int = 10,
@@ -110,6 +113,11 @@ class FedConcatStrategy(BaseStrategy):
         })
         sizes = np.bincount(labels)
         self.round_log.extra.update(clusters=len(sizes), largest_cluster=int(sizes.max()))
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        if self.encoders:
+            self.final_model = concatenated_model(self.template, self.encoders)
 
     # ----------------------------------------------------------- instructions
     def fit_instructions(self, server_round, parameters, clients):

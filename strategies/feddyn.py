@@ -16,6 +16,8 @@ from strategies.scaffold import trainable_indices
 class FedDynStrategy(BaseStrategy):
     """Dynamic regularisation with the server state h."""
 
+    checkpoint_attributes = ("h",)
+
     def __init__(self, *, run):
         super().__init__(run=run)
         self.alpha = float(self.client_hparams["alpha"])

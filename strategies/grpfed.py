@@ -29,6 +29,8 @@ def positive_metric(res, key: str) -> str | None:
 class GRPFEDStrategy(BaseStrategy):
     """Aggregation weights (L^g_m)^q with an adaptive q."""
 
+    checkpoint_attributes = ("q", "sigma")
+
     def __init__(self, *, run, q0: float = 10.0, eta_q: float = 0.5):
         super().__init__(run=run)
         self.q = float(q0)

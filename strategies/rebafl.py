@@ -18,6 +18,8 @@ from strategies.base import BaseStrategy, ClientUpdate
 class ReBaFLStrategy(BaseStrategy):
     """FedAvg of weights plus class-count-weighted aggregation of class prototypes."""
 
+    checkpoint_attributes = ("prototypes",)
+
     def __init__(self, *, run):
         super().__init__(run=run)
         self.prototypes: dict[int, np.ndarray] = {}

@@ -25,6 +25,8 @@ def trainable_indices(model) -> list[int]:
 class ScaffoldStrategy(BaseStrategy):
     """Stochastic controlled averaging."""
 
+    checkpoint_attributes = ("control",)
+
     def __init__(self, *, run, server_lr: float = 1.0):
         super().__init__(run=run)
         self.server_lr = float(server_lr)

@@ -85,8 +85,10 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     ]
     results = [finish_fedimb(proc, timeout=900) for proc in sweeps]
     sweeps = [
-        start_sweep(tmp_path / "c", staged, "num_rounds=3", "method.strategy.classifier_rounds=1",
-                    "method.strategy.num_clusters=2"),
+        # a multirun composes its base config with the default method first, so keys
+        # that only the swept methods have are set with ++
+        start_sweep(tmp_path / "c", staged, "num_rounds=3", "++method.strategy.classifier_rounds=1",
+                    "++method.strategy.num_clusters=2"),
         # the contribution-normalisation switch on every strategy it names
         start_sweep(tmp_path / "normalized", NORMALIZED, "num_rounds=2", "normalize=latent_cosine"),
     ]

@@ -115,3 +115,21 @@ def test_events_carry_numpy_arrays_as_lists():
 
     event = report.parse_event(report.format_event("x", a=np.array([1.5, np.nan]), b=np.int64(3)))
     assert event == {"event": "x", "a": [1.5, None], "b": 3}
+
+
+def test_checkpoint_round_trip(tmp_path):
+    from fedimb import checkpoint
+
+    state = {
+        "round": 3, "q": 10.5, "name": "x", "nothing": None,
+        "weights": [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 2], dtype=np.int64)],
+        "prototypes": {0: np.ones(3), 7: np.zeros(3)},
+        "members": {1, 4, 2}, "pairs": (1, "a"), "nested": {"mediators": [[0, 2], [1]]},
+    }
+    checkpoint.save(tmp_path / "c.npz", state)
+    back = checkpoint.load(tmp_path / "c.npz")
+    assert back["round"] == 3 and back["q"] == 10.5 and back["nothing"] is None
+    assert back["members"] == {1, 2, 4} and back["pairs"] == (1, "a")
+    assert sorted(back["prototypes"]) == [0, 7] and back["nested"] == {"mediators": [[0, 2], [1]]}
+    np.testing.assert_array_equal(back["weights"][0], state["weights"][0])
+    assert back["weights"][1].dtype == np.int64
