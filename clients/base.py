@@ -20,6 +20,7 @@ from flwr.client import NumPyClient
 from torch import nn
 
 from fedimb import payload
+from fedimb.errors import ConfigError
 from fedimb.models import EncoderHeadNet, get_weights, set_weights
 from fedimb.training import (
     TrainConfig,
@@ -46,10 +47,20 @@ class ClientData:
     x_test: torch.Tensor | None = None
     y_test: torch.Tensor | None = None
     test_indices: torch.Tensor | None = None  # the client's local test split (into x, y)
+    #: fingerprint of a device's own data when its node has no partition id: the server
+    #: then assigns the client id (and ``partition_id`` only seeds local randomness)
+    device_key: str | None = None
 
     @property
     def num_examples(self) -> int:
         return int(self.indices.numel())
+
+    def global_test(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The global test set, for client-side evaluations of personalised models."""
+        if self.x_test is None or self.y_test is None:
+            raise ConfigError("this method evaluates on the global test set on the clients, "
+                              "but the data set is not available on this node")
+        return self.x_test, self.y_test
 
 
 class BaseClient(NumPyClient):
@@ -75,8 +86,10 @@ class BaseClient(NumPyClient):
     # ------------------------------------------------------------------ plumbing
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:
         """Identity and label histogram, asked once by the server (partition id)."""
+        identity = {"partition_id": -1, "device_key": self.data.device_key} if self.data.device_key else {
+            "partition_id": self.data.partition_id}
         return {
-            "partition_id": self.data.partition_id,
+            **identity,
             "num_examples": self.data.num_examples,
             **payload.pack({"label_counts": self.data.label_counts}),
         }
@@ -128,7 +141,7 @@ class BaseClient(NumPyClient):
             local = evaluate_model(model, self.data.x[local_idx].to(self.device), self.data.y[local_idx].to(self.device),
                                    self.data.num_classes)
             metrics.update(personal_local_f1=local["macro_f1"], personal_local_accuracy=local["accuracy"])
-        x_test, y_test = self.data.x_test.to(self.device), self.data.y_test.to(self.device)
+        x_test, y_test = (t.to(self.device) for t in self.data.global_test())
         result = evaluate_model(model, x_test, y_test, self.data.num_classes)
         metrics.update(personal_global_f1=result["macro_f1"], personal_global_accuracy=result["accuracy"])
         if config.get("return_probs"):

@@ -37,7 +37,7 @@ class FedBABUClient(BaseClient):
             generator=self.generator(config), device=self.device,
         )
         result = evaluate_model(
-            self.model, self.data.x_test.to(self.device), self.data.y_test.to(self.device), self.data.num_classes
+            self.model, *(t.to(self.device) for t in self.data.global_test()), self.data.num_classes
         )
         metrics = {"finetuned_accuracy": result["accuracy"], "finetuned_macro_f1": result["macro_f1"]}
         return float(result["loss"]), self.data.num_examples, metrics

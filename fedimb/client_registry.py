@@ -32,10 +32,12 @@ class ClientInfo:
 class ClientRegistry:
     """Maps partition ids to the live node proxies that serve them."""
 
-    def __init__(self, query_timeout: float | None = None):
+    def __init__(self, query_timeout: float | None = None, capacity: int | None = None):
         self.query_timeout = query_timeout
+        self.capacity = capacity  # client ids are 0 .. capacity-1
         self._by_pid: dict[int, ClientInfo] = {}
         self._pid_by_cid: dict[str, int] = {}
+        self._pid_by_device: dict[str, int] = {}
 
     def refresh(self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0) -> None:
         """Learn the partition id of every node not seen before.
@@ -56,9 +58,26 @@ class ClientRegistry:
             if props is None:
                 continue
             pid = int(props["partition_id"])
+            if pid < 0:
+                pid = self._device_client_id(str(props.get("device_key")))
+                if pid is None:
+                    log.warning("node %s has its own data but all %s client ids are taken", proxy.cid, self.capacity)
+                    continue
             counts = payload.unpack(props).get("label_counts")
             self._by_pid[pid] = ClientInfo(pid, proxy, int(props.get("num_examples", 0)), counts)
             self._pid_by_cid[proxy.cid] = pid
+
+    def _device_client_id(self, device_key: str) -> int | None:
+        """The client id of a node that brings its own data: the one it had before
+        (same data, e.g. after a restart), else the lowest id no node has claimed."""
+        if device_key in self._pid_by_device:
+            return self._pid_by_device[device_key]
+        claimed = set(self._by_pid) | set(self._pid_by_device.values())
+        free = [i for i in range(self.capacity or 0) if i not in claimed]
+        if not free:
+            return None
+        self._pid_by_device[device_key] = free[0]
+        return free[0]
 
     def _ask(self, proxies: list[ClientProxy], config: dict) -> list[dict | None]:
         """``get_properties`` on many nodes in parallel; None for a node that failed."""

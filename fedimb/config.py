@@ -129,6 +129,8 @@ def validate(cfg: DictConfig) -> None:
           f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}")
     _need(_is_int(cfg.min_fit_clients) and cfg.min_fit_clients >= 1,
           f"min_fit_clients must be an integer >= 1, got {cfg.min_fit_clients!r}")
+    minimum = cfg.get("min_successful_clients", 1)
+    _need(_is_int(minimum) and minimum >= 1, f"min_successful_clients must be an integer >= 1, got {minimum!r}")
     _need(cfg.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {cfg.device!r}")
 
     for key in ("strategy", "client"):

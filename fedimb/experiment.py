@@ -47,11 +47,10 @@ def experiment_data(cfg: DictConfig) -> ExperimentData:
         return _DATA[key]
 
 
-def client_split(cfg: DictConfig, data: ExperimentData, pid: int) -> tuple[np.ndarray, np.ndarray]:
-    """(training, local test) indices of client ``pid``: a seeded random share
-    ``evaluation.local_test_fraction`` of its data is held out (at least one sample
+def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training, local test) split of client ``pid``'s sample ``indices``: a seeded
+    random share ``evaluation.local_test_fraction`` is held out (at least one sample
     each way when the client has two or more)."""
-    indices = data.partition.indices[pid]
     fraction = float(cfg.evaluation.get("local_test_fraction", 0.0) or 0.0)
     if fraction <= 0 or len(indices) < 2:
         return indices, indices[:0]

@@ -110,7 +110,10 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     recorder.finish()
     reason = recorder.failure_reason()
     if reason is not None or code != 0:
+        hint = ""
+        if cfg.checkpoint.enabled and any(r["round"] > 0 for r in recorder.rounds):
+            hint = f"; continue it with: fedimb resume {run_dir}"
         raise FederationError(
-            f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}"
+            f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}{hint}"
         )
     return run_dir

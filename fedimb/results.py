@@ -31,6 +31,19 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def boxed_message(lines: list[str]) -> str | None:
+    """The text of the last framed message (``╭─ Error ─╮ │ ... │ ╰─╯``) Flower's CLI printed."""
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("╭")]
+    if not starts:
+        return None
+    text = []
+    for line in lines[starts[-1] + 1:]:
+        if line.lstrip().startswith("╰"):
+            break
+        text.append(line.strip().strip("│").strip())
+    return " ".join(t for t in text if t) or None
+
+
 class RunRecorder:
     """Consumes ``flwr run --stream`` lines for one run."""
 
@@ -117,6 +130,9 @@ class RunRecorder:
             return None
         if self.errors:
             return self.errors[-1]
+        boxed = boxed_message(self._recent)
+        if boxed:
+            return boxed
         for line in reversed(self._recent):
             if "Error" in line or "error" in line or "Exception" in line:
                 return line.strip()[-300:]

@@ -120,7 +120,7 @@ class BaseStrategy(Strategy):
     def __init__(self, *, run: ServerRun):
         self.run = run
         cfg = run.cfg
-        self.registry = ClientRegistry(query_timeout=cfg.runtime.get("round_timeout"))
+        self.registry = ClientRegistry(query_timeout=cfg.runtime.get("round_timeout"), capacity=int(cfg.num_clients))
         self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
         self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
         clash = set(self.train_hparams) & set(self.client_hparams)
@@ -259,7 +259,11 @@ class BaseStrategy(Strategy):
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         updates = self.accept_updates(results, failures)
-        if not updates:
+        minimum = int(self.run.cfg.get("min_successful_clients", 1))
+        if len(updates) < minimum:
+            if updates:
+                self.round_log.note(f"only {len(updates)} of the {minimum} updates a round needs "
+                                    "(min_successful_clients): global model unchanged")
             return None, {}
         if updates[0].arrays and all(len(u.arrays) == len(updates[0].arrays) and
                all(a.shape == b.shape for a, b in zip(u.arrays, updates[0].arrays)) for u in updates):
