@@ -77,6 +77,8 @@ def experiment_key(cfg: DictConfig) -> str:
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
-    """Where the ServerApp keeps this experiment's checkpoint (on its own machine)."""
+    """Where the ServerApp keeps this run's checkpoint (on its own machine): named by the
+    experiment (a changed configuration never resumes from it) and the run's id."""
     root = cfg.get("checkpoint", {}).get("dir") or (cache_dir() / "checkpoints")
-    return Path(str(root)).expanduser() / f"{experiment_key(cfg)}.npz"
+    run_id = cfg.get("checkpoint", {}).get("run_id") or "run"
+    return Path(str(root)).expanduser() / f"{experiment_key(cfg)}-{run_id}.npz"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -19,6 +20,52 @@ from flwr.server.client_proxy import ClientProxy
 from fedimb import payload
 
 log = logging.getLogger(__name__)
+
+
+class ClientFailure(RuntimeError):
+    """A client's instruction failed; the message names the client and its node."""
+
+
+def _reason(err: BaseException) -> str:
+    text = str(err)
+    if text.startswith("Expected one Message but got: 0") or "Message Unavailable" in text:
+        # Flower's grid proxy after its timeout, or the SuperLink after the message's TTL
+        return "no reply within the round timeout (node gone or straggling)"
+    match = re.search(r"Message contains an Error \(reason: (.*)\)\. It originated", text, re.S)
+    if match:  # the ClientApp raised, or the SuperLink answered for an unavailable node
+        return match.group(1).strip()
+    return f"{type(err).__name__}: {text}"
+
+
+class LabelledProxy(ClientProxy):
+    """A node's proxy whose failures say which client and which Flower node failed."""
+
+    def __init__(self, proxy: ClientProxy, partition_id: int):
+        super().__init__(proxy.cid)
+        self.inner = proxy
+        self.partition_id = partition_id
+        self.node_id = getattr(proxy, "node_id", proxy.cid)
+
+    def _call(self, method: str, *args, **kwargs):
+        try:
+            return getattr(self.inner, method)(*args, **kwargs)
+        except Exception as err:
+            raise ClientFailure(f"client {self.partition_id} on node {self.node_id}: {_reason(err)}") from err
+
+    def get_properties(self, ins, timeout, group_id):
+        return self._call("get_properties", ins, timeout, group_id)
+
+    def get_parameters(self, ins, timeout, group_id):
+        return self._call("get_parameters", ins, timeout, group_id)
+
+    def fit(self, ins, timeout, group_id):
+        return self._call("fit", ins, timeout, group_id)
+
+    def evaluate(self, ins, timeout, group_id):
+        return self._call("evaluate", ins, timeout, group_id)
+
+    def reconnect(self, ins, timeout, group_id):
+        return self._call("reconnect", ins, timeout, group_id)
 
 
 @dataclass(frozen=True)
@@ -64,7 +111,7 @@ class ClientRegistry:
                     log.warning("node %s has its own data but all %s client ids are taken", proxy.cid, self.capacity)
                     continue
             counts = payload.unpack(props).get("label_counts")
-            self._by_pid[pid] = ClientInfo(pid, proxy, int(props.get("num_examples", 0)), counts)
+            self._by_pid[pid] = ClientInfo(pid, LabelledProxy(proxy, pid), int(props.get("num_examples", 0)), counts)
             self._pid_by_cid[proxy.cid] = pid
 
     def _device_client_id(self, device_key: str) -> int | None:

@@ -1,6 +1,8 @@
 """Subcommands of ``fedimb`` besides running an experiment.
 
-- ``fedimb certs``: CA, SuperLink certificate and SuperNode key pairs (secure deployment).
+- ``fedimb certs``: CA, SuperLink certificate and SuperNode key pairs (secure deployment),
+  and registration of the public keys at a running SuperLink (``--register``).
+- ``fedimb resume``: continue an interrupted run from the server's last checkpoint.
 - ``fedimb local-federation``: start a SuperLink and N SuperNodes on this machine, run
   one experiment against them through the front end (``runtime=deployment``), stop them.
 """
@@ -17,6 +19,7 @@ from fedimb.launch import FLWR_BASE
 
 
 def certs_main(argv: list[str]) -> int:
+    from fedimb.local_federation import register_node
     from fedimb.security import make_certificates, make_node_keys
 
     parser = argparse.ArgumentParser(prog="fedimb certs", description=certs_main.__doc__ or "Create certificates")
@@ -25,16 +28,28 @@ def certs_main(argv: list[str]) -> int:
     parser.add_argument("--host", action="append", default=[],
                         help="name or IP address the SuperLink is reached at (repeatable); "
                              "localhost and 127.0.0.1 are always included")
+    parser.add_argument("--register", metavar="ADDRESS",
+                        help="register the SuperNode public keys in --out (<name>.pub) at the running SuperLink "
+                             "ADDRESS, over TLS with --out/ca.crt; files are created first only if ca.crt is missing")
     args = parser.parse_args(argv)
-    paths = make_certificates(args.out, args.host)
-    pairs = make_node_keys(args.out, args.nodes)
-    print(f"CA certificate:      {paths['ca.crt']}  (give to every SuperNode and to flwr/fedimb)")
-    print(f"SuperLink cert/key:  {paths['server.pem']}, {paths['server.key']}")
-    for private, public in pairs:
-        print(f"SuperNode key pair:  {private} (secret, for that node)  {public} (register it)")
-    if pairs:
-        print("Register the public keys once the SuperLink runs: "
-              "flwr supernode register <node>.pub <connection>")
+    if args.nodes < 0:
+        parser.error("--nodes must be >= 0")
+    if not (args.register and (args.out / "ca.crt").exists()):
+        paths = make_certificates(args.out, args.host)
+        pairs = make_node_keys(args.out, args.nodes)
+        print(f"CA certificate:      {paths['ca.crt']}  (give to every SuperNode and to flwr/fedimb)")
+        print(f"SuperLink cert/key:  {paths['server.pem']}, {paths['server.key']}")
+        for private, public in pairs:
+            print(f"SuperNode key pair:  {private} (secret, for that node)  {public} (register it)")
+    if args.register:
+        public_keys = sorted(args.out.glob("*.pub"))
+        if not public_keys:
+            parser.error(f"no SuperNode public keys (*.pub) in {args.out}")
+        for public in public_keys:
+            register_node(args.register, public, args.out / "ca.crt")
+            print(f"registered {public.name} at {args.register}")
+    elif args.nodes:
+        print(f"Register the public keys once the SuperLink runs: fedimb certs --out {args.out} --register <address>")
     print(args.out.resolve())
     return 0
 

@@ -110,6 +110,21 @@ class ManagedProcess:
         return lines[-1][-300:] if lines else ""
 
 
+def superlink_arguments(host: str, port: int, simulation: bool, extra_args: Sequence[str]) -> list[str]:
+    """``flower-superlink`` arguments (also the entry point of docker/Dockerfile.server)."""
+    args = [*extra_args, "--host", host, "--port", str(port), "--disable-runtime-dependency-installation"]
+    if simulation:
+        args += ["--simulation", "--isolation", "subprocess"]
+    return args
+
+
+def supernode_arguments(superlink: str, port: int, node_config: Mapping[str, object],
+                        extra_args: Sequence[str]) -> list[str]:
+    """``flower-supernode`` arguments (also the entry point of docker/Dockerfile.edge)."""
+    node = " ".join(f"{k}={_toml_value(v)}" for k, v in node_config.items())
+    return [*extra_args, "--superlink", superlink, "--port", str(port), "--node-config", node]
+
+
 class SuperLink(ManagedProcess):
     """A ``flower-superlink`` on 127.0.0.1 (simulation or deployment mode)."""
 
@@ -118,13 +133,7 @@ class SuperLink(ManagedProcess):
         env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",),
     ):
         self.port = port or free_port()
-        args = [
-            executable("flower-superlink"), *extra_args,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--disable-runtime-dependency-installation",
-        ]
-        if simulation:
-            args += ["--simulation", "--isolation", "subprocess"]
+        args = [executable("flower-superlink"), *superlink_arguments("127.0.0.1", self.port, simulation, extra_args)]
         super().__init__(args, log_path, env or flower_env())
 
     @property
@@ -151,11 +160,7 @@ class SuperNode(ManagedProcess):
         env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",),
     ):
         self.port = free_port()
-        node = " ".join(f"{k}={_toml_value(v)}" for k, v in node_config.items())
-        args = [
-            executable("flower-supernode"), *extra_args, "--superlink", superlink,
-            "--port", str(self.port), "--node-config", node,
-        ]
+        args = [executable("flower-supernode"), *supernode_arguments(superlink, self.port, node_config, extra_args)]
         super().__init__(args, log_path, env or flower_env())
 
 

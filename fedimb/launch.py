@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     Raises :class:`fedimb.errors.FedimbError` subclasses with one-line messages.
     """
     cfg = config.finalize(cfg)
+    if cfg.checkpoint.get("run_id") is None:  # names this run's checkpoint; kept in config.yaml
+        cfg.checkpoint.run_id = uuid.uuid4().hex[:12]
     run_dir = run_dir.resolve()
     prepare_run_dir(cfg, run_dir)
     recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")))

@@ -91,6 +91,8 @@ class RunRecorder:
         elif kind == "round":  # a round replaces any earlier record of it (a restarted attempt)
             self.rounds = [r for r in self.rounds if r["round"] < event["round"]] + [event]
             self.echo(self.progress_line(event))
+            for message in event.get("messages", []):  # failures and rejections, naming the client
+                self.echo(f"    ! {message}")
         elif kind == "end":
             self.end = event
         elif kind == "error":

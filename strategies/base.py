@@ -29,7 +29,7 @@ from flwr.server.strategy import Strategy
 
 from fedimb import payload
 from fedimb.aggregate import contribution_factors, weight_diversity, weighted_average
-from fedimb.client_registry import ClientRegistry
+from fedimb.client_registry import ClientFailure, ClientRegistry
 from fedimb.server_run import ServerRun
 
 logger = logging.getLogger(__name__)
@@ -120,7 +120,8 @@ class BaseStrategy(Strategy):
     def __init__(self, *, run: ServerRun):
         self.run = run
         cfg = run.cfg
-        self.registry = ClientRegistry(query_timeout=cfg.runtime.get("round_timeout"), capacity=int(cfg.num_clients))
+        # a node's first answer includes starting its ClientApp: allow the connect timeout
+        self.registry = ClientRegistry(query_timeout=cfg.runtime.get("connect_timeout"), capacity=int(cfg.num_clients))
         self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
         self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
         clash = set(self.train_hparams) & set(self.client_hparams)
@@ -279,7 +280,9 @@ class BaseStrategy(Strategy):
         """Turn Flower results into validated :class:`ClientUpdate` objects."""
         for failure in failures:
             self.round_log.errors += 1
-            if isinstance(failure, BaseException):
+            if isinstance(failure, ClientFailure):
+                self.round_log.note(str(failure))
+            elif isinstance(failure, BaseException):
                 self.round_log.note(f"client failed: {type(failure).__name__}: {failure}")
             else:
                 proxy, res = failure

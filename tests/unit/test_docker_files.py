@@ -1,0 +1,115 @@
+"""Static checks of docker/ (no Docker engine here): the files parse, base images and
+dependencies are pinned, containers run as a non-root user, and the entry points are
+the commands the native path runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedimb.federation import superlink_arguments, supernode_arguments
+
+DOCKER = Path(__file__).resolve().parents[2] / "docker"
+DOCKERFILES = sorted(DOCKER.glob("Dockerfile.*"))
+
+
+def instructions(path: Path) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, with continuation lines joined."""
+    text = re.sub(r"\\\n", " ", path.read_text())
+    result = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        keyword, _, rest = line.partition(" ")
+        assert keyword.isupper(), f"{path.name}: cannot parse {line!r}"
+        result.append((keyword, rest.strip()))
+    return result
+
+
+def exec_form(arguments: str) -> list[str]:
+    value = json.loads(arguments)
+    assert isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return value
+
+
+def test_the_three_images_exist():
+    assert [p.name for p in DOCKERFILES] == ["Dockerfile.edge", "Dockerfile.jetson", "Dockerfile.server"]
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.name)
+def test_dockerfile_is_pinned_and_runs_as_non_root(path):
+    steps = instructions(path)
+    assert steps[0][0] in ("FROM", "ARG")
+    base = next(rest for keyword, rest in steps if keyword == "FROM")
+    image, _, tag = base.partition(":")
+    assert tag and tag != "latest" and re.search(r"\d", tag), f"{path.name}: base image {base} is not pinned"
+    if path.name != "Dockerfile.jetson":  # Flower's official image, same Flower as pyproject.toml
+        assert image == "flwr/base" and tag.startswith("1.41.")
+    users = [rest for keyword, rest in steps if keyword == "USER"]
+    assert users and users[-1] not in ("root", "0"), f"{path.name}: must end as a non-root user"
+    # every pip install pins what it installs beyond the project itself
+    for keyword, rest in steps:
+        if keyword == "RUN" and "pip install" in rest:
+            for spec in re.findall(r'"([A-Za-z][\w.-]*)([=<>!~]=?[^"]*)?"', rest):
+                assert spec[1].startswith("=="), f"{path.name}: {spec[0]} is not pinned"
+
+
+def _entrypoint(path: Path) -> list[str]:
+    steps = instructions(path)
+    return exec_form(next(rest for keyword, rest in reversed(steps) if keyword == "ENTRYPOINT"))
+
+
+def flags(args: list[str]) -> list[str]:
+    return [a for a in args if a.startswith("--")]
+
+
+def test_server_entrypoint_is_the_native_superlink_command():
+    command = _entrypoint(DOCKER / "Dockerfile.server")
+    assert command[0] == "flower-superlink"
+    native = superlink_arguments("0.0.0.0", 9093, simulation=False, extra_args=[])
+    assert command[1:1 + len(native)] == native  # same flags, same order; then the state database
+    steps = instructions(DOCKER / "Dockerfile.server")
+    cmd = exec_form(next(rest for keyword, rest in steps if keyword == "CMD"))
+    # secure by default: the TLS files and SuperNode authentication the native secure path uses
+    assert flags(cmd) == ["--ssl-ca-certfile", "--ssl-certfile", "--ssl-keyfile", "--enable-supernode-auth"]
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.edge", "Dockerfile.jetson"])
+def test_edge_entrypoint_is_the_native_supernode_command(name):
+    command = _entrypoint(DOCKER / name)
+    assert command == ["flower-supernode", "--port", "9094"]
+    # compose adds the rest; together they are the native arguments
+    node = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["supernode-0"]
+    native = supernode_arguments("superlink:9093", 9094, {"partition-id": 0, "num-partitions": 3},
+                                 ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key",
+                                  "/certs/node-0"])
+    assert sorted(flags(command[1:] + node["command"])) == sorted(flags(native))
+
+
+def test_compose_starts_a_secure_federation():
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    services = compose["services"]
+    nodes = {k: v for k, v in services.items() if k.startswith("supernode-")}
+    assert "superlink" in services and len(nodes) >= 3
+    assert services["superlink"]["build"]["dockerfile"] == "docker/Dockerfile.server"
+    assert "command" not in services["superlink"]  # the image's secure CMD (TLS + authentication)
+    registration = shlex.join(services["register"]["entrypoint"])
+    assert registration.startswith("fedimb certs") and "--register superlink:9093" in registration
+    for i, (name, node) in enumerate(sorted(nodes.items())):
+        assert node["build"]["dockerfile"] == "docker/Dockerfile.edge"
+        args = node["command"]
+        assert "--insecure" not in args
+        assert args[args.index("--superlink") + 1] == "superlink:9093"
+        assert args[args.index("--root-certificates") + 1] == "/certs/ca.crt"
+        assert args[args.index("--auth-supernode-private-key") + 1] == f"/certs/node-{i}"
+        assert f"partition-id={i}" in args[args.index("--node-config") + 1]
+        assert node["depends_on"]["register"]["condition"] == "service_completed_successfully"
+    for service in services.values():
+        image = service.get("image", "")
+        assert image and not image.endswith(":latest") and ":" in image
