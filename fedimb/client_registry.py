@@ -33,7 +33,9 @@ def _reason(err: BaseException) -> str:
         return "no reply within the round timeout (node gone or straggling)"
     match = re.search(r"Message contains an Error \(reason: (.*)\)\. It originated", text, re.S)
     if match:  # the ClientApp raised, or the SuperLink answered for an unavailable node
-        return match.group(1).strip()
+        reason = match.group(1).strip()
+        raised = re.fullmatch(r"<class '(?:[\w.]*\.)?(\w+)'>:<'(.*)'>", reason, re.S)
+        return f"{raised.group(1)}: {raised.group(2)}" if raised else reason
     return f"{type(err).__name__}: {text}"
 
 
@@ -101,9 +103,10 @@ class ClientRegistry:
         new = [p for cid, p in proxies.items() if cid not in self._pid_by_cid]
         if not new:
             return
-        for proxy, props in zip(new, self._ask(new, {})):
-            if props is None:
-                continue
+        answers = [(proxy, props) for proxy, props in zip(new, self._ask(new, {})) if props is not None]
+        # nodes with a partition id claim it before nodes with their own data get free ids
+        answers.sort(key=lambda answer: int(answer[1]["partition_id"]) < 0)
+        for proxy, props in answers:
             pid = int(props["partition_id"])
             if pid < 0:
                 pid = self._device_client_id(str(props.get("device_key")))

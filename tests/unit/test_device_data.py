@@ -76,11 +76,13 @@ class _Manager:
 def test_nodes_with_their_own_data_get_free_client_ids_and_keep_them(monkeypatch):
     registry = ClientRegistry(capacity=3)
     monkeypatch.setattr(registry, "_ask", lambda proxies, config: [p.props for p in proxies])
-    nodes = [_Proxy("n0", {"partition_id": 1}), _Proxy("n1", {"partition_id": -1, "device_key": "pi-a"}),
-             _Proxy("n2", {"partition_id": -1, "device_key": "pi-b"})]
-    registry.refresh(_Manager(nodes))
-    assert registry.partition_of(nodes[0]) == 1
-    assert (registry.partition_of(nodes[1]), registry.partition_of(nodes[2])) == (0, 2)
+    pi_a = _Proxy("n1", {"partition_id": -1, "device_key": "pi-a"})
+    pinned = _Proxy("n0", {"partition_id": 1})
+    pi_b = _Proxy("n2", {"partition_id": -1, "device_key": "pi-b"})
+    # devices answer before the node with a partition id: that id is still claimed first
+    registry.refresh(_Manager([pi_a, pi_b, pinned]))
+    assert (registry.partition_of(pi_a), registry.partition_of(pinned), registry.partition_of(pi_b)) == (0, 1, 2)
+    nodes = [pinned, pi_a, pi_b]
     # pi-a restarts (new Flower node id, same data): it gets its id back
     back = _Proxy("n9", {"partition_id": -1, "device_key": "pi-a"})
     registry.refresh(_Manager([nodes[0], nodes[2], back]))
