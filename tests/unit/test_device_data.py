@@ -91,3 +91,14 @@ def test_nodes_with_their_own_data_get_free_client_ids_and_keep_them(monkeypatch
     extra = _Proxy("n10", {"partition_id": -1, "device_key": "pi-c"})
     registry.refresh(_Manager([nodes[0], nodes[2], back, extra]))
     assert registry.partition_of(extra) is None
+
+
+def test_failure_reasons_are_short_and_name_the_cause():
+    from fedimb.client_registry import _reason
+
+    wrap = "Message contains an Error (reason: {}). It originated during client-side execution of a message."
+    assert _reason(ValueError(wrap.format("<class 'fedimb.errors.ConfigError'>:<'device data x.npz is bad'>"))) == \
+        "ConfigError: device data x.npz is bad"
+    assert _reason(ValueError(wrap.format("Error: Node Unavailable - no heartbeat"))) == "Error: Node Unavailable - no heartbeat"
+    assert "round timeout" in _reason(ValueError("Expected one Message but got: 0"))
+    assert _reason(KeyError("x")) == "KeyError: 'x'"
