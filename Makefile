@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-fast bench clean
+.PHONY: install run test test-fast test-deployment bench clean
 
 install: $(STAMP)
 
@@ -21,6 +21,10 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# every method against real SuperLink + SuperNode processes (~30 min on 2 cores)
+test-deployment: install
+	$(BIN)/python -m pytest -m deployment_all $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python benchmarks/perf_fedavg.py

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import csv
 import json
 from pathlib import Path
@@ -72,27 +73,30 @@ def start_sweep(root, methods, *overrides):
 def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     """Hydra sweeps over all configured methods: one run folder per job, each complete.
 
-    The methods are split over two sweeps running side by side. The multi-stage
-    FedConcat variants run with one classifier round (and FedConcat-ID one more round
-    for its inference stage) so that every stage is exercised."""
+    Four sweeps, two at a time: the contribution-normalisation switch on every strategy
+    it names, the multi-stage FedConcat variants with one classifier round (and
+    FedConcat-ID one more round for its inference stage) so that every stage is
+    exercised, and every other method in two halves."""
     from fedimb.config import group_choices
 
     staged = ["fedconcat", "fedconcat_id"]
-    plain = [m for m in group_choices("method") if m not in staged]
-    sweeps = [
-        start_sweep(tmp_path / "a", plain[::2], "num_rounds=2"),
-        start_sweep(tmp_path / "b", plain[1::2], "num_rounds=2"),
+    plain = [m for m in group_choices("method") if m not in staged + NORMALIZED]
+    half = len(plain) // 2 + 2  # balances the two streams of runs
+    streams = [
+        [("a", plain[:half], ["num_rounds=2"]),
+         # a multirun composes its base config with the default method first, so keys
+         # that only the swept methods have are set with ++
+         ("c", staged, ["num_rounds=3", "++method.strategy.classifier_rounds=1", "++method.strategy.num_clusters=2"])],
+        [("normalized", NORMALIZED, ["num_rounds=2", "normalize=latent_cosine"]),
+         ("b", plain[half:], ["num_rounds=2"])],
     ]
-    results = [finish_fedimb(proc, timeout=900) for proc in sweeps]
-    sweeps = [
-        # a multirun composes its base config with the default method first, so keys
-        # that only the swept methods have are set with ++
-        start_sweep(tmp_path / "c", staged, "num_rounds=3", "++method.strategy.classifier_rounds=1",
-                    "++method.strategy.num_clusters=2"),
-        # the contribution-normalisation switch on every strategy it names
-        start_sweep(tmp_path / "normalized", NORMALIZED, "num_rounds=2", "normalize=latent_cosine"),
-    ]
-    results += [finish_fedimb(proc, timeout=600) for proc in sweeps]
+
+    def run_stream(sweeps):
+        return [finish_fedimb(start_sweep(tmp_path / name, methods, *extra), timeout=900)
+                for name, methods, extra in sweeps]
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        results = [r for stream in pool.map(run_stream, streams) for r in stream]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
     summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("[abc]/multirun/*/*/summary.json"))]
@@ -103,7 +107,7 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
         with open(run_dir / "metrics.csv") as fh:
             assert sum(r["metric"].startswith("contribution.") for r in csv.DictReader(fh)) == 2 * 3
     assert sorted(s["method"] for s in summaries) == sorted(methods)
-    for summary in summaries:
+    for summary in summaries + normalized:
         assert summary["completed"] and summary["rounds"] >= 2 and summary["seed"] == 1, summary
         assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0
 

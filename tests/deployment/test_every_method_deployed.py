@@ -1,0 +1,39 @@
+"""Every configured method runs 2 rounds against real SuperLink + SuperNode processes.
+
+A deployed round costs a ClientApp process start per node (~10-20 s here), so this
+takes about half an hour on 2 cores and is not part of ``make test``; run it with
+``make test-deployment`` (marker ``deployment_all``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fedimb.config import group_choices
+from fedimb.local_federation import LocalFederation
+from tests.conftest import run_fedimb
+
+pytestmark = [pytest.mark.slow, pytest.mark.deployment_all]
+
+STAGED = ["fedconcat", "fedconcat_id"]
+
+
+def test_every_method_runs_two_rounds_deployed(tmp_path, no_leaked_processes):
+    plain = [m for m in group_choices("method") if m not in STAGED]
+    common = ["dataset=digits", "num_clients=3", "train.local_epochs=1", "dropout=none", "seed=1"]
+    with LocalFederation(tmp_path / "fed", 3) as fed:
+        results = [
+            run_fedimb("-m", f"method={','.join(plain)}", *fed.runtime_overrides(), *common, "num_rounds=2",
+                       f"output.root={tmp_path / 'plain'}", timeout=3600),
+            run_fedimb("-m", f"method={','.join(STAGED)}", *fed.runtime_overrides(), *common, "num_rounds=3",
+                       "++method.strategy.classifier_rounds=1", "++method.strategy.num_clusters=2",
+                       f"output.root={tmp_path / 'staged'}", timeout=1200),
+        ]
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
+    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/summary.json"))]
+    assert sorted(s["method"] for s in summaries) == sorted(plain + STAGED)
+    for summary in summaries:
+        assert summary["completed"] and summary["runtime"] == "deployment" and summary["rounds"] >= 2, summary
+        assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0
