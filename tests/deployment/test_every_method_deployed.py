@@ -32,7 +32,7 @@ def test_every_method_runs_two_rounds_deployed(tmp_path, no_leaked_processes):
         ]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/summary.json"))]
+    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/*/summary.json"))]
     assert sorted(s["method"] for s in summaries) == sorted(plain + STAGED)
     for summary in summaries:
         assert summary["completed"] and summary["runtime"] == "deployment" and summary["rounds"] >= 2, summary

@@ -99,11 +99,11 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
         results = [r for stream in pool.map(run_stream, streams) for r in stream]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("[abc]/multirun/*/*/summary.json"))]
+    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("[abc]/multirun/*/*/*/summary.json"))]
     methods = plain + staged
-    normalized = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("normalized/multirun/*/*/summary.json"))]
+    normalized = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("normalized/multirun/*/*/*/summary.json"))]
     assert sorted(s["method"] for s in normalized) == sorted(NORMALIZED)
-    for run_dir in tmp_path.glob("normalized/multirun/*/*"):
+    for run_dir in tmp_path.glob("normalized/multirun/*/*/*/"):
         with open(run_dir / "metrics.csv") as fh:
             assert sum(r["metric"].startswith("contribution.") for r in csv.DictReader(fh)) == 2 * 3
     assert sorted(s["method"] for s in summaries) == sorted(methods)
