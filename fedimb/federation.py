@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
 import httpx
+import psutil
 
 from fedimb.errors import FedimbError
 
@@ -80,7 +81,10 @@ class ManagedProcess:
         return self.proc.poll() is None
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
+        """SIGTERM the process group and every descendant, then SIGKILL what is left after
+        ``grace`` seconds. Descendants are found by walking the process tree, because
+        Flower starts some in sessions of their own (SuperExec, the simulation, Ray)."""
+        descendants = self._descendants()
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -88,12 +92,26 @@ class ManagedProcess:
                 self.proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 pass
-        # Children may outlive the leader: clear the whole group.
+        descendants += [p for p in self._descendants() if p not in descendants]
+        for proc in descendants:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, alive = psutil.wait_procs(descendants, timeout=min(grace, 5.0))
+        # Children may outlive the leader: clear the whole group and the tree.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         self._log.close()
+
+    def _descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return []
 
     def __enter__(self):
         return self
