@@ -15,6 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.data import ArrayDataset, Partition, load_dataset, make_partition
+from fedimb.data.datasets import DatasetInfo
 from fedimb.models import EncoderHeadNet, build_model
 
 
@@ -59,7 +60,7 @@ def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.nda
     return np.sort(order[n_test:]), np.sort(order[:n_test])
 
 
-def new_model(cfg: DictConfig, dataset: ArrayDataset) -> EncoderHeadNet:
+def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHeadNet:
     """The model of the run, initialised from ``seed`` (identical in every process).
 
     A method may change the architecture through ``method.model_options`` (e.g. MOON's
