@@ -64,6 +64,15 @@ def ensure_run(runs: Path, method: str, seed: int, overrides: list[str], name: s
     return run_dir
 
 
+def publish_table(table: Path, lines: list[str]) -> Path:
+    """Write a markdown table file, echo it and its path; return the path."""
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text("\n".join(lines) + "\n")
+    print(table.read_text())
+    print(table)
+    return table
+
+
 def mean_std(values: list[float], scale: float = 100.0, digits: int = 2) -> str:
     """mean ± sample std of ``values`` x ``scale`` ('-' when empty)."""
     if not values:

@@ -24,6 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.compare_methods import publish_table  # noqa: E402
 from fedimb.local_federation import LocalFederation  # noqa: E402
 
 
@@ -73,11 +74,7 @@ def main() -> None:
         f"Command: `python benchmarks/deployment_latency.py --nodes {args.nodes} --rounds {args.rounds}"
         f"{' --secure' if args.secure else ''} {' '.join(args.overrides)}`",
     ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    table = args.out / "deployment_latency.md"
-    table.write_text("\n".join(lines) + "\n")
-    print(table.read_text())
-    print(table)
+    publish_table(args.out / "deployment_latency.md", lines)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import ensure_run, mean_std  # noqa: E402
+from benchmarks.compare_methods import ensure_run, mean_std, publish_table  # noqa: E402
 from fedimb.results import read_metrics_csv  # noqa: E402
 
 
@@ -80,11 +80,7 @@ def main() -> None:
         )
     lines += ["", "Accuracy in %, mean ± std over seeds, final round.",
               f"Command: `python benchmarks/fedconcat_matched.py --partitions {args.partitions} --seeds {args.seeds}`"]
-    table = args.out / "table.md"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text("\n".join(lines) + "\n")
-    print(table.read_text())
-    print(table)
+    publish_table(args.out / "table.md", lines)
 
 
 if __name__ == "__main__":

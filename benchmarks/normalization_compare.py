@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import ensure_run, mean_std  # noqa: E402
+from benchmarks.compare_methods import ensure_run, mean_std, publish_table  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
 
@@ -55,11 +55,7 @@ def main() -> None:
             lines.append(f"| {alpha} | {method} | {mean_std(finals['none'])} | {mean_std(finals['latent_cosine'])} "
                          f"| {mean_std(diff)} |")
     lines += ["", f"Command: `python benchmarks/normalization_compare.py --alphas {args.alphas} --seeds {args.seeds}`"]
-    table = args.out / "table.md"
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text("\n".join(lines) + "\n")
-    print(table.read_text())
-    print(table)
+    publish_table(args.out / "table.md", lines)
 
 
 if __name__ == "__main__":
