@@ -23,7 +23,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import ensure_run, mean_std, publish_table  # noqa: E402
+from benchmarks.compare_methods import ensure_run, publish_table  # noqa: E402
+from fedimb.comparison import mean_std  # noqa: E402
 from fedimb.results import read_metrics_csv  # noqa: E402
 
 

@@ -25,7 +25,7 @@ fedconcat() {
 }
 grpfed() {
   "$PY" benchmarks/compare_methods.py --name grpfed_mnist5k --seeds "$SEEDS" \
-    --methods fedavg,qffl,afl,lg_fedavg,perfedavg,pfedme,local,grpfed --finals T_g,T_p,T_r,T_l \
+    --methods fedavg,qffl,afl,lg_fedavg,perfedavg,pfedme,local,grpfed \
     -- +experiment=grpfed_mnist5k
 }
 # The stateful baselines share the contribution-normalisation set-up, so their

@@ -5,6 +5,9 @@
 - ``fedimb resume``: continue an interrupted run from the server's last checkpoint.
 - ``fedimb local-federation``: start a SuperLink and N SuperNodes on this machine, run
   one experiment against them through the front end (``runtime=deployment``), stop them.
+- ``fedimb report``: one comparison table and accuracy plot over run and sweep folders.
+- ``fedimb diagnose``: the label imbalance of a data set + partition, and which methods
+  target it.
 """
 
 from __future__ import annotations
@@ -107,4 +110,27 @@ def resume_main(argv: list[str]) -> int:
     return 0
 
 
-SUBCOMMANDS = {"certs": certs_main, "local-federation": local_federation_main, "resume": resume_main}
+def report_main(argv: list[str]) -> int:
+    """One comparison table (mean ± std over seeds) and accuracy-vs-round plot over every
+    completed run in the given run or sweep folders."""
+    from fedimb.comparison import write_report
+
+    parser = argparse.ArgumentParser(prog="fedimb report", description=report_main.__doc__)
+    parser.add_argument("folders", type=Path, nargs="+", help="run folders, sweep folders or any folder above them")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where report.md and accuracy.png go (default: <first folder>/report)")
+    parser.add_argument("--title", default="Comparison")
+    parser.add_argument("--mean-over-rounds", default="", metavar="METRICS",
+                        help="comma-separated 'extra' metrics to add as columns averaged over rounds "
+                             "(e.g. mediator_kl)")
+    args = parser.parse_args(argv)
+    keys = [k for k in args.mean_over_rounds.split(",") if k]
+    report = write_report(args.folders, args.out or args.folders[0] / "report", args.title, keys)
+    print(report.read_text())
+    print(report.resolve())
+    return 0
+
+
+SUBCOMMANDS = {
+    "certs": certs_main, "local-federation": local_federation_main, "resume": resume_main, "report": report_main,
+}
