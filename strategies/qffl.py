@@ -1,11 +1,20 @@
-"""q-FFL server (Li et al., "Fair Resource Allocation in Federated Learning", ICLR 2020,
-Algorithm 2, q-FedAvg) with a fixed q: the update of
-:func:`fedimb.aggregate.qffl_update`, F_k being the clients' ``initial_loss`` and the
-Lipschitz estimate L = 1/lr (the paper's choice)."""
+"""q-FFL server (Li et al., "Fair Resource Allocation in Federated Learning", ICLR 2020)
+with a fixed q, F_k being the clients' ``initial_loss`` (loss of the global model on
+their data). Two update rules:
+
+- ``loss_power`` (default): the model average with weights F_k^q / Σ F_k^q — q-FFL as
+  GRP-FED compares against it (GRP-FED eq. 3 with a constant q, "the same q = 10 as
+  q-FFL"), :func:`fedimb.aggregate.loss_power_weights`;
+- ``qfedavg``: Li et al.'s Algorithm 2 (:func:`fedimb.aggregate.qffl_update`) with the
+  Lipschitz estimate L = 1/lr. Its step is about F/(q·‖Δw‖) of the local update, so
+  with q = 10 and several local epochs with momentum the model hardly moves (12% test
+  accuracy after 30 rounds on mnist5k in the GRP-FED set-up); use it with small q.
+"""
 
 from __future__ import annotations
 
-from fedimb.aggregate import qffl_update
+from fedimb.aggregate import loss_power_weights, qffl_update, weighted_average
+from fedimb.errors import ConfigError
 from strategies.base import BaseStrategy, ClientUpdate
 from strategies.grpfed import positive_metric
 
@@ -13,15 +22,23 @@ from strategies.grpfed import positive_metric
 class QFFLStrategy(BaseStrategy):
     """q-FedAvg."""
 
-    def __init__(self, *, run, q: float = 10.0):
+    UPDATES = ("loss_power", "qfedavg")
+
+    def __init__(self, *, run, q: float = 10.0, update: str = "loss_power"):
         super().__init__(run=run)
+        if update not in self.UPDATES:
+            raise ConfigError(f"method.strategy.update must be one of {', '.join(self.UPDATES)}, got {update!r}")
         self.q = float(q)
+        self.update = update
 
     def check_update(self, pid, arrays, res):
         return super().check_update(pid, arrays, res) or positive_metric(res, "initial_loss")
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
-        return qffl_update(
-            self.current_weights, [u.arrays for u in updates], [float(u.metrics["initial_loss"]) for u in updates],
-            self.q, float(self.train_hparams["lr"]),
-        )
+        losses = [float(u.metrics["initial_loss"]) for u in updates]
+        if self.update == "qfedavg":
+            return qffl_update(
+                self.current_weights, [u.arrays for u in updates], losses, self.q, float(self.train_hparams["lr"])
+            )
+        weights = self.aggregation_weights(updates, loss_power_weights(losses, self.q))
+        return weighted_average([u.arrays for u in updates], weights)

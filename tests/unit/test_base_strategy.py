@@ -125,3 +125,45 @@ def test_server_evaluation_reports_accuracy_f1_recall_and_loss():
     test = strategy.round_log.test
     assert loss == test["loss"] and 0 <= metrics["accuracy"] <= 1 and 0 <= metrics["macro_f1"] <= 1
     assert len(test["recall"]) == 10
+
+
+def make_qffl(update: str):
+    from strategies.qffl import QFFLStrategy
+
+    cfg = config.compose(["num_clients=2", "partition=iid", "dropout=none", "method=qffl"])
+    strategy = QFFLStrategy(run=ServerRun.build(cfg), q=1.0, update=update)
+    manager = SimpleClientManager()
+    nodes = [FakeNode(f"node-{i}", i) for i in range(2)]
+    for node in nodes:
+        manager.register(node)
+    strategy.begin_round(1)
+    params = strategy.initialize_parameters(manager)
+    strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    return strategy, nodes, parameters_to_ndarrays(params)
+
+
+def loss_result(arrays, initial_loss):
+    return FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=10,
+                  metrics={"train_loss": 1.0, "initial_loss": initial_loss})
+
+
+def test_qffl_loss_power_weights_models_by_loss_to_the_q():
+    strategy, nodes, base = make_qffl("loss_power")
+    ones = [np.ones_like(a) for a in base]
+    fours = [np.full_like(a, 4.0) for a in base]
+    new, _ = strategy.aggregate_fit(1, [(nodes[0], loss_result(ones, 1.0)), (nodes[1], loss_result(fours, 2.0))], [])
+    assert all(np.allclose(m, 3.0) for m in parameters_to_ndarrays(new))  # (1*1 + 2*4) / 3
+
+
+def test_qffl_qfedavg_follows_algorithm_2_and_bad_update_names_fail():
+    from fedimb.aggregate import qffl_update
+    from fedimb.errors import ConfigError
+
+    strategy, nodes, base = make_qffl("qfedavg")
+    locals_ = [[a - 0.1 for a in base], [a + 0.2 for a in base]]
+    new, _ = strategy.aggregate_fit(1, [(nodes[0], loss_result(locals_[0], 1.0)),
+                                        (nodes[1], loss_result(locals_[1], 2.0))], [])
+    expected = qffl_update(base, locals_, [1.0, 2.0], q=1.0, lr=0.01)
+    assert all(np.allclose(m, e, atol=1e-6) for m, e in zip(parameters_to_ndarrays(new), expected))
+    with pytest.raises(ConfigError, match="update must be one of"):
+        make_qffl("qffl")
