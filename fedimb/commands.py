@@ -131,6 +131,25 @@ def report_main(argv: list[str]) -> int:
     return 0
 
 
+def diagnose_main(argv: list[str]) -> int:
+    """Print the label imbalance of the federation a configuration partitions (global
+    class z-scores, per-client KLD to uniform, cluster structure, client sizes) and
+    which methods target it. No training."""
+    from fedimb.config import compose
+    from fedimb.diagnose import diagnose_config, report_lines
+
+    parser = argparse.ArgumentParser(
+        prog="fedimb diagnose", description=diagnose_main.__doc__,
+        epilog="The arguments are fedimb overrides, e.g. fedimb diagnose dataset=mnist5k partition=dirichlet "
+               "partition.alpha=0.1 num_clients=20, or +experiment=astraea_mnist5k",
+    )
+    _, overrides = parser.parse_known_args(argv)
+    diagnosis, title = diagnose_config(compose(overrides))
+    print("\n".join(report_lines(diagnosis, title)))
+    return 0
+
+
 SUBCOMMANDS = {
     "certs": certs_main, "local-federation": local_federation_main, "resume": resume_main, "report": report_main,
+    "diagnose": diagnose_main,
 }
