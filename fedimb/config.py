@@ -189,6 +189,9 @@ def validate(cfg: DictConfig) -> None:
     if r.name == "simulation":
         _need(_is_int(r.num_cpus_per_client) and r.num_cpus_per_client >= 1,
               f"runtime.num_cpus_per_client must be an integer >= 1, got {r.num_cpus_per_client!r}")
+        address = r.get("ray_address")
+        _need(address is None or (isinstance(address, str) and (address == "auto" or ":" in address)),
+              f"runtime.ray_address must be host:port, auto or null, got {address!r}")
     else:
         _need(isinstance(r.get("address"), str) and ":" in r.address,
               f"runtime.address must be host:port, got {r.get('address')!r}")

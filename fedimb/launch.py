@@ -76,6 +76,15 @@ def federation_config(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
+def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
+    """The Flower processes' environment; ``runtime.ray_address`` reaches the simulation's
+    ``ray.init`` as ``RAY_ADDRESS`` (Flower's backend config has no address)."""
+    env = flower_env(home)
+    if cfg.runtime.get("ray_address"):
+        env["RAY_ADDRESS"] = str(cfg.runtime.ray_address)
+    return env
+
+
 def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     """Validate, prepare the run folder, run through Flower and write the results.
 
@@ -94,7 +103,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
         if runtime.name == "simulation":
             with (
                 flwr_home(None, base=FLWR_BASE) as (home, connection),
-                SuperLink(run_dir / "superlink.log", simulation=True, env=flower_env(home)) as superlink,
+                SuperLink(run_dir / "superlink.log", simulation=True, env=simulation_env(cfg, home)) as superlink,
             ):
                 superlink.wait_ready()
                 write_connection(home, connection, superlink.address)

@@ -56,6 +56,7 @@ def test_explicit_model_overrides_auto():
         (["train.lr=-1"], "train.lr"),
         (["fraction_fit=0"], "fraction_fit"),
         (["runtime.num_cpus_per_client=0"], "runtime.num_cpus_per_client"),
+        (["runtime.ray_address=somewhere"], "runtime.ray_address"),
         (["seed=-1"], "seed"),
         (["train.optimizer=nosuch"], "train.optimizer"),
         (["nosuchkey=1"], "nosuchkey"),
@@ -123,3 +124,12 @@ def test_from_run_config_encoded_is_validated(default_cfg):
     bad.num_clients = 0
     with pytest.raises(ConfigError, match="num_clients"):
         config.from_run_config({"config": config.encode(bad)})
+
+
+def test_ray_address_reaches_the_simulation_as_ray_address(tmp_path, monkeypatch):
+    from fedimb.launch import simulation_env
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert "RAY_ADDRESS" not in simulation_env(config.compose([]), tmp_path)
+    env = simulation_env(config.compose(["runtime.ray_address=10.0.0.5:6379"]), tmp_path)
+    assert env["RAY_ADDRESS"] == "10.0.0.5:6379" and env["FLWR_HOME"] == str(tmp_path)
