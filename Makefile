@@ -22,12 +22,17 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# every method against real SuperLink + SuperNode processes (~30 min on 2 cores)
+# every method against real SuperLink + SuperNode processes (~45 min on 2 cores)
 test-deployment: install
 	$(BIN)/python -m pytest -m deployment_all $(PYTEST_ARGS)
 
+# performance tables in results/perf (about 1.5 h on 2 cores); the accuracy tables are
+# bash benchmarks/accuracy/run.sh (about a day)
 bench: install
-	$(BIN)/python benchmarks/perf_fedavg.py
+	$(BIN)/python benchmarks/perf/fedavg_loop.py
+	$(BIN)/python benchmarks/perf/methods.py
+	$(BIN)/python benchmarks/perf/scale.py
+	$(BIN)/python benchmarks/perf/deployment.py --nodes 3,10
 
 clean:
 	rm -rf .flwr outputs multirun results

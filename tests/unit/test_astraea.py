@@ -9,7 +9,7 @@ from flwr.common import parameters_to_ndarrays
 
 from fedimb import payload
 from fedimb.rebalance import apply_plan
-from tests.helpers import InProcessFederation
+from fedimb.in_process import InProcessFederation
 
 AUG = {"rotation": 10.0, "shift": 0.1, "shear": 10.0, "zoom": 0.1}
 

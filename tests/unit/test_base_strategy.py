@@ -8,7 +8,7 @@ from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
 from fedimb import config
-from tests.helpers import OK, FakeNode
+from fedimb.in_process import OK, InProcessNode
 from fedimb.dropout import Availability
 from fedimb.server_run import ServerRun
 from strategies.fedavg import FedAvgStrategy
@@ -18,7 +18,7 @@ def make_strategy(*overrides: str, num_clients: int = 4):
     strategy = FedAvgStrategy(run=ServerRun.build(cfg))
     manager = SimpleClientManager()
     # node ids are arbitrary; partition ids come from the nodes themselves
-    nodes = [FakeNode(f"node-{1000 - i}", i) for i in range(num_clients)]
+    nodes = [InProcessNode(f"node-{1000 - i}", i) for i in range(num_clients)]
     for node in nodes:
         manager.register(node)
     strategy.begin_round(1)
@@ -133,7 +133,7 @@ def make_qffl(update: str):
     cfg = config.compose(["num_clients=2", "partition=iid", "dropout=none", "method=qffl"])
     strategy = QFFLStrategy(run=ServerRun.build(cfg), q=1.0, update=update)
     manager = SimpleClientManager()
-    nodes = [FakeNode(f"node-{i}", i) for i in range(2)]
+    nodes = [InProcessNode(f"node-{i}", i) for i in range(2)]
     for node in nodes:
         manager.register(node)
     strategy.begin_round(1)

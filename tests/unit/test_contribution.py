@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fedimb.aggregate import contribution_factors, weighted_average
-from tests.helpers import InProcessFederation
+from fedimb.in_process import InProcessFederation
 
 
 def test_identical_latents_give_equal_factors():

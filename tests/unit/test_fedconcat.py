@@ -15,7 +15,7 @@ from fedimb.clustering import inferred_distribution, kmeans_clusters, noisy_dist
 from fedimb.models import build_model
 from fedimb.models.concat import concatenated_model, split_model_weights
 from fedimb.training import TrainConfig, make_optimizer, seeded_generator, train_epochs
-from tests.helpers import InProcessFederation
+from fedimb.in_process import InProcessFederation
 
 
 def test_identical_distributions_share_a_cluster():

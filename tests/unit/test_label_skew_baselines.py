@@ -10,7 +10,7 @@ from flwr.common import parameters_to_ndarrays
 from torch import nn
 
 from fedimb.losses import logit_calibration_loss, relaxed_balanced_softmax_loss, restricted_softmax_logits
-from tests.helpers import InProcessFederation
+from fedimb.in_process import InProcessFederation
 
 
 def prepared_client(method: str, *overrides: str):

@@ -10,7 +10,7 @@ import pytest
 from flwr.common import parameters_to_ndarrays
 
 from fedimb.config import group_choices
-from tests.helpers import InProcessFederation
+from fedimb.in_process import InProcessFederation
 
 METHODS = group_choices("method")
 # Multi-stage methods need a few settings to fit their stages into two or three rounds.

@@ -14,7 +14,7 @@ from clients.moon import contrastive_loss
 from fedimb.aggregate import ServerMomentum, fednova_normaliser, fednova_update
 from fedimb.models import get_weights, set_weights
 from fedimb.training import TrainConfig, make_optimizer, seeded_generator, train_epochs
-from tests.helpers import InProcessFederation
+from fedimb.in_process import InProcessFederation
 
 ONE_CLIENT = ["dataset=digits", "num_clients=1", "dropout=none", "partition=iid", "train.local_epochs=1", "train.momentum=0.0",
               "train.weight_decay=0.0", "train.batch_size=200"]

@@ -7,7 +7,7 @@ and give FedAvg as many rounds as that traffic buys at FedAvg's measured cost pe
 round (one model down and up per client, read from FedConcat's encoder rounds, which
 move exactly the same model). Writes ``<out>/fedconcat_mnist5k/table.md``.
 
-    python benchmarks/fedconcat_matched.py [--partitions c2,dir01] [--seeds 0,1,2]
+    python benchmarks/accuracy/fedconcat_matched.py [--partitions c2,dir01] [--seeds 0,1,2]
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import ensure_run, publish_table  # noqa: E402
+from benchmarks.accuracy.compare_methods import ensure_run  # noqa: E402
+from benchmarks.common import publish_table  # noqa: E402
 from fedimb.comparison import mean_std  # noqa: E402
 from fedimb.results import read_metrics_csv  # noqa: E402
 
@@ -80,7 +81,7 @@ def main() -> None:
             f"| {mb(concat)} | {mb(concat_id)} |"
         )
     lines += ["", "Accuracy in %, mean ± std over seeds, final round.",
-              f"Command: `python benchmarks/fedconcat_matched.py --partitions {args.partitions} --seeds {args.seeds}`"]
+              f"Command: `python benchmarks/accuracy/fedconcat_matched.py --partitions {args.partitions} --seeds {args.seeds}`"]
     publish_table(args.out / "table.md", lines)
 
 

@@ -4,7 +4,7 @@ For each Dirichlet alpha, method and seed: one run with ``normalize=none`` and o
 ``normalize=latent_cosine`` (+experiment=contrib_mnist5k settings unless overridden).
 Writes ``<out>/table.md`` with mean ± std over seeds and the difference.
 
-    python benchmarks/normalization_compare.py [--alphas 0.1,0.5] [--seeds 0,1,2]
+    python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5] [--seeds 0,1,2]
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import ensure_run, publish_table  # noqa: E402
+from benchmarks.accuracy.compare_methods import ensure_run  # noqa: E402
+from benchmarks.common import publish_table  # noqa: E402
 from fedimb.comparison import mean_std  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
@@ -55,7 +56,7 @@ def main() -> None:
             diff = [n - o for o, n in zip(finals["none"], finals["latent_cosine"])]
             lines.append(f"| {alpha} | {method} | {mean_std(finals['none'])} | {mean_std(finals['latent_cosine'])} "
                          f"| {mean_std(diff)} |")
-    lines += ["", f"Command: `python benchmarks/normalization_compare.py --alphas {args.alphas} --seeds {args.seeds}`"]
+    lines += ["", f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} --seeds {args.seeds}`"]
     publish_table(args.out / "table.md", lines)
 
 

@@ -1,4 +1,9 @@
-"""In-process federation for fast tests: the real strategy and clients, no Flower runtime."""
+"""A federation in one process: the real strategy and clients driven round by round,
+without Flower's runtime (no SuperLink, no Ray, no messages).
+
+Unit tests use it to run methods quickly; the performance benchmark uses it as the
+"plain loop" that does exactly the local training and aggregation of a fedimb run, so
+the difference in time is the framework."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from fedimb.server_run import ServerRun
 OK = Status(code=Code.OK, message="ok")
 
 
-class FakeNode(ClientProxy):
+class InProcessNode(ClientProxy):
     """A node that answers the partition-id query; training happens in the driver."""
 
     def __init__(self, cid: str, partition_id: int, make_client=None):
@@ -57,13 +62,13 @@ class InProcessFederation:
         self.run = ServerRun.build(self.cfg)
         self.strategy = config.build_component(self.cfg.method.strategy, run=self.run)
         self.manager = SimpleClientManager()
-        self.nodes = [FakeNode(f"node-{pid}", pid, self.client) for pid in range(int(self.cfg.num_clients))]
+        self.nodes = [InProcessNode(f"node-{pid}", pid, self.client) for pid in range(int(self.cfg.num_clients))]
         for node in self.nodes:
             self.manager.register(node)
         self.strategy.begin_round(0)
         self.parameters = self.strategy.initialize_parameters(self.manager)
 
-    def client(self, node: FakeNode):
+    def client(self, node: InProcessNode):
         return make_client(self.cfg, node.context, node.partition_id)
 
     def round(self, server_round: int) -> dict:

@@ -6,17 +6,14 @@ difference is the framework: Flower messaging, Ray actors, serialisation.
 
 Writes ``<out>/perf_fedavg.md`` (table) and ``<out>/perf_fedavg.png`` (time per round).
 
-    python benchmarks/perf_fedavg.py [--rounds 6] [--clients 20] [--out results/perf]
+    python benchmarks/perf/fedavg_loop.py [--rounds 6] [--clients 20] [--out results/perf]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -24,14 +21,14 @@ import numpy as np
 import psutil
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.perf.measure import run_measured  # noqa: E402
 from fedimb import config  # noqa: E402
 from fedimb.aggregate import weighted_average  # noqa: E402
 from fedimb.experiment import as_tensors, experiment_data, new_model  # noqa: E402
 from fedimb.models import get_weights, set_weights  # noqa: E402
-from fedimb.results import read_metrics_csv  # noqa: E402
 from fedimb.training import TrainConfig, evaluate_model, make_optimizer, seeded_generator, train_epochs  # noqa: E402
 
 
@@ -42,69 +39,9 @@ def overrides(args: argparse.Namespace) -> list[str]:
     ]
 
 
-class MemorySampler:
-    """Peak total memory of a process tree (PSS where the kernel reports it, else RSS)."""
-
-    def __init__(self, root_pid: int, interval: float = 0.25):
-        self.root = psutil.Process(root_pid)
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _tree(self):
-        try:
-            return [self.root, *self.root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
-
-    @staticmethod
-    def _size(proc: psutil.Process) -> int:
-        try:
-            info = proc.memory_full_info()
-            return int(getattr(info, "pss", info.rss))
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            return 0
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, sum(self._size(p) for p in self._tree()))
-            self._stop.wait(self.interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 def run_fedimb(args: argparse.Namespace, out: Path) -> dict:
-    """The experiment through the front end, as a user runs it; memory of all processes."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fedimb", *overrides(args), f"output.root={out / 'runs'}"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    with MemorySampler(proc.pid) as memory:
-        lines = [line.rstrip() for line in proc.stdout]  # type: ignore[union-attr]
-        proc.wait()
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit("fedimb run failed:\n" + "\n".join(lines[-20:]))
-    run_dir = Path(lines[-1])
-    rows = read_metrics_csv(run_dir / "metrics.csv")
-    seconds = {r["round"]: r["value"] for r in rows if r["metric"] == "seconds" and r["round"] > 0}
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return {
-        "round_seconds": [seconds[r] for r in sorted(seconds)],
-        "wall_seconds": wall,
-        "peak_memory_mb": memory.peak / 2**20,
-        "final_accuracy": summary["final_accuracy"],
-        "startup_seconds": wall - summary["server_seconds"],
-        "run_dir": str(run_dir),
-    }
+    """The experiment through the front end, as a user runs it."""
+    return run_measured(overrides(args), out / "runs")
 
 
 def run_plain(args: argparse.Namespace, threads: int) -> dict:
@@ -174,7 +111,7 @@ def write_report(args, out: Path, fed: dict, plains: list[dict]) -> Path:
         f"- Peak memory of all fedimb processes (PSS): {fed['peak_memory_mb']:.0f} MiB.",
         f"- Wall time of the whole `fedimb` command: {fed['wall_seconds']:.1f} s.",
         "",
-        "Command: `python benchmarks/perf_fedavg.py "
+        "Command: `python benchmarks/perf/fedavg_loop.py "
         f"--rounds {args.rounds} --clients {args.clients} --seed {args.seed}`",
     ]
     table = out / "perf_fedavg.md"

@@ -5,7 +5,7 @@ front end (``runtime=deployment``, one partition per node, all nodes every round
 read each round's wall time from the run's ``events.jsonl``. Writes
 ``<out>/deployment_latency.md``.
 
-    python benchmarks/deployment_latency.py --nodes 3,10 [--rounds 4] [--secure]
+    python benchmarks/perf/deployment.py --nodes 3,10 [--rounds 4] [--secure]
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.compare_methods import publish_table  # noqa: E402
+from benchmarks.common import publish_table  # noqa: E402
 from fedimb.local_federation import LocalFederation  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def main() -> None:
         *(f"| {r['nodes']} | {r['federation_up']:.1f} | {r['round1']:.1f} | {r['later']:.1f} | {r['total']:.1f} |"
           for r in rows),
         "",
-        f"Command: `python benchmarks/deployment_latency.py --nodes {args.nodes} --rounds {args.rounds}"
+        f"Command: `python benchmarks/perf/deployment.py --nodes {args.nodes} --rounds {args.rounds}"
         f"{' --secure' if args.secure else ''} {' '.join(args.overrides)}`",
     ]
     publish_table(args.out / "deployment_latency.md", lines)

@@ -8,7 +8,7 @@ run already completed, so an interrupted benchmark resumes), then writes
   method's own scores, mean ± std over seeds;
 - ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band.
 
-    python benchmarks/compare_methods.py --name rebafl_mnist5k \\
+    python benchmarks/accuracy/compare_methods.py --name rebafl_mnist5k \\
         --methods fedavg,fedprox,rebafl --seeds 0,1,2 -- num_rounds=50 num_clients=20
 """
 
@@ -21,9 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.common import publish_table  # noqa: E402
 from fedimb.comparison import accuracy_plot, comparison_table, machine  # noqa: E402
 
 
@@ -61,15 +62,6 @@ def ensure_run(runs: Path, method: str, seed: int, overrides: list[str], name: s
     return run_dir
 
 
-def publish_table(table: Path, lines: list[str]) -> Path:
-    """Write a markdown table file, echo it and its path; return the path."""
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text("\n".join(lines) + "\n")
-    print(table.read_text())
-    print(table)
-    return table
-
-
 def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]) -> Path:
     """``table.md`` (the table of :mod:`fedimb.comparison`, one row per method) and
     ``accuracy.png`` in ``out``."""
@@ -83,7 +75,7 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, m
         "",
         *comparison_table(groups, mean_keys),
         "",
-        f"Command: `python benchmarks/compare_methods.py --name {name} --methods {','.join(methods)} "
+        f"Command: `python benchmarks/accuracy/compare_methods.py --name {name} --methods {','.join(methods)} "
         f"--seeds {','.join(map(str, seeds))} {extras_arg}-- {' '.join(overrides)}`",
     ]
     accuracy_plot(groups, out / "accuracy.png", name)

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Every method on its paper's set-up on mnist5k (3 seeds each): one table per paper in
+# results/<table>/table.md, then one report over all runs in results/accuracy/report.md.
+# Every benchmark skips runs that already completed, so an interrupted call resumes.
+#
+#   bash benchmarks/accuracy/run.sh [rebafl|astraea|fedconcat|grpfed|stateful|normalization ...]
+#
+# With no argument all six run one after the other (about a day on 2 CPU cores);
+# two calls with different tables can run side by side.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-.venv/bin/python}
+SEEDS=${SEEDS:-0,1,2}
+
+rebafl() {
+  "$PY" benchmarks/accuracy/compare_methods.py --name rebafl_mnist5k --seeds "$SEEDS" \
+    --methods rebafl,fedavg,fedprox,bsm_fedavg,fedrs,fedlc,fedbabu -- dataset=mnist5k partition=pathological partition.classes_per_client=2 num_clients=20 \
+    dropout.p=0.5 num_rounds=50
+}
+astraea() {
+  "$PY" benchmarks/accuracy/compare_methods.py --name astraea_mnist5k --seeds "$SEEDS" \
+    --methods fedavg,astraea_aug,astraea_sched,astraea --extras mediator_kl,client_kl -- +experiment=astraea_mnist5k
+}
+fedconcat() {
+  "$PY" benchmarks/accuracy/fedconcat_matched.py --partitions c2,dir01 --seeds "$SEEDS"
+}
+grpfed() {
+  "$PY" benchmarks/accuracy/compare_methods.py --name grpfed_mnist5k --seeds "$SEEDS" \
+    --methods fedavg,qffl,afl,lg_fedavg,perfedavg,pfedme,local,grpfed \
+    -- +experiment=grpfed_mnist5k
+}
+# The stateful baselines share the contribution-normalisation set-up, so their
+# un-normalised runs are the "original" column of the normalisation table.
+stateful() {
+  for alpha in 0.1 0.5; do
+    "$PY" benchmarks/accuracy/compare_methods.py --name "stateful_mnist5k_alpha$alpha" --seeds "$SEEDS" \
+      --runs "results/normalization_mnist5k/alpha$alpha/none" \
+      --methods fedavg,scaffold,feddyn,moon,fednova,fedavgm \
+      -- +experiment=contrib_mnist5k "partition.alpha=$alpha" normalize=none
+  done
+}
+normalization() {
+  "$PY" benchmarks/accuracy/normalization_compare.py --alphas 0.1,0.5 --seeds "$SEEDS"
+}
+
+report() { :; }  # "run.sh report": only rebuild the report below
+
+tables=("$@")
+[ ${#tables[@]} -gt 0 ] || tables=(rebafl astraea fedconcat grpfed stateful normalization)
+for table in "${tables[@]}"; do
+  echo "== $table ($(date +%H:%M:%S))"
+  "$table"
+done
+
+# One report over every run the tables have so far (set-ups are told apart by letter).
+folders=()
+for folder in results/{rebafl,astraea,fedconcat,grpfed,normalization}_mnist5k; do
+  [ -d "$folder" ] && folders+=("$folder")
+done
+"$PY" -m fedimb report "${folders[@]}" --out results/accuracy --title "Every method on its paper's set-up, mnist5k"

@@ -1,0 +1,166 @@
+"""Every method in fedimb (Flower simulation) against the same rounds in one process, and
+the traffic each method sends.
+
+For each method: one ``fedimb`` run (20 clients, all taking part, 1 local epoch,
+mnist5k, cnn28, no dropout), then the same rounds driven in this process by
+:class:`fedimb.in_process.InProcessFederation` — the real strategy and clients, the same
+local training, aggregation and evaluation, without SuperLink, messages or Ray. The
+ratio of the time per round (rounds 2+) is the framework's cost for that method. The
+traffic (bytes down and up, per round and per client that trained) comes from the run's
+``metrics.csv``. Writes ``<out>/perf_methods.md`` and ``perf_methods.png``.
+
+    python benchmarks/perf/methods.py [--methods fedavg,rebafl,...] [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import publish_table  # noqa: E402
+from benchmarks.perf.measure import run_measured, steady  # noqa: E402
+from fedimb.config import group_choices  # noqa: E402
+from fedimb.in_process import InProcessFederation  # noqa: E402
+
+# Settings that keep a method's run to a few Flower rounds: FedConcat's stages and
+# Astraea's synchronization rounds (each = mediator_epochs x min(gamma, clients) rounds).
+METHOD_OVERRIDES = {
+    "fedconcat": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=2"],
+    "fedconcat_id": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=2"],
+    "astraea": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
+    "astraea_sched": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
+    "astraea_aug": ["++method.strategy.gamma=2"],
+}
+SYNC_ROUNDS = {"astraea": 2, "astraea_sched": 2}  # x 2 Flower rounds each with gamma 2
+
+# What each method sends besides the model parameters. Every client also reports its
+# label counts once (client discovery) and, with normalize=latent_cosine, its mean latent.
+PAYLOADS = {
+    "rebafl": "class prototypes with counts, both ways",
+    "astraea": "z-score ratios (down); mediators pass the model from client to client",
+    "astraea_aug": "z-score ratios (down)",
+    "astraea_sched": "mediators pass the model from client to client",
+    "fedconcat": "label distributions (once); stage 3: the K frozen encoders once, then the classifier",
+    "fedconcat_id": "stage 3 as fedconcat; distributions inferred on the server",
+    "scaffold": "control variates (down) and their deltas (up), model-sized",
+    "lg_fedavg": "only the classifier head travels",
+    "perfedavg": "-",
+}
+
+
+def method_overrides(method: str, rounds: int, seed: int) -> list[str]:
+    return [
+        f"method={method}", "dataset=mnist5k", "partition=pathological", "dropout=none", "num_clients=20",
+        f"num_rounds={SYNC_ROUNDS.get(method, rounds)}", "train.local_epochs=1", f"seed={seed}",
+        *METHOD_OVERRIDES.get(method, []),
+    ]
+
+
+def run_in_process(overrides: list[str], rounds: int, threads: int) -> list[float]:
+    """Seconds of each of ``rounds`` Flower rounds driven in this process."""
+    torch.set_num_threads(threads)
+    federation = InProcessFederation(overrides)
+    seconds = []
+    for server_round in range(1, rounds + 1):
+        start = time.perf_counter()
+        federation.round(server_round)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def measure(method: str, args: argparse.Namespace) -> dict:
+    overrides = method_overrides(method, args.rounds, args.seed)
+    fed = run_measured(overrides, args.out / "runs" / method)
+    flower_rounds = len(fed["round_seconds"])
+    plain = {t: run_in_process(overrides, flower_rounds, t) for t in (1, 2)}
+    best = min(plain, key=lambda t: steady(plain[t]))
+    per_client = [(u + d) / max(n, 1) for u, d, n in zip(fed["bytes_up"], fed["bytes_down"], fed["succeeded"])]
+    return {
+        "method": method, "rounds": flower_rounds, "fedimb": steady(fed["round_seconds"]),
+        "first_round": fed["round_seconds"][0], "plain": steady(plain[best]), "plain_threads": best,
+        "mb_round": float(np.mean(np.add(fed["bytes_up"], fed["bytes_down"]))) / 1e6,
+        "kb_down_client": float(np.mean(np.divide(fed["bytes_down"], np.maximum(fed["succeeded"], 1)))) / 1e3,
+        "kb_up_client": float(np.mean(np.divide(fed["bytes_up"], np.maximum(fed["succeeded"], 1)))) / 1e3,
+        "kb_client": float(np.mean(per_client)) / 1e3, "peak_memory_mb": fed["peak_memory_mb"],
+        "run_dir": fed["run_dir"],
+    }
+
+
+def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fedavg_kb = next((r["kb_client"] for r in results if r["method"] == "fedavg"), None)
+    lines = [
+        "# Time per round and traffic of every method: fedimb simulation vs the same rounds in one process",
+        "",
+        f"20 clients, all taking part, 1 local epoch, mnist5k, cnn28, no dropout, seed {args.seed}; "
+        f"{args.rounds} rounds (Astraea: 2 synchronization rounds with gamma 2; FedConcat: K = 2, 2 classifier rounds).",
+        f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
+        f"torch {torch.__version__}. The one-process loop is the faster of 1 and 2 torch threads.",
+        "",
+        "| method | Flower rounds | fedimb s/round (rounds 2+) | one process s/round | ratio | fedimb round 1 (s) "
+        "| MB per round | KB down / up per client | vs FedAvg | peak memory (MiB) | sent besides the model |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        versus = f"{r['kb_client'] / fedavg_kb:.2f}x" if fedavg_kb else "-"
+        lines.append(
+            f"| {r['method']} | {r['rounds']} | {r['fedimb']:.2f} | {r['plain']:.2f} | {r['fedimb'] / r['plain']:.2f}x "
+            f"| {r['first_round']:.1f} | {r['mb_round']:.1f} | {r['kb_down_client']:.0f} / {r['kb_up_client']:.0f} "
+            f"| {versus} | {r['peak_memory_mb']:.0f} | {PAYLOADS.get(r['method'], '-')} |"
+        )
+    ratios = [r["fedimb"] / r["plain"] for r in results]
+    lines += [
+        "",
+        f"Median ratio {np.median(ratios):.2f}x (min {min(ratios):.2f}x, max {max(ratios):.2f}x).",
+        "",
+        f"Command: `python benchmarks/perf/methods.py --methods {','.join(r['method'] for r in results)} "
+        f"--rounds {args.rounds} --seed {args.seed}`",
+    ]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    x = np.arange(len(results))
+    ax.bar(x - 0.2, [r["fedimb"] for r in results], 0.4, label="fedimb (simulation)")
+    ax.bar(x + 0.2, [r["plain"] for r in results], 0.4, label="one process")
+    ax.set_xticks(x, [r["method"] for r in results], rotation=60, ha="right", fontsize=8)
+    ax.set(ylabel="seconds per round (rounds 2+)", title="Time per round by method")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.out / "perf_methods.png", dpi=110)
+    (args.out / "perf_methods.json").write_text(json.dumps(results, indent=1))
+    return publish_table(args.out / "perf_methods.md", lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", default=",".join(group_choices("method")))
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for method in args.methods.split(","):
+        print(f"{method} ...", flush=True)
+        results.append(measure(method, args))
+        r = results[-1]
+        print(f"  {r['fedimb']:.2f} s/round vs {r['plain']:.2f} in one process; {r['kb_client']:.0f} KB per client",
+              flush=True)
+    write_outputs(results, args)
+
+
+if __name__ == "__main__":
+    main()
