@@ -197,7 +197,7 @@ def write_report(folders: list[Path], out: Path, title: str = "Comparison", mean
     lines = [f"# {title}", "", f"{len(runs)} runs in {len(groups)} rows; mean ± std over the runs (seeds) of a row.",
              f"Machine: {machine()}.", "", *comparison_table(groups, mean_keys), ""]
     lines += [f"- [{letter}]: {settings}" for letter, settings in legend.items()]
-    lines.append("Runs: " + ", ".join(f"`{folder}`" for folder in folders))
+    lines += ["", "Runs: " + ", ".join(f"`{folder}`" for folder in folders)]
     accuracy_plot(groups, out / "accuracy.png", title)
     report = out / "report.md"
     report.write_text("\n".join(lines) + "\n")
