@@ -32,6 +32,9 @@ def test_every_method_runs_two_rounds_deployed(tmp_path, no_leaked_processes):
             run_fedimb("-m", f"method={','.join(STAGED)}", *fed.runtime_overrides(), *common, "num_rounds=3",
                        "++method.strategy.classifier_rounds=1", "++method.strategy.num_clusters=2",
                        f"output.root={tmp_path / 'staged'}", timeout=1200),
+            run_fedimb("-m", f"method={','.join(MEDIATED)}", *fed.runtime_overrides(), *common, "num_rounds=2",
+                       "++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1",
+                       f"output.root={tmp_path / 'mediated'}", timeout=1200),
         ]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
