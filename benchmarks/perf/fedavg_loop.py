@@ -45,7 +45,8 @@ def run_fedimb(args: argparse.Namespace, out: Path) -> dict:
 
 
 def run_plain(args: argparse.Namespace, threads: int) -> dict:
-    """The same FedAvg rounds in one process with a plain loop."""
+    """The same FedAvg rounds in one process with a plain loop; like the fedimb server
+    (``evaluation.every = 1``) it tests the global model after every round."""
     torch.set_num_threads(threads)
     cfg = config.compose(overrides(args))
     data = experiment_data(cfg)
@@ -53,6 +54,7 @@ def run_plain(args: argparse.Namespace, threads: int) -> dict:
     model = new_model(cfg, data.dataset)
     hp = TrainConfig.from_mapping(cfg.train)
     weights = get_weights(model)
+    xt, yt = as_tensors(data.dataset.x_test, data.dataset.y_test)
     round_seconds = []
     for server_round in range(1, args.rounds + 1):
         start = time.perf_counter()
@@ -69,10 +71,9 @@ def run_plain(args: argparse.Namespace, threads: int) -> dict:
             updates.append(get_weights(model))
             sizes.append(len(indices))
         weights = weighted_average(updates, sizes)
+        set_weights(model, weights)
+        accuracy = evaluate_model(model, xt, yt, data.dataset.num_classes)["accuracy"]
         round_seconds.append(time.perf_counter() - start)
-    set_weights(model, weights)
-    xt, yt = as_tensors(data.dataset.x_test, data.dataset.y_test)
-    accuracy = evaluate_model(model, xt, yt, data.dataset.num_classes)["accuracy"]
     return {"round_seconds": round_seconds, "final_accuracy": accuracy, "threads": threads}
 
 

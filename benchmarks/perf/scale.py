@@ -1,12 +1,13 @@
 """FedAvg with many virtual clients: time per round and peak memory of all processes.
 
 For each federation size N: one ``fedimb`` run on mnist5k (IID split, so 1,000 clients
-hold 4 training images each), 10% of the clients sampled per round, 1 local epoch, no
-dropout. The time per round from round 2 on should follow the sampled clients (0.1 N),
-not N; round 1 also asks every virtual node for its partition id once. Writes
-``<out>/perf_scale.md`` and ``perf_scale.png``.
+hold 4 training images each), a fraction of the clients (10%) sampled per round, 1 local
+epoch, no dropout. Every round trains on about the same number of images (the fraction
+of 4,000), so the time per round from round 2 on should follow the sampled clients, not
+N; round 1 also asks every virtual node for its partition id once. Writes
+``<out>/<name>.md`` and ``<name>.png`` (name ``perf_scale``).
 
-    python benchmarks/perf/scale.py [--clients 100,500,1000] [--rounds 4]
+    python benchmarks/perf/scale.py [--clients 100,500,1000] [--fraction 0.1] [--rounds 4]
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from benchmarks.perf.measure import run_measured, steady  # noqa: E402
 MEMORY_TARGET_MB = 4096
 
 
-def overrides(clients: int, rounds: int, seed: int) -> list[str]:
+def overrides(clients: int, fraction: float, rounds: int, seed: int) -> list[str]:
     return [
         "method=fedavg", "dataset=mnist5k", "partition=iid", "dropout=none", f"num_clients={clients}",
-        "fraction_fit=0.1", f"num_rounds={rounds}", "train.local_epochs=1", f"seed={seed}",
+        f"fraction_fit={fraction}", f"num_rounds={rounds}", "train.local_epochs=1", f"seed={seed}",
     ]
 
 
@@ -44,7 +45,7 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     lines = [
         "# FedAvg with many virtual clients (Flower simulation)",
         "",
-        f"mnist5k, IID, 10% of the clients per round, 1 local epoch, no dropout, {args.rounds} rounds, seed {args.seed}.",
+        f"mnist5k, IID, {args.fraction:.0%} of the clients per round, 1 local epoch, no dropout, {args.rounds} rounds, seed {args.seed}.",
         f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB.",
         "",
         "| clients | sampled per round | start-up (s) | round 1 (s) | s/round (rounds 2+) | s per sampled client "
@@ -64,13 +65,13 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         "- Round 1 includes asking every virtual node for its partition id (once per run).",
         "",
         f"Command: `python benchmarks/perf/scale.py --clients {','.join(str(r['clients']) for r in results)} "
-        f"--rounds {args.rounds} --seed {args.seed}`",
+        f"--fraction {args.fraction} --rounds {args.rounds} --seed {args.seed} --name {args.name}`",
     ]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
     xs = [r["clients"] for r in results]
     left.plot(xs, [r["steady"] for r in results], marker="o", label="rounds 2+")
     left.plot(xs, [r["round_seconds"][0] for r in results], marker="s", label="round 1")
-    left.set(xlabel="virtual clients (10% sampled)", ylabel="seconds per round", xscale="log")
+    left.set(xlabel=f"virtual clients ({args.fraction:.0%} sampled)", ylabel="seconds per round", xscale="log")
     left.legend()
     right.plot(xs, [r["peak_memory_mb"] for r in results], marker="o")
     right.axhline(MEMORY_TARGET_MB, color="grey", linestyle="--", label="target")
@@ -79,15 +80,17 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     for ax in (left, right):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(args.out / "perf_scale.png", dpi=110)
-    (args.out / "perf_scale.json").write_text(json.dumps(results, indent=1))
-    return publish_table(args.out / "perf_scale.md", lines)
+    fig.savefig(args.out / f"{args.name}.png", dpi=110)
+    (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
+    return publish_table(args.out / f"{args.name}.md", lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="100,500,1000")
+    parser.add_argument("--fraction", type=float, default=0.1, help="clients sampled per round")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--name", default="perf_scale", help="name of the table and plot files")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
     args = parser.parse_args()
@@ -95,7 +98,8 @@ def main() -> None:
     results = []
     for clients in (int(c) for c in args.clients.split(",")):
         print(f"{clients} clients ...", flush=True)
-        run = run_measured(overrides(clients, args.rounds, args.seed), args.out / "runs" / f"scale{clients}")
+        run = run_measured(overrides(clients, args.fraction, args.rounds, args.seed),
+                           args.out / "runs" / f"scale{clients}")
         run.update(clients=clients, sampled=int(max(run["sampled"])), steady=steady(run["round_seconds"]))
         results.append(run)
         print(f"  round 1 {run['round_seconds'][0]:.1f} s, then {run['steady']:.2f} s/round, "
