@@ -2,8 +2,8 @@
 
 ``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
 run folder per job). The last line printed is the run folder's absolute path.
-``fedimb certs ...`` and ``fedimb local-federation ...`` are the deployment helpers
-(:mod:`fedimb.commands`).
+``fedimb certs|local-federation|resume|report|diagnose ...`` are the subcommands of
+:mod:`fedimb.commands`.
 """
 
 from __future__ import annotations
