@@ -15,6 +15,8 @@ traffic (bytes down and up, per round and per client that trained) comes from th
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import platform
 import sys
@@ -37,7 +39,7 @@ from fedimb.in_process import InProcessFederation  # noqa: E402
 # Astraea's synchronization rounds (each = mediator_epochs x min(gamma, clients) rounds).
 METHOD_OVERRIDES = {
     "fedconcat": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=2"],
-    "fedconcat_id": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=2"],
+    "fedconcat_id": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=1"],
     "astraea": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
     "astraea_sched": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
     "astraea_aug": ["++method.strategy.gamma=2"],
@@ -70,12 +72,13 @@ def method_overrides(method: str, rounds: int, seed: int) -> list[str]:
 def run_in_process(overrides: list[str], rounds: int, threads: int) -> list[float]:
     """Seconds of each of ``rounds`` Flower rounds driven in this process."""
     torch.set_num_threads(threads)
-    federation = InProcessFederation(overrides)
     seconds = []
-    for server_round in range(1, rounds + 1):
-        start = time.perf_counter()
-        federation.round(server_round)
-        seconds.append(time.perf_counter() - start)
+    with contextlib.redirect_stdout(io.StringIO()):  # the strategy's progress events
+        federation = InProcessFederation(overrides)
+        for server_round in range(1, rounds + 1):
+            start = time.perf_counter()
+            federation.round(server_round)
+            seconds.append(time.perf_counter() - start)
     return seconds
 
 
@@ -108,7 +111,7 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         "# Time per round and traffic of every method: fedimb simulation vs the same rounds in one process",
         "",
         f"20 clients, all taking part, 1 local epoch, mnist5k, cnn28, no dropout, seed {args.seed}; "
-        f"{args.rounds} rounds (Astraea: 2 synchronization rounds with gamma 2; FedConcat: K = 2, 2 classifier rounds).",
+        f"{args.rounds} rounds (Astraea: 2 synchronization rounds with gamma 2; FedConcat: K = 2, 2 classifier rounds, FedConcat-ID 1).",
         f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
         f"torch {torch.__version__}. The one-process loop is the faster of 1 and 2 torch threads.",
         "",
@@ -150,12 +153,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--fresh", action="store_true", help="measure every method again")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    # measurements of earlier calls with the same settings are kept, so a stopped run resumes
+    cache_file = args.out / "perf_methods.cache.json"
+    settings = {"rounds": args.rounds, "seed": args.seed}
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() and not args.fresh else {}
     results = []
     for method in args.methods.split(","):
+        if cache.get(method, {}).get("settings") == settings:
+            results.append(cache[method]["result"])
+            continue
         print(f"{method} ...", flush=True)
         results.append(measure(method, args))
+        cache[method] = {"settings": settings, "result": results[-1]}
+        cache_file.write_text(json.dumps(cache, indent=1))
         r = results[-1]
         print(f"  {r['fedimb']:.2f} s/round vs {r['plain']:.2f} in one process; {r['kb_client']:.0f} KB per client",
               flush=True)
