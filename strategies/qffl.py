@@ -20,11 +20,11 @@ from strategies.grpfed import positive_metric
 
 
 class QFFLStrategy(BaseStrategy):
-    """q-FedAvg."""
+    """q-FFL with a fixed q; ``update`` (from the method config) picks the rule."""
 
     UPDATES = ("loss_power", "qfedavg")
 
-    def __init__(self, *, run, q: float = 10.0, update: str = "loss_power"):
+    def __init__(self, *, run, q: float = 10.0, update: str):
         super().__init__(run=run)
         if update not in self.UPDATES:
             raise ConfigError(f"method.strategy.update must be one of {', '.join(self.UPDATES)}, got {update!r}")
