@@ -10,7 +10,6 @@ import torch
 from flwr.app import Context
 from flwr.client import ClientApp
 from flwr.client import Client
-from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from clients.base import ClientData
@@ -115,7 +114,7 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
 def make_client(cfg: DictConfig, context: Context, pid: int):
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
     node's own data when its node config has a ``data-path``."""
-    client_cls = get_class(str(cfg.method.client._target_))
+    client_cls = config.import_class(str(cfg.method.client._target_))
     data_path = context.node_config.get("data-path")
     data = _device_client_data(cfg, pid, str(data_path)) if data_path else _client_data(cfg, pid)
     return client_cls(

@@ -88,6 +88,16 @@ def test_group_choices_reads_conf():
     assert config.group_choices("nosuchgroup") == []
 
 
+def test_import_class_resolves_targets_and_names_bad_ones():
+    from strategies.fedavg import FedAvgStrategy
+
+    assert config.import_class("strategies.fedavg.FedAvgStrategy") is FedAvgStrategy
+    for target, reason in [("strategies.nosuch.X", "No module"), ("strategies.fedavg.Nope", "has no attribute"),
+                           ("fedimb.config.CONF_DIR", "not a class"), ("Bare", "not a class")]:
+        with pytest.raises(ConfigError, match=f"cannot import '{target}'.*{reason}"):
+            config.import_class(target)
+
+
 def test_encode_decode_round_trip(default_cfg):
     text = config.encode(default_cfg)
     assert isinstance(text, str) and text.isascii()

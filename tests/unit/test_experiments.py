@@ -5,12 +5,11 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from hydra.utils import get_class
 from omegaconf import OmegaConf
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-from fedimb.config import CONF_DIR, compose, group_choices, sweep_variants
+from fedimb.config import CONF_DIR, compose, group_choices, import_class, sweep_variants
 
 EXPERIMENTS = group_choices("experiment")
 
@@ -30,7 +29,7 @@ def test_experiment_and_its_sweep_compose(experiment):
         assert cfg.method.name in group_choices("method")
         # the strategy accepts every setting the experiment gives it
         params = OmegaConf.to_container(cfg.method.strategy)
-        inspect.signature(get_class(params.pop("_target_"))).bind(run=None, **params)
+        inspect.signature(import_class(params.pop("_target_"))).bind(run=None, **params)
 
 
 def test_rebafl_setups_match_the_paper():
