@@ -226,8 +226,8 @@ def build_component(node: DictConfig, **runtime_objects: Any) -> Any:
 
 def import_class(target: str) -> type:
     """The class named by a dotted ``_target_`` path. Plain importlib rather than Hydra:
-    a deployed ClientApp starts a process per message, and importing Hydra there
-    costs about half a second each time."""
+    a deployed ClientApp starts a process per message, and Hydra's import was
+    ~0.9 s of its ~11 s import (measured with ``-X importtime`` on a busy 2-core machine)."""
     module_name, _, name = target.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), name) if module_name else None
