@@ -18,7 +18,7 @@ class AFLStrategy(BaseStrategy):
 
     checkpoint_attributes = ("mixture",)
 
-    def __init__(self, *, run, lambda_lr: float = 0.1):
+    def __init__(self, *, run, lambda_lr: float = 0.01):
         super().__init__(run=run)
         self.lambda_lr = float(lambda_lr)
         self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)
