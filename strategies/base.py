@@ -288,7 +288,7 @@ class BaseStrategy(Strategy):
                 proxy, res = failure
                 self.round_log.note(f"client {self.registry.partition_of(proxy)} failed: {res.status.message}")
         updates = []
-        for proxy, res in results:
+        for proxy, res in self.in_partition_order(results):
             pid = self.registry.partition_of(proxy)
             self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
             try:
@@ -304,6 +304,16 @@ class BaseStrategy(Strategy):
             updates.append(ClientUpdate(int(pid), arrays, int(res.num_examples), dict(res.metrics)))
         self.round_log.succeeded = len(updates)
         return updates
+
+    def in_partition_order(self, results: list[tuple[ClientProxy, Any]]) -> list[tuple[ClientProxy, Any]]:
+        """``results`` sorted by partition id. Flower lists replies in the order they
+        arrive, which varies from run to run; floating-point sums over clients in a fixed
+        order make a seeded run repeat to the last bit (unknown senders go last)."""
+        def key(item):
+            pid = self.registry.partition_of(item[0])
+            return (pid is None, -1 if pid is None else int(pid))
+
+        return sorted(results, key=key)
 
     def check_update(self, pid: int | None, arrays: list[np.ndarray], res: FitRes) -> str | None:
         """Why an update must not be aggregated, or None if it is acceptable."""
@@ -390,6 +400,7 @@ class BaseStrategy(Strategy):
         """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores."""
         if not results:
             return None, {}
+        results = self.in_partition_order(results)
         scores = [payload.scalars(res.metrics) for _, res in results]
         t_p = [s["personal_local_f1"] for s in scores if "personal_local_f1" in s]
         t_r = [s["personal_global_f1"] for s in scores if "personal_global_f1" in s]

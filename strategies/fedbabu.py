@@ -32,6 +32,7 @@ class FedBABUStrategy(BaseStrategy):
     def aggregate_evaluate(self, server_round, results, failures):
         if not results:
             return None, {}
+        results = self.in_partition_order(results)
         keys = ("finetuned_accuracy", "finetuned_macro_f1")
         metrics = {
             k: sum(payload.scalars(res.metrics).get(k, 0.0) for _, res in results) / len(results) for k in keys

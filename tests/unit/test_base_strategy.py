@@ -80,6 +80,17 @@ def test_fedavg_weights_by_sample_count():
     assert strategy.round_log.weight_diversity == pytest.approx(sum(a.size for a in base))  # ||1-2||^2 per weight
 
 
+def test_updates_are_aggregated_in_partition_order_whatever_order_they_arrive_in():
+    strategy, manager, nodes = make_strategy("dropout=none")
+    params = strategy.initialize_parameters(manager)
+    strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    base = parameters_to_ndarrays(params)
+    arrived = [(nodes[pid], result([a + pid for a in base], n=pid + 1)) for pid in (2, 0, 3, 1)]
+    updates = strategy.accept_updates(arrived, [])
+    assert [u.partition_id for u in updates] == [0, 1, 2, 3]
+    assert [u.num_examples for u in updates] == [1, 2, 3, 4]
+
+
 def test_nan_and_wrong_shape_updates_are_rejected_and_do_not_touch_the_model():
     strategy, manager, nodes = make_strategy("dropout=none")
     params = strategy.initialize_parameters(manager)
