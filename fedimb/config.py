@@ -21,7 +21,7 @@ from fedimb.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "experiment")
-RUNTIMES = ("simulation", "deployment")
+RUNTIMES = ("simulation", "deployment", "in_process")
 
 
 def group_choices(group: str) -> list[str]:
@@ -193,7 +193,7 @@ def validate(cfg: DictConfig) -> None:
         address = r.get("ray_address")
         _need(address is None or (isinstance(address, str) and (address == "auto" or ":" in address)),
               f"runtime.ray_address must be host:port, auto or null, got {address!r}")
-    else:
+    elif r.name == "deployment":
         _need(isinstance(r.get("address"), str) and ":" in r.address,
               f"runtime.address must be host:port, got {r.get('address')!r}")
     for key in ("round_timeout", "connect_timeout"):

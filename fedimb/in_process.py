@@ -1,24 +1,29 @@
-"""A federation in one process: the real strategy and clients driven round by round,
-without Flower's runtime (no SuperLink, no Ray, no messages).
+"""A federation in one process: the real strategy and clients without Flower's runtime
+(no SuperLink, no Ray, no messages).
 
-Unit tests use it to run methods quickly; the performance benchmark uses it as the
-"plain loop" that does exactly the local training and aggregation of a fedimb run, so
-the difference in time is the framework."""
+- ``runtime=in_process`` runs a whole experiment this way: fedimb's server loop
+  (:class:`fedimb.server.FedImbServer`) drives :class:`InProcessNode` proxies that call
+  the method's client directly, one client after the other. Its events and run folder
+  are those of a simulation. It needs no Ray and uses one core, so several runs (seeds,
+  methods of a benchmark) can go side by side on a small machine.
+- :class:`InProcessFederation` drives a strategy round by round for unit tests and is
+  the "plain loop" of the performance benchmark (the same local training and
+  aggregation as a fedimb run, so the difference in time is the framework)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import sys
+from typing import Callable
+
+import torch
 from flwr.app import Context, RecordDict
-from flwr.common import (
-    Code,
-    EvaluateRes,
-    FitRes,
-    GetPropertiesRes,
-    Status,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-)
+from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
+from omegaconf import DictConfig
 
 from fedimb import config
 from fedimb.client_app import make_client
@@ -28,27 +33,34 @@ OK = Status(code=Code.OK, message="ok")
 
 
 class InProcessNode(ClientProxy):
-    """A node that answers the partition-id query; training happens in the driver."""
+    """A node whose client runs in this process. Its ``Context`` (and so the client's
+    state) lives as long as the node. Without ``make_client`` it only answers the
+    partition-id query with made-up counts (strategy unit tests)."""
 
     def __init__(self, cid: str, partition_id: int, make_client=None):
         super().__init__(cid)
         self.partition_id = partition_id
-        self.make_client = make_client  # answers properties queries with a real client if given
+        self.make_client = make_client  # node -> the method's NumPyClient for this node
         self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
 
+    def _client(self):
+        if self.make_client is None:
+            raise NotImplementedError("this node has no client")
+        return self.make_client(self).to_client()
+
     def get_properties(self, ins, timeout, group_id):
-        if self.make_client is not None:
-            return GetPropertiesRes(status=OK, properties=self.make_client(self).get_properties(ins.config))
-        return GetPropertiesRes(status=OK, properties={"partition_id": self.partition_id, "num_examples": 10})
+        if self.make_client is None:
+            return GetPropertiesRes(status=OK, properties={"partition_id": self.partition_id, "num_examples": 10})
+        return self._client().get_properties(ins)
 
     def get_parameters(self, ins, timeout, group_id):
         raise NotImplementedError
 
     def fit(self, ins, timeout, group_id):
-        raise NotImplementedError
+        return self._client().fit(ins)
 
     def evaluate(self, ins, timeout, group_id):
-        raise NotImplementedError
+        return self._client().evaluate(ins)
 
     def reconnect(self, ins, timeout, group_id):
         raise NotImplementedError
@@ -72,12 +84,11 @@ class InProcessFederation:
         return make_client(self.cfg, node.context, node.partition_id)
 
     def round(self, server_round: int) -> dict:
+        """One round as :class:`fedimb.server.FedImbServer` runs it, clients in turn."""
         s = self.strategy
         s.begin_round(server_round)
-        results = []
-        for proxy, ins in s.configure_fit(server_round=server_round, parameters=self.parameters, client_manager=self.manager):
-            arrays, n, metrics = self.client(proxy).fit(parameters_to_ndarrays(ins.parameters), ins.config)
-            results.append((proxy, FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n, metrics=metrics)))
+        fits = s.configure_fit(server_round=server_round, parameters=self.parameters, client_manager=self.manager)
+        results = [(proxy, proxy.fit(ins, None, None)) for proxy, ins in fits]
         if results:
             new, _ = s.aggregate_fit(server_round, results, [])
             if new is not None:
@@ -86,10 +97,94 @@ class InProcessFederation:
         if ended is not None:
             self.parameters = ended
         s.evaluate(server_round, self.parameters)
-        evaluations = []
-        for proxy, ins in s.configure_evaluate(server_round=server_round, parameters=self.parameters, client_manager=self.manager):
-            loss, n, metrics = self.client(proxy).evaluate(parameters_to_ndarrays(ins.parameters), ins.config)
-            evaluations.append((proxy, EvaluateRes(status=OK, loss=loss, num_examples=n, metrics=metrics)))
-        if evaluations:
-            s.aggregate_evaluate(server_round, evaluations, [])
+        evaluations = s.configure_evaluate(server_round=server_round, parameters=self.parameters, client_manager=self.manager)
+        scores = [(proxy, proxy.evaluate(ins, None, None)) for proxy, ins in evaluations]
+        if scores:
+            s.aggregate_evaluate(server_round, scores, [])
         return s.round_record()
+
+
+class _LineWriter(io.TextIOBase):
+    """A text stream that hands every complete line to ``on_line``, which itself prints
+    to ``console`` (the front end's progress lines must not come back here)."""
+
+    def __init__(self, on_line: Callable[[str], None], console):
+        self.on_line = on_line
+        self.console = console
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self.emit(line)
+        return len(text)
+
+    def emit(self, line: str) -> None:
+        with contextlib.redirect_stdout(self.console):
+            self.on_line(line)
+
+    def flush_pending(self) -> None:
+        if self._pending:
+            self.emit(self._pending)
+            self._pending = ""
+
+
+class _LogToWriter(logging.Handler):
+    def __init__(self, writer: _LineWriter):
+        super().__init__()
+        self.writer = writer
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.writer.emit(self.format(record))
+
+
+@contextlib.contextmanager
+def _server_output_to(writer: _LineWriter):
+    """What the server prints and logs (its events, Flower's and fedimb's log records)
+    goes to ``writer`` — as the ServerApp's output goes to ``flwr.log`` in the Flower
+    runtimes — instead of the console."""
+    loggers = [logging.getLogger(), logging.getLogger("flwr")]
+    saved = [(lg, lg.handlers[:], lg.propagate) for lg in loggers]
+    handler = _LogToWriter(writer)
+    try:
+        for lg in loggers:
+            lg.handlers = [handler] if lg.name == "root" else []
+            lg.propagate = lg.name != "root"
+        with contextlib.redirect_stdout(writer):
+            yield
+    finally:
+        for lg, handlers, propagate in saved:
+            lg.handlers, lg.propagate = handlers, propagate
+        writer.flush_pending()
+
+
+def run_in_process(cfg: DictConfig, on_line: Callable[[str], None]) -> int:
+    """Run the experiment ``cfg`` (``runtime=in_process``) with fedimb's server loop and
+    one in-process node per client; every line the server prints or logs (its events
+    among them) goes to ``on_line``. Returns 0, or 1 after reporting an error event.
+
+    The configuration makes the same round trip through the run config as in the Flower
+    runtimes, so server and clients see exactly what they would see there."""
+    from fedimb import report
+    from fedimb.errors import FedimbError
+    from fedimb.server import FedImbServer
+
+    threads = int(cfg.runtime.get("torch_threads") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+    with _server_output_to(_LineWriter(on_line, sys.stdout)):
+        try:
+            cfg = config.from_run_config({"config": config.encode(cfg)})
+            strategy = config.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+            server = FedImbServer(strategy, max_workers=1)  # one client at a time: one model object per process
+            for pid in range(int(cfg.num_clients)):
+                server.client_manager().register(
+                    InProcessNode(f"in-process-{pid}", pid, lambda node: make_client(cfg, node.context, node.partition_id))
+                )
+            server.fit(strategy.total_rounds(), timeout=cfg.runtime.get("round_timeout"))
+        except Exception as err:  # reported like a failing ServerApp
+            report.emit("error", message=str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}")
+            return 1
+    return 0

@@ -3,7 +3,9 @@
 Simulation starts its own SuperLink (simulation mode) on a free port and stops it by
 process group when the run ends; deployment connects to the SuperLink the config
 names. In both runtimes the configuration travels inside the run and the results
-come back through ``flwr run --stream``.
+come back through ``flwr run --stream``. ``in_process`` runs the same server loop and
+clients in this process (:mod:`fedimb.in_process`) and feeds its lines to the same
+recorder.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from fedimb.data import partition_summary
 from fedimb.errors import ConfigError, FedimbError
 from fedimb.experiment import experiment_data
 from fedimb.federation import FederationError, SuperLink, flower_env, flwr_home, flwr_run, write_connection
+from fedimb.in_process import run_in_process
 from fedimb.results import Echo, RunRecorder, _echo
 from fedimb.server_run import ServerRun
 
@@ -111,6 +114,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
                     stage_app(home / "app"), connection, home, run_config=run_config,
                     federation_config=federation_config(cfg), on_line=recorder.feed,
                 )
+        elif runtime.name == "in_process":
+            code = run_in_process(cfg, recorder.feed)
         else:
             with flwr_home(
                 str(runtime.address), insecure=bool(runtime.insecure),

@@ -112,6 +112,33 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
         assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0
 
 
+def round_scores(run_dir: Path) -> list[tuple]:
+    """(round, test accuracy, test loss, client metrics) of every round a run reported."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return [(e["round"], e["test"].get("accuracy"), e["test"].get("loss"), e.get("train"))
+            for e in events if e["event"] == "round"]
+
+
+def test_in_process_runtime_repeats_the_simulation_to_the_last_bit(tmp_path, no_leaked_processes):
+    """runtime=in_process drives the same strategy and clients without Flower's runtime:
+    with the same seed every round's test scores and client metrics equal the
+    simulation's exactly (dropout, client state and payloads included)."""
+    methods = ["fedavg", "scaffold", "grpfed"]
+    common = ["-m", f"method={','.join(methods)}", "dataset=digits", "num_clients=3", "num_rounds=3",
+              "train.local_epochs=1", "seed=2"]
+    simulated = run_fedimb(*common, f"output.root={tmp_path / 'simulation'}")
+    in_process = run_fedimb(*common, "runtime=in_process", f"output.root={tmp_path / 'in_process'}")
+    for result in (simulated, in_process):
+        assert result.returncode == 0, result.stderr[-3000:]
+    for method in methods:
+        runs = {runtime: next(tmp_path.glob(f"{runtime}/multirun/*/*/*-{method}-digits-s2"))
+                for runtime in ("simulation", "in_process")}
+        assert read_summary(runs["in_process"])["runtime"] == "in_process"
+        scores = {runtime: round_scores(run_dir) for runtime, run_dir in runs.items()}
+        assert len(scores["simulation"]) == 4, method
+        assert scores["in_process"] == scores["simulation"], method
+
+
 def test_sigterm_stops_the_run_and_every_flower_process(tmp_path, no_leaked_processes):
     import time
 
