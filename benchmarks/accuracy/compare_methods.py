@@ -15,6 +15,7 @@ run already completed, so an interrupted benchmark resumes), then writes
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import subprocess
 import sys
@@ -62,6 +63,16 @@ def ensure_run(runs: Path, method: str, seed: int, overrides: list[str], name: s
     return run_dir
 
 
+def ensure_runs(requests: list[tuple[Path, str, int, list[str]]], jobs: int = 1) -> list[Path]:
+    """:func:`ensure_run` for every ``(runs, method, seed, overrides)``, ``jobs`` at a time
+    (with ``runtime=in_process`` one run uses one core, so ``jobs`` = cores fills the
+    machine); the folders in the order of the requests."""
+    if jobs <= 1:
+        return [ensure_run(*request) for request in requests]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda request: ensure_run(*request), requests))
+
+
 def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]) -> Path:
     """``table.md`` (the table of :mod:`fedimb.comparison`, one row per method) and
     ``accuracy.png`` in ``out``."""
@@ -92,6 +103,7 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=None,
                         help="where the runs go (default <out>/<name>/runs); another benchmark's runs with the "
                              "same set-up are reused")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each with runtime=in_process)")
     parser.add_argument("overrides", nargs="*", help="fedimb overrides shared by every run")
     args = parser.parse_args()
     methods = args.methods.split(",")
@@ -99,10 +111,9 @@ def main() -> None:
     out = args.out / args.name
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = args.runs or out / "runs"
-    runs: dict[tuple[str, int], Path] = {}
-    for method in methods:
-        for seed in seeds:
-            runs[method, seed] = ensure_run(runs_dir, method, seed, args.overrides)
+    pairs = [(method, seed) for method in methods for seed in seeds]
+    folders = ensure_runs([(runs_dir, method, seed, args.overrides) for method, seed in pairs], args.jobs)
+    runs = dict(zip(pairs, folders))
     write_outputs(out, args.name, methods, seeds, args.overrides, runs, [k for k in args.extras.split(",") if k])
 
 

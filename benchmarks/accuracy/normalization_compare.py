@@ -4,7 +4,7 @@ For each Dirichlet alpha, method and seed: one run with ``normalize=none`` and o
 ``normalize=latent_cosine`` (+experiment=contrib_mnist5k settings unless overridden).
 Writes ``<out>/table.md`` with mean ± std over seeds and the difference.
 
-    python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5] [--seeds 0,1,2]
+    python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5] [--seeds 0,1,2] [--jobs 2] [-- overrides]
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.accuracy.compare_methods import ensure_run  # noqa: E402
+from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import publish_table  # noqa: E402
 from fedimb.comparison import mean_std  # noqa: E402
 
@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "normalization_mnist5k")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each with runtime=in_process)")
     parser.add_argument("overrides", nargs="*", default=["+experiment=contrib_mnist5k"])
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -42,21 +43,22 @@ def main() -> None:
         "| alpha | method | original | normalised | difference (points) |",
         "|---|---|---|---|---|",
     ]
+    cells = [(alpha, method, normalize, seed) for alpha in args.alphas.split(",")
+             for method in args.methods.split(",") for normalize in ("none", "latent_cosine") for seed in seeds]
+    folders = ensure_runs([(args.out / f"alpha{alpha}" / normalize, method, seed,
+                            [*args.overrides, f"partition.alpha={alpha}", f"normalize={normalize}"])
+                           for alpha, method, normalize, seed in cells], args.jobs)
+    final = {cell: json.loads((folder / "summary.json").read_text())["final_accuracy"]
+             for cell, folder in zip(cells, folders)}
     for alpha in args.alphas.split(","):
         for method in args.methods.split(","):
-            finals = {}
-            for normalize in ("none", "latent_cosine"):
-                runs = args.out / f"alpha{alpha}" / normalize
-                overrides = [*args.overrides, f"partition.alpha={alpha}", f"normalize={normalize}"]
-                finals[normalize] = [
-                    json.loads((ensure_run(runs, method, s, overrides)
-                                / "summary.json").read_text())["final_accuracy"]
-                    for s in seeds
-                ]
+            finals = {normalize: [final[alpha, method, normalize, s] for s in seeds]
+                      for normalize in ("none", "latent_cosine")}
             diff = [n - o for o, n in zip(finals["none"], finals["latent_cosine"])]
             lines.append(f"| {alpha} | {method} | {mean_std(finals['none'])} | {mean_std(finals['latent_cosine'])} "
                          f"| {mean_std(diff)} |")
-    lines += ["", f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} --seeds {args.seeds}`"]
+    lines += ["", f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} --seeds {args.seeds} "
+                  f"-- {' '.join(args.overrides)}`"]
     publish_table(args.out / "table.md", lines)
 
 

@@ -11,6 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-.venv/bin/python}
 SEEDS=${SEEDS:-0,1,2}
+# The grpfed, stateful and normalization tables run in one process per run
+# (runtime=in_process: the same strategy and clients, the same results as the
+# simulation, one core each), JOBS runs at a time. RUNTIME=simulation runs them
+# through Flower's simulation engine instead (about half the throughput on 2 cores).
+RUNTIME=${RUNTIME:-in_process}
+JOBS=${JOBS:-$(nproc)}
 
 rebafl() {
   "$PY" benchmarks/accuracy/compare_methods.py --name rebafl_mnist5k --seeds "$SEEDS" \
@@ -26,8 +32,8 @@ fedconcat() {
 }
 grpfed() {
   "$PY" benchmarks/accuracy/compare_methods.py --name grpfed_mnist5k --seeds "$SEEDS" \
-    --methods fedavg,qffl,afl,lg_fedavg,perfedavg,pfedme,local,grpfed \
-    -- +experiment=grpfed_mnist5k
+    --methods fedavg,qffl,afl,lg_fedavg,perfedavg,pfedme,local,grpfed --jobs "$JOBS" \
+    -- +experiment=grpfed_mnist5k "runtime=$RUNTIME"
 }
 # The stateful baselines share the contribution-normalisation set-up, so their
 # un-normalised runs are the "original" column of the normalisation table.
@@ -35,12 +41,13 @@ stateful() {
   for alpha in 0.1 0.5; do
     "$PY" benchmarks/accuracy/compare_methods.py --name "stateful_mnist5k_alpha$alpha" --seeds "$SEEDS" \
       --runs "results/normalization_mnist5k/alpha$alpha/none" \
-      --methods fedavg,scaffold,feddyn,moon,fednova,fedavgm \
-      -- +experiment=contrib_mnist5k "partition.alpha=$alpha" normalize=none
+      --methods fedavg,scaffold,feddyn,moon,fednova,fedavgm --jobs "$JOBS" \
+      -- +experiment=contrib_mnist5k "partition.alpha=$alpha" normalize=none "runtime=$RUNTIME"
   done
 }
 normalization() {
-  "$PY" benchmarks/accuracy/normalization_compare.py --alphas 0.1,0.5 --seeds "$SEEDS"
+  "$PY" benchmarks/accuracy/normalization_compare.py --alphas 0.1,0.5 --seeds "$SEEDS" --jobs "$JOBS" \
+    -- +experiment=contrib_mnist5k "runtime=$RUNTIME"
 }
 
 report() { :; }  # "run.sh report": only rebuild the report below
