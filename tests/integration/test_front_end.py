@@ -122,10 +122,10 @@ def round_scores(run_dir: Path) -> list[tuple]:
 def test_in_process_runtime_repeats_the_simulation_to_the_last_bit(tmp_path, no_leaked_processes):
     """runtime=in_process drives the same strategy and clients without Flower's runtime:
     with the same seed every round's test scores and client metrics equal the
-    simulation's exactly (dropout, client state and payloads included)."""
+    simulation's exactly (dropout, client state, payloads and a convolutional model included)."""
     methods = ["fedavg", "scaffold", "grpfed"]
-    common = ["-m", f"method={','.join(methods)}", "dataset=digits", "num_clients=3", "num_rounds=3",
-              "train.local_epochs=1", "seed=2"]
+    common = ["-m", f"method={','.join(methods)}", "dataset=digits", "model=cnn28", "num_clients=3",
+              "num_rounds=3", "train.local_epochs=1", "seed=2"]
     simulated = run_fedimb(*common, f"output.root={tmp_path / 'simulation'}")
     in_process = run_fedimb(*common, "runtime=in_process", f"output.root={tmp_path / 'in_process'}")
     for result in (simulated, in_process):

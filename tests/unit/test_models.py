@@ -106,6 +106,22 @@ def test_get_set_weights_round_trip():
     assert not np.array_equal(get_weights(src)[0], weights[0])
 
 
+@pytest.mark.parametrize("name", ["cnn28", "resnet"])
+def test_conv_models_train_channels_last_but_exchange_plain_arrays(name):
+    model = build_model({"name": name}, SHAPES[name], 10, seed=0)
+    convs = [m.weight for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert convs and all(w.is_contiguous(memory_format=torch.channels_last) for w in convs)
+    weights = get_weights(model)
+    assert all(w.flags.c_contiguous for w in weights)
+    torch.manual_seed(0)
+    plain = MODELS[name](SHAPES[name], 10)  # same seed, default layout: same values
+    for x, y in zip(weights, get_weights(plain)):
+        np.testing.assert_array_equal(x, y)
+    x = torch.randn(BATCH, *SHAPES[name])
+    model.eval(), plain.eval()
+    torch.testing.assert_close(model(x), plain(x), rtol=1e-4, atol=1e-5)
+
+
 def test_set_weights_shape_mismatch():
     model = build_model({"name": "mlp"}, (1, 8, 8), 10, seed=0)
     weights = get_weights(model)
