@@ -167,24 +167,28 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None]) -> int:
 
     The configuration makes the same round trip through the run config as in the Flower
     runtimes, so server and clients see exactly what they would see there."""
+    import traceback
+
     from fedimb import report
-    from fedimb.errors import FedimbError
-    from fedimb.server import FedImbServer
+    from fedimb.server_app import build_server
 
     threads = int(cfg.runtime.get("torch_threads") or 0)
     if threads:
         torch.set_num_threads(threads)
     with _server_output_to(_LineWriter(on_line, sys.stdout)):
         try:
-            cfg = config.from_run_config({"config": config.encode(cfg)})
-            strategy = config.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
-            server = FedImbServer(strategy, max_workers=1)  # one client at a time: one model object per process
-            for pid in range(int(cfg.num_clients)):
-                server.client_manager().register(
-                    InProcessNode(f"in-process-{pid}", pid, lambda node: make_client(cfg, node.context, node.partition_id))
-                )
-            server.fit(strategy.total_rounds(), timeout=cfg.runtime.get("round_timeout"))
-        except Exception as err:  # reported like a failing ServerApp
-            report.emit("error", message=str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}")
+            # one client at a time: the clients of a process share one model object
+            server = build_server({"config": config.encode(cfg)}, max_workers=1)
+        except Exception:  # build_server has reported it
+            return 1
+        run_cfg = server.strategy.run.cfg
+        for pid in range(int(run_cfg.num_clients)):
+            server.client_manager().register(InProcessNode(
+                f"in-process-{pid}", pid, lambda node: make_client(run_cfg, node.context, node.partition_id)))
+        try:
+            server.fit(server.strategy.total_rounds(), timeout=run_cfg.runtime.get("round_timeout"))
+        except Exception as err:  # a failing server loop, reported as the ServerApp's would be
+            report.emit("error", message=f"{type(err).__name__}: {err}")
+            traceback.print_exc(file=sys.stdout)
             return 1
     return 0

@@ -15,19 +15,24 @@ from fedimb.server_run import ServerRun
 logger = logging.getLogger(__name__)
 
 
-def server_fn(context: Context) -> ServerAppComponents:
+def build_server(run_config, max_workers: int | None = None) -> FedImbServer:
+    """The run's server with its method's strategy; a failure is reported as one line
+    to the front end, then raised. By default one worker per client (at most 256)."""
     try:
-        cfg = config.from_run_config(context.run_config)
-        run = ServerRun.build(cfg)
-        strategy = config.build_component(cfg.method.strategy, run=run)
-    except Exception as err:  # reported as one line to the front end, then raised
+        cfg = config.from_run_config(run_config)
+        strategy = config.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+    except Exception as err:
         report.emit("error", message=str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}")
         raise
-    server = FedImbServer(strategy, max_workers=min(max(int(cfg.num_clients), 4), 256))
-    timeout = cfg.runtime.get("round_timeout")
+    return FedImbServer(strategy, max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256))
+
+
+def server_fn(context: Context) -> ServerAppComponents:
+    server = build_server(context.run_config)
+    cfg = server.strategy.run.cfg
     return ServerAppComponents(
         server=server,
-        config=ServerConfig(num_rounds=strategy.total_rounds(), round_timeout=timeout),
+        config=ServerConfig(num_rounds=server.strategy.total_rounds(), round_timeout=cfg.runtime.get("round_timeout")),
     )
 
 
