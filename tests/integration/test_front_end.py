@@ -126,9 +126,10 @@ def test_in_process_runtime_repeats_the_simulation_to_the_last_bit(tmp_path, no_
     methods = ["fedavg", "scaffold", "grpfed"]
     common = ["-m", f"method={','.join(methods)}", "dataset=digits", "model=cnn28", "num_clients=3",
               "num_rounds=3", "train.local_epochs=1", "seed=2"]
-    simulated = run_fedimb(*common, f"output.root={tmp_path / 'simulation'}")
-    in_process = run_fedimb(*common, "runtime=in_process", f"output.root={tmp_path / 'in_process'}")
-    for result in (simulated, in_process):
+    simulated = start_fedimb(*common, f"output.root={tmp_path / 'simulation'}")
+    in_process = start_fedimb(*common, "runtime=in_process", f"output.root={tmp_path / 'in_process'}")
+    for proc in (simulated, in_process):  # side by side: the in-process sweep needs one core
+        result = finish_fedimb(proc)
         assert result.returncode == 0, result.stderr[-3000:]
     for method in methods:
         runs = {runtime: next(tmp_path.glob(f"{runtime}/multirun/*/*/*-{method}-digits-s2"))
