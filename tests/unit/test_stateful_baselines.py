@@ -20,9 +20,9 @@ ONE_CLIENT = ["dataset=digits", "num_clients=1", "dropout=none", "partition=iid"
               "train.weight_decay=0.0", "train.batch_size=200"]
 
 
-def plain_sgd(fed, weights, server_round):
+def plain_sgd(fed, weights, server_round, after_backward=None, model=None):
     """The client's local training done by a plain loop: same data, order and steps."""
-    model = fed.run.new_model()
+    model = model or fed.run.new_model()
     set_weights(model, weights)
     cfg = fed.cfg
     idx = torch.from_numpy(fed.run.data.partition.indices[0])
@@ -32,7 +32,7 @@ def plain_sgd(fed, weights, server_round):
         model, x, y, idx, epochs=hp.local_epochs, batch_size=hp.batch_size,
         optimizer=make_optimizer(model.parameters(), hp),
         loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
-        generator=seeded_generator(int(cfg.seed), server_round, 0),
+        generator=seeded_generator(int(cfg.seed), server_round, 0), after_backward=after_backward,
     )
     return get_weights(model), result.steps
 
@@ -66,6 +66,27 @@ def test_scaffold_control_variates_follow_option_ii():
     stored = fed.client(fed.nodes[0]).load_state("scaffold_control")
     assert_close([stored[f"c{j}"] for j in range(len(index))], expected, tol=1e-4)
     assert_close(fed.strategy.control, expected, tol=1e-4)  # c += |S|/N mean(delta c), |S| = N = 1
+
+
+def test_scaffold_control_variates_under_adam_are_the_mean_local_gradient():
+    # Under Adam (x - y)/(K lr) is no gradient estimate; c_i+ is the mean uncorrected gradient.
+    fed = InProcessFederation(["method=scaffold", *ONE_CLIENT, "train.optimizer=adam", "train.lr=0.001"])
+    x0 = parameters_to_ndarrays(fed.parameters)
+    fed.round(1)
+    model = fed.run.new_model()
+    sums = [torch.zeros_like(p) for p in model.parameters()]
+
+    def record():
+        for total, p in zip(sums, model.parameters()):
+            total.add_(p.grad)
+
+    y1, steps = plain_sgd(fed, x0, 1, after_backward=record, model=model)
+    assert_close(parameters_to_ndarrays(fed.parameters), y1)  # c = c_i = 0: no correction in round 1
+    expected = [(total / steps).numpy() for total in sums]
+    stored = fed.client(fed.nodes[0]).load_state("scaffold_control")
+    assert_close([stored[f"c{j}"] for j in range(len(expected))], expected)
+    displacement = max(float(np.abs((x0[i] - y1[i]) / (steps * 0.001)).max()) for i in fed.strategy.param_index)
+    assert max(float(np.abs(e).max()) for e in expected) < displacement / 3  # the option II formula would be far off
 
 
 def test_scaffold_server_control_scales_with_participation():
