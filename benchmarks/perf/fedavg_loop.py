@@ -1,8 +1,11 @@
-"""FedAvg in fedimb (Flower simulation) against a plain single-process PyTorch loop.
+"""FedAvg in fedimb (Flower simulation, and ``runtime=in_process``) against a plain
+single-process PyTorch loop.
 
 Both sides run the identical local training — same model initialisation, partition,
 mini-batch order, optimiser and steps (``fedimb.training.train_epochs``) — so the
-difference is the framework: Flower messaging, Ray actors, serialisation.
+difference is the framework: Flower messaging, Ray actors, serialisation (simulation),
+or only fedimb's own server loop, checks and records (in-process, 2 torch threads like
+the fastest plain loop).
 
 Writes ``<out>/perf_fedavg.md`` (table) and ``<out>/perf_fedavg.png`` (time per round).
 
@@ -39,9 +42,15 @@ def overrides(args: argparse.Namespace) -> list[str]:
     ]
 
 
-def run_fedimb(args: argparse.Namespace, out: Path) -> dict:
+RUNTIMES = {
+    "simulation": ("fedimb (Flower simulation, 1 thread per client)", []),
+    "in_process": ("fedimb (runtime=in_process, 2 torch threads)", ["runtime=in_process", "runtime.torch_threads=2"]),
+}
+
+
+def run_fedimb(args: argparse.Namespace, out: Path, runtime: str) -> dict:
     """The experiment through the front end, as a user runs it."""
-    return run_measured(overrides(args), out / "runs")
+    return run_measured([*overrides(args), *RUNTIMES[runtime][1]], out / "runs")
 
 
 def run_plain(args: argparse.Namespace, threads: int) -> dict:
@@ -77,13 +86,14 @@ def run_plain(args: argparse.Namespace, threads: int) -> dict:
     return {"round_seconds": round_seconds, "final_accuracy": accuracy, "threads": threads}
 
 
-def write_report(args, out: Path, fed: dict, plains: list[dict]) -> Path:
+def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steady_fed = float(np.mean(fed["round_seconds"][1:]))
+    fed = feds["simulation"]
+    steady = {runtime: float(np.mean(run["round_seconds"][1:])) for runtime, run in feds.items()}
     best_plain = min(plains, key=lambda p: np.mean(p["round_seconds"][1:]))
     steady_plain = float(np.mean(best_plain["round_seconds"][1:]))
     lines = [
@@ -96,9 +106,10 @@ def write_report(args, out: Path, fed: dict, plains: list[dict]) -> Path:
         "",
         "| | seconds per round (rounds 2+) | first round | final accuracy |",
         "|---|---|---|---|",
-        f"| fedimb (Flower simulation, 1 thread per client) | {steady_fed:.2f} | {fed['round_seconds'][0]:.2f} | "
-        f"{fed['final_accuracy']:.4f} |",
     ]
+    for runtime, run in feds.items():
+        lines.append(f"| {RUNTIMES[runtime][0]} | {steady[runtime]:.2f} | {run['round_seconds'][0]:.2f} | "
+                     f"{run['final_accuracy']:.4f} |")
     for p in plains:
         lines.append(
             f"| plain loop, {p['threads']} torch thread(s) | {np.mean(p['round_seconds'][1:]):.2f} | "
@@ -106,11 +117,16 @@ def write_report(args, out: Path, fed: dict, plains: list[dict]) -> Path:
         )
     lines += [
         "",
-        f"- **Ratio fedimb / fastest plain loop, rounds 2+: {steady_fed / steady_plain:.2f}x** (target <= 1.3x).",
+        f"- **Ratio fedimb (simulation) / fastest plain loop, rounds 2+: {steady['simulation'] / steady_plain:.2f}x** "
+        "(target <= 1.3x).",
+        *(f"- Ratio fedimb ({runtime}) / fastest plain loop, rounds 2+: {steady[runtime] / steady_plain:.2f}x."
+          for runtime in feds if runtime != "simulation"),
         f"- Start-up before round 1 (SuperLink, simulation engine, Ray): {fed['startup_seconds']:.1f} s; "
         f"round 1 (Ray actors start, data loads once per actor): {fed['round_seconds'][0]:.1f} s.",
-        f"- Peak memory of all fedimb processes (PSS): {fed['peak_memory_mb']:.0f} MiB.",
-        f"- Wall time of the whole `fedimb` command: {fed['wall_seconds']:.1f} s.",
+        "- Peak memory of all fedimb processes (PSS): "
+        + ", ".join(f"{run['peak_memory_mb']:.0f} MiB ({runtime})" for runtime, run in feds.items()) + ".",
+        "- Wall time of the whole `fedimb` command: "
+        + ", ".join(f"{run['wall_seconds']:.1f} s ({runtime})" for runtime, run in feds.items()) + ".",
         "",
         "Command: `python benchmarks/perf/fedavg_loop.py "
         f"--rounds {args.rounds} --clients {args.clients} --seed {args.seed}`",
@@ -120,7 +136,8 @@ def write_report(args, out: Path, fed: dict, plains: list[dict]) -> Path:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     rounds = np.arange(1, args.rounds + 1)
-    ax.plot(rounds, fed["round_seconds"], marker="o", label="fedimb (simulation)")
+    for runtime, run in feds.items():
+        ax.plot(rounds, run["round_seconds"], marker="o", label=f"fedimb ({runtime})")
     for p in plains:
         ax.plot(rounds, p["round_seconds"], marker="s", label=f"plain loop, {p['threads']} thread(s)")
     ax.set(xlabel="round", ylabel="seconds", title="FedAvg time per round")
@@ -139,13 +156,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    print("running fedimb ...", flush=True)
-    fed = run_fedimb(args, args.out)
+    feds = {}
+    for runtime in RUNTIMES:
+        print(f"running fedimb ({runtime}) ...", flush=True)
+        feds[runtime] = run_fedimb(args, args.out, runtime)
     plains = []
     for threads in (1, 2):
         print(f"running the plain loop with {threads} thread(s) ...", flush=True)
         plains.append(run_plain(args, threads))
-    table = write_report(args, args.out, fed, plains)
+    table = write_report(args, args.out, feds, plains)
     print(table.read_text())
     print(table)
 
