@@ -42,15 +42,18 @@ def overrides(args: argparse.Namespace) -> list[str]:
     ]
 
 
+MEMORY_INTERVAL = 2.0  # seconds between memory samples: rarely enough not to slow the timed run
+
+# in_process first: the simulation's Ray processes take a while to wind down after it ends
 RUNTIMES = {
-    "simulation": ("fedimb (Flower simulation, 1 thread per client)", []),
     "in_process": ("fedimb (runtime=in_process, 2 torch threads)", ["runtime=in_process", "runtime.torch_threads=2"]),
+    "simulation": ("fedimb (Flower simulation, 1 thread per client)", []),
 }
 
 
 def run_fedimb(args: argparse.Namespace, out: Path, runtime: str) -> dict:
     """The experiment through the front end, as a user runs it."""
-    return run_measured([*overrides(args), *RUNTIMES[runtime][1]], out / "runs")
+    return run_measured([*overrides(args), *RUNTIMES[runtime][1]], out / "runs", memory_interval=MEMORY_INTERVAL)
 
 
 def run_plain(args: argparse.Namespace, threads: int) -> dict:
@@ -123,7 +126,7 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
           for runtime in feds if runtime != "simulation"),
         f"- Start-up before round 1 (SuperLink, simulation engine, Ray): {fed['startup_seconds']:.1f} s; "
         f"round 1 (Ray actors start, data loads once per actor): {fed['round_seconds'][0]:.1f} s.",
-        "- Peak memory of all fedimb processes (PSS): "
+        f"- Peak memory of all fedimb processes (PSS, sampled every {MEMORY_INTERVAL:g} s): "
         + ", ".join(f"{run['peak_memory_mb']:.0f} MiB ({runtime})" for runtime, run in feds.items()) + ".",
         "- Wall time of the whole `fedimb` command: "
         + ", ".join(f"{run['wall_seconds']:.1f} s ({runtime})" for runtime, run in feds.items()) + ".",
