@@ -18,6 +18,7 @@ import torch
 
 from clients.base import BaseClient
 from fedimb import payload
+from fedimb.training import TrainConfig
 
 STATE = "scaffold_control"
 
@@ -35,7 +36,7 @@ class ScaffoldClient(BaseClient):
             if stored else [torch.zeros_like(p) for p in params]
         )
         self.correction = [c - ci for c, ci in zip(self.server_control, self.client_control)]
-        self.weight_decay = float(config.get("weight_decay", 0.0))
+        self.weight_decay = TrainConfig.from_mapping(config).weight_decay
         self.gradient_sum = [torch.zeros_like(p) for p in params]
 
     def controlled_parameters(self) -> list[torch.nn.Parameter]:

@@ -38,18 +38,21 @@ def weighted_average(updates: Sequence[Arrays], weights: Sequence[float]) -> lis
     return out
 
 
-def flatten(arrays: Arrays) -> np.ndarray:
-    """All floating-point layers concatenated into one float64 vector."""
-    parts = [np.ravel(a).astype(np.float64) for a in arrays if np.issubdtype(a.dtype, np.floating)]
-    return np.concatenate(parts) if parts else np.zeros(0)
-
-
 def weight_diversity(updates: Sequence[Arrays]) -> float:
-    """ReBaFL eq. 24: Λ = 1/|S| Σ_i ||w_i − w̄||², w̄ the plain mean of the local models."""
+    """ReBaFL eq. 24: Λ = 1/|S| Σ_i ||w_i − w̄||², w̄ the plain mean of the local models,
+    over the floating-point layers (integer buffers such as BatchNorm's counter are no
+    weights). Summed layer by layer, so no model-sized float64 copy per client is made
+    (it runs every round, on up to hundreds of sampled clients)."""
     if not updates:
         raise ValueError("need at least one update")
-    flat = np.stack([flatten(u) for u in updates])
-    return float(np.mean(np.sum((flat - flat.mean(axis=0)) ** 2, axis=1)))
+    total = 0.0
+    for layer in zip(*updates, strict=True):
+        if not np.issubdtype(layer[0].dtype, np.floating):
+            continue
+        stacked = np.stack(layer).reshape(len(layer), -1)
+        deviations = stacked - stacked.mean(axis=0, dtype=np.float64)
+        total += float(np.einsum("ij,ij->", deviations, deviations))
+    return total / len(updates)
 
 
 def aggregate_prototypes(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb.aggregate import flatten, normalised_weights, weight_diversity, weighted_average
+from fedimb.aggregate import normalised_weights, weight_diversity, weighted_average
 
 
 def test_weighted_average_hand_values():
@@ -80,12 +80,13 @@ def test_normalised_weights():
         normalised_weights([])
 
 
-def test_flatten_skips_integer_layers():
-    arrays = [np.array([[1.0, 2.0]], dtype=np.float32), np.array([7], dtype=np.int64), np.array([3.0])]
-    flat = flatten(arrays)
-    assert flat.dtype == np.float64
-    np.testing.assert_array_equal(flat, [1.0, 2.0, 3.0])
-    assert flatten([np.array([1], dtype=np.int64)]).size == 0
+def test_weight_diversity_skips_integer_layers():
+    models = [
+        [np.array([[0.0, 0.0]], dtype=np.float32), np.array([7], dtype=np.int64)],
+        [np.array([[2.0, 0.0]], dtype=np.float32), np.array([9], dtype=np.int64)],
+    ]
+    assert weight_diversity(models) == pytest.approx(1.0)
+    assert weight_diversity([[np.array([1], dtype=np.int64)], [np.array([5], dtype=np.int64)]]) == 0.0
 
 
 def test_weight_diversity_hand_value():

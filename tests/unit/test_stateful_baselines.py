@@ -20,7 +20,7 @@ ONE_CLIENT = ["dataset=digits", "num_clients=1", "dropout=none", "partition=iid"
               "train.weight_decay=0.0", "train.batch_size=200"]
 
 
-def plain_sgd(fed, weights, server_round, after_backward=None, model=None):
+def plain_loop(fed, weights, server_round, after_backward=None, model=None):
     """The client's local training done by a plain loop: same data, order and steps."""
     model = model or fed.run.new_model()
     set_weights(model, weights)
@@ -47,11 +47,11 @@ def test_one_client_reduces_to_plain_sgd(method):
     fed = InProcessFederation([f"method={method}", *ONE_CLIENT])
     x0 = parameters_to_ndarrays(fed.parameters)
     fed.round(1)
-    y1, steps = plain_sgd(fed, x0, 1)
+    y1, steps = plain_loop(fed, x0, 1)
     assert_close(parameters_to_ndarrays(fed.parameters), y1)
     x1 = parameters_to_ndarrays(fed.parameters)
     fed.round(2)  # SCAFFOLD: c = c_i after round 1, so the correction c - c_i vanishes
-    y2, _ = plain_sgd(fed, x1, 2)
+    y2, _ = plain_loop(fed, x1, 2)
     assert_close(parameters_to_ndarrays(fed.parameters), y2)
 
 
@@ -59,7 +59,7 @@ def test_scaffold_control_variates_follow_option_ii():
     fed = InProcessFederation(["method=scaffold", *ONE_CLIENT])
     x0 = parameters_to_ndarrays(fed.parameters)
     fed.round(1)
-    y1, steps = plain_sgd(fed, x0, 1)
+    y1, steps = plain_loop(fed, x0, 1)
     lr = float(fed.cfg.train.lr)
     index = fed.strategy.param_index
     expected = [(x0[i] - y1[i]) / (steps * lr) for i in index]  # c_i+ = c_i - c + (x - y)/(K lr), c = c_i = 0
@@ -80,7 +80,7 @@ def test_scaffold_control_variates_under_adam_are_the_mean_local_gradient():
         for total, p in zip(sums, model.parameters()):
             total.add_(p.grad)
 
-    y1, steps = plain_sgd(fed, x0, 1, after_backward=record, model=model)
+    y1, steps = plain_loop(fed, x0, 1, after_backward=record, model=model)
     assert_close(parameters_to_ndarrays(fed.parameters), y1)  # c = c_i = 0: no correction in round 1
     expected = [(total / steps).numpy() for total in sums]
     stored = fed.client(fed.nodes[0]).load_state("scaffold_control")
@@ -164,10 +164,10 @@ def test_fedavgm_one_client_matches_the_reference():
     fed = InProcessFederation(["method=fedavgm", *ONE_CLIENT])
     x0 = parameters_to_ndarrays(fed.parameters)
     fed.round(1)
-    y1, _ = plain_sgd(fed, x0, 1)
+    y1, _ = plain_loop(fed, x0, 1)
     assert_close(parameters_to_ndarrays(fed.parameters), y1)  # v = x0 - y1, x1 = x0 - v = y1
     x1 = parameters_to_ndarrays(fed.parameters)
     fed.round(2)
-    y2, _ = plain_sgd(fed, x1, 2)
+    y2, _ = plain_loop(fed, x1, 2)
     expected = [b - (0.9 * (a - b) + (b - c)) for a, b, c in zip(x0, x1, y2)]  # x2 = x1 - (beta v1 + (x1 - y2))
     assert_close(parameters_to_ndarrays(fed.parameters), expected, tol=1e-5)
