@@ -27,7 +27,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.perf.measure import run_measured  # noqa: E402
+from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured  # noqa: E402
 from fedimb import config  # noqa: E402
 from fedimb.aggregate import weighted_average  # noqa: E402
 from fedimb.experiment import as_tensors, experiment_data, new_model  # noqa: E402
@@ -42,8 +42,6 @@ def overrides(args: argparse.Namespace) -> list[str]:
     ]
 
 
-MEMORY_INTERVAL = 2.0  # seconds between memory samples: rarely enough not to slow the timed run
-
 # in_process first: the simulation's Ray processes take a while to wind down after it ends
 RUNTIMES = {
     "in_process": ("fedimb (runtime=in_process, 2 torch threads)", ["runtime=in_process", "runtime.torch_threads=2"]),
@@ -53,7 +51,7 @@ RUNTIMES = {
 
 def run_fedimb(args: argparse.Namespace, out: Path, runtime: str) -> dict:
     """The experiment through the front end, as a user runs it."""
-    return run_measured([*overrides(args), *RUNTIMES[runtime][1]], out / "runs", memory_interval=MEMORY_INTERVAL)
+    return run_measured([*overrides(args), *RUNTIMES[runtime][1]], out / "runs")
 
 
 def run_plain(args: argparse.Namespace, threads: int) -> dict:

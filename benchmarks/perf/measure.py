@@ -23,10 +23,16 @@ sys.path.insert(0, str(REPO))
 from fedimb.results import read_metrics_csv  # noqa: E402
 
 
+#: seconds between memory samples. Reading PSS costs about 40 ms of CPU per ~1 GB
+#: process, so on few cores frequent samples slow the run being timed; the memory of a
+#: run plateaus once its actors are up, so a sample every 2 s still finds the peak.
+MEMORY_INTERVAL = 2.0
+
+
 class MemorySampler:
     """Peak total memory of a process tree (PSS where the kernel reports it, else RSS)."""
 
-    def __init__(self, root_pid: int, interval: float = 0.25):
+    def __init__(self, root_pid: int, interval: float = MEMORY_INTERVAL):
         self.root = psutil.Process(root_pid)
         self.interval = interval
         self.peak = 0
@@ -69,10 +75,8 @@ def per_round(run_dir: Path, split: str, metric: str) -> dict[int, float]:
     }
 
 
-def run_measured(overrides: list[str], runs_dir: Path, memory_interval: float = 0.25) -> dict:
-    """One ``fedimb`` run; its round times, traffic, peak memory and summary. Reading PSS
-    costs about 40 ms of CPU per ~1 GB process, so timing benchmarks on few cores sample
-    the memory less often (``memory_interval`` seconds)."""
+def run_measured(overrides: list[str], runs_dir: Path, memory_interval: float = MEMORY_INTERVAL) -> dict:
+    """One ``fedimb`` run; its round times, traffic, peak memory and summary."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fedimb", *overrides, f"output.root={runs_dir}"],
