@@ -110,6 +110,11 @@ def resume_main(argv: list[str]) -> int:
     return 0
 
 
+def split_list(text: str) -> list[str]:
+    """The items of a comma-separated command-line value."""
+    return [item for item in text.split(",") if item]
+
+
 def report_main(argv: list[str]) -> int:
     """One comparison table (mean ± std over seeds) and accuracy-vs-round plot over every
     completed run in the given run or sweep folders."""
@@ -123,9 +128,22 @@ def report_main(argv: list[str]) -> int:
     parser.add_argument("--mean-over-rounds", default="", metavar="METRICS",
                         help="comma-separated 'extra' metrics to add as columns averaged over rounds "
                              "(e.g. mediator_kl)")
+    parser.add_argument("--range-over-rounds", default="", metavar="PATTERNS",
+                        help="comma-separated 'extra' metrics or shell patterns whose smallest and largest "
+                             "value over every round of a row's runs become columns (e.g. q,contribution.*)")
+    parser.add_argument("--per-run", action="store_true", help="also a table with every run's own numbers")
+    parser.add_argument("--at-rounds", default="", metavar="ROUNDS",
+                        help="comma-separated rounds whose test accuracy and loss the per-run table shows "
+                             "(implies --per-run)")
     args = parser.parse_args(argv)
-    keys = [k for k in args.mean_over_rounds.split(",") if k]
-    report = write_report(args.folders, args.out or args.folders[0] / "report", args.title, keys)
+    try:
+        at_rounds = [int(r) for r in split_list(args.at_rounds)]
+    except ValueError:
+        parser.error(f"--at-rounds takes comma-separated round numbers, got '{args.at_rounds}'")
+    report = write_report(
+        args.folders, args.out or args.folders[0] / "report", args.title, split_list(args.mean_over_rounds),
+        split_list(args.range_over_rounds), args.per_run, at_rounds,
+    )
     print(report.read_text())
     print(report.resolve())
     return 0

@@ -6,10 +6,15 @@ labelled by the method and the settings that tell the rows apart. Each row gives
 mean ± sample std over its runs of the final and best test accuracy and final macro-F1,
 and the last value of the method's own scores (the ``extra`` metrics named ``*accuracy``,
 ``*f1`` or ``T_*``, e.g. FedBABU's fine-tuned accuracy or GRP-FED's T_g/T_p/T_r/T_l).
+Optional columns: the mean over rounds, or the range over every round of every run, of
+other ``extra`` metrics; optional section: every run's own numbers (seed, final and best
+accuracy, accuracy and loss at chosen rounds), so figures quoted about single seeds come
+from the same command as the table.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import platform
@@ -55,12 +60,15 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: tree if not isinstance(tree, list) else tuple(tree)}
 
 
-def run_setup(run_dir: Path) -> dict[str, Any]:
-    """The run's configuration as dotted keys, without the settings of ``NOT_SETUP``."""
+def _config(run_dir: Path) -> dict[str, Any]:
     import yaml
 
-    config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    return {k: v for k, v in _flatten(config).items() if not k.startswith(NOT_SETUP)}
+    return yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+
+
+def run_setup(run_dir: Path) -> dict[str, Any]:
+    """The run's configuration as dotted keys, without the settings of ``NOT_SETUP``."""
+    return {k: v for k, v in _flatten(_config(run_dir)).items() if not k.startswith(NOT_SETUP)}
 
 
 def group_runs(run_dirs: list[Path]) -> tuple[dict[str, list[Path]], dict[str, str]]:
@@ -125,13 +133,32 @@ def extra_means(run_dir: Path, keys: list[str]) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in values.items()}
 
 
-def accuracy_curve(run_dir: Path) -> dict[int, float]:
-    return {r["round"]: r["value"] for r in _rows(run_dir, "test") if r["metric"] == "accuracy"}
+def extra_range(run_dir: Path, pattern: str) -> tuple[float, float] | None:
+    """(min, max) over every round of the 'extra' metrics matching the shell pattern
+    ``pattern`` (e.g. ``q`` or ``contribution.*``); None if the run has none."""
+    values = [row["value"] for row in _rows(run_dir, "extra") if fnmatch.fnmatchcase(row["metric"], pattern)]
+    return (min(values), max(values)) if values else None
 
 
-def comparison_table(groups: dict[str, list[Path]], mean_keys: list[str] = ()) -> list[str]:
+def value_range(ranges: list[tuple[float, float] | None]) -> str:
+    """'min – max' over several runs' ranges ('-' when none has the metric)."""
+    found = [r for r in ranges if r is not None]
+    if not found:
+        return "-"
+    return f"{min(lo for lo, _ in found):.3g} – {max(hi for _, hi in found):.3g}"
+
+
+def metric_curve(run_dir: Path, metric: str = "accuracy") -> dict[int, float]:
+    """round -> value of the test-set ``metric``."""
+    return {r["round"]: r["value"] for r in _rows(run_dir, "test") if r["metric"] == metric}
+
+
+def comparison_table(
+    groups: dict[str, list[Path]], mean_keys: list[str] = (), range_keys: list[str] = ()
+) -> list[str]:
     """Markdown lines of the table (see the module docstring); ``mean_keys`` adds columns
-    of 'extra' metrics averaged over rounds."""
+    of 'extra' metrics averaged over rounds, ``range_keys`` (shell patterns) columns of
+    their smallest and largest value over every round of every run of the row."""
     summaries = {label: [_summary(r) for r in runs] for label, runs in groups.items()}
     target = next((s["target_accuracy"] for v in summaries.values() for s in v if s.get("target_accuracy")), None)
     scores = {label: [own_scores(r) for r in runs] for label, runs in groups.items()}
@@ -140,6 +167,7 @@ def comparison_table(groups: dict[str, list[Path]], mean_keys: list[str] = ()) -
     if target:
         header += f" MB to {target:.0%} accuracy (runs reaching it) |"
     header += "".join(f" {k} (mean over rounds) |" for k in mean_keys)
+    header += "".join(f" {k} (range over rounds) |" for k in range_keys)
     header += "".join(f" final {k} (%) |" for k in score_keys)
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for label, runs in groups.items():
@@ -154,9 +182,31 @@ def comparison_table(groups: dict[str, list[Path]], mean_keys: list[str] = ()) -
         means = [extra_means(r, list(mean_keys)) for r in runs]
         for key in mean_keys:
             row += f" {mean_std([m[key] for m in means if key in m], scale=1.0, digits=3)} |"
+        for pattern in range_keys:
+            row += f" {value_range([extra_range(r, pattern) for r in runs])} |"
         for key in score_keys:
             row += f" {mean_std([s[key] for s in scores[label] if key in s])} |"
         lines.append(row)
+    return lines
+
+
+def per_run_table(groups: dict[str, list[Path]], at_rounds: list[int] = ()) -> list[str]:
+    """Markdown lines with one row per run: its seed, final accuracy, best accuracy and
+    the first round that reached it, final macro-F1 and, at each of ``at_rounds``, its
+    test accuracy (loss)."""
+    header = "| method | seed | final accuracy (%) | best accuracy (%) | round of best | final macro-F1 (%) |"
+    header += "".join(f" round {r}: accuracy % (loss) |" for r in at_rounds)
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for label, runs in groups.items():
+        for run in sorted(runs, key=lambda r: int(_config(r).get("seed", 0))):
+            s = _summary(run)
+            accuracy, loss = metric_curve(run), metric_curve(run, "loss")
+            best_round = min((r for r in accuracy if accuracy[r] == max(accuracy.values())), default="-")
+            row = (f"| {label} | {_config(run).get('seed', '-')} | {100 * s['final_accuracy']:.2f} | "
+                   f"{100 * s['best_accuracy']:.2f} | {best_round} | {100 * s['final_macro_f1']:.2f} |")
+            for r in at_rounds:
+                row += f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |" if r in accuracy and r in loss else " - |"
+            lines.append(row)
     return lines
 
 
@@ -169,7 +219,7 @@ def accuracy_plot(groups: dict[str, list[Path]], path: Path, title: str) -> None
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for label, runs in groups.items():
-        curves = [accuracy_curve(r) for r in runs]
+        curves = [metric_curve(r) for r in runs]
         rounds = sorted(set.intersection(*(set(c) for c in curves)))
         values = np.array([[c[r] for r in rounds] for c in curves])
         mean, std = values.mean(axis=0), values.std(axis=0)
@@ -187,16 +237,22 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs"
 
 
-def write_report(folders: list[Path], out: Path, title: str = "Comparison", mean_keys: list[str] = ()) -> Path:
-    """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``."""
+def write_report(
+    folders: list[Path], out: Path, title: str = "Comparison", mean_keys: list[str] = (),
+    range_keys: list[str] = (), per_run: bool = False, at_rounds: list[int] = (),
+) -> Path:
+    """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``;
+    with ``per_run`` (or ``at_rounds``) also a table of every run's own numbers."""
     runs = find_runs(folders)
     if not runs:
         raise ConfigError(f"no completed runs (summary.json) in {', '.join(map(str, folders))}")
     groups, legend = group_runs(runs)
     out.mkdir(parents=True, exist_ok=True)
     lines = [f"# {title}", "", f"{len(runs)} runs in {len(groups)} rows; mean ± std over the runs (seeds) of a row.",
-             f"Machine: {machine()}.", "", *comparison_table(groups, mean_keys), ""]
+             f"Machine: {machine()}.", "", *comparison_table(groups, mean_keys, range_keys), ""]
     lines += [f"- [{letter}]: {settings}" for letter, settings in legend.items()]
+    if per_run or at_rounds:
+        lines += ["", "## Every run", "", *per_run_table(groups, at_rounds)]
     lines += ["", "Runs: " + ", ".join(f"`{folder}`" for folder in folders)]
     accuracy_plot(groups, out / "accuracy.png", title)
     report = out / "report.md"
