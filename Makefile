@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python benchmarks/perf/methods.py
 	$(BIN)/python benchmarks/perf/scale.py
 	$(BIN)/python benchmarks/perf/deployment.py --nodes 3,10
+	$(BIN)/python benchmarks/perf/process_start.py
 
 clean:
 	rm -rf .flwr outputs multirun results

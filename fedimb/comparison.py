@@ -198,11 +198,12 @@ def per_run_table(groups: dict[str, list[Path]], at_rounds: list[int] = ()) -> l
     header += "".join(f" round {r}: accuracy % (loss) |" for r in at_rounds)
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for label, runs in groups.items():
-        for run in sorted(runs, key=lambda r: int(_config(r).get("seed", 0))):
+        seeds = {run: _config(run).get("seed", "-") for run in runs}
+        for run in sorted(runs, key=lambda r: str(seeds[r]).zfill(9)):
             s = _summary(run)
             accuracy, loss = metric_curve(run), metric_curve(run, "loss")
             best_round = min((r for r in accuracy if accuracy[r] == max(accuracy.values())), default="-")
-            row = (f"| {label} | {_config(run).get('seed', '-')} | {100 * s['final_accuracy']:.2f} | "
+            row = (f"| {label} | {seeds[run]} | {100 * s['final_accuracy']:.2f} | "
                    f"{100 * s['best_accuracy']:.2f} | {best_round} | {100 * s['final_macro_f1']:.2f} |")
             for r in at_rounds:
                 row += f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |" if r in accuracy and r in loss else " - |"

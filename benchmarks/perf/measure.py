@@ -75,14 +75,14 @@ def per_round(run_dir: Path, split: str, metric: str) -> dict[int, float]:
     }
 
 
-def run_measured(overrides: list[str], runs_dir: Path, memory_interval: float = MEMORY_INTERVAL) -> dict:
+def run_measured(overrides: list[str], runs_dir: Path) -> dict:
     """One ``fedimb`` run; its round times, traffic, peak memory and summary."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fedimb", *overrides, f"output.root={runs_dir}"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    with MemorySampler(proc.pid, memory_interval) as memory:
+    with MemorySampler(proc.pid) as memory:
         lines = [line.rstrip() for line in proc.stdout]  # type: ignore[union-attr]
         proc.wait()
     wall = time.perf_counter() - start
