@@ -1,10 +1,19 @@
-"""Per-FedAvg client (Fallah et al., NeurIPS 2020), first-order version (Per-FedAvg FO).
+"""Per-FedAvg client (Fallah et al., NeurIPS 2020, Algorithm 1).
 
-Each step splits the mini-batch in two: a plain SGD step with the inner rate α on the
-first half gives w' = w − α∇f(w; D1); the gradient of f(w'; D2) on the second half is
-then applied to w (the first-order MAML approximation) by the optimiser with the outer
-rate β (``train.lr``). The personal model is the global model after one SGD step with
-α on a local mini-batch (the paper's evaluation)."""
+Every local step takes the loop's mini-batch D and two more batches D', D'' drawn
+independently from the local data (the paper's three independent batches):
+
+- inner step: w' = w − α·∇f(w; D);
+- ``variant: fo`` (Per-FedAvg FO): the optimiser (outer rate β = ``train.lr``) applies
+  ∇f(w'; D') at w, the first-order approximation of the MAML gradient;
+- ``variant: hf`` (Per-FedAvg HF): it applies (I − α·∇²f(w; D''))·∇f(w'; D'), the
+  Hessian-vector product computed exactly by double back-propagation (the paper
+  approximates it by finite differences; autograd gives the product itself).
+
+The MAML gradient (I − αH)∇f(w') points uphill along every curvature direction with
+α·λ > 1, and FO drops the factor altogether; the paper assumes α ≤ 1/L. The personal
+model is the global model after one SGD step with α on a local mini-batch (§5).
+"""
 
 from __future__ import annotations
 
@@ -12,36 +21,67 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb.training import batch_indices
+from fedimb.curvature import hessian_vector_product, trainable
+from fedimb.errors import ConfigError
+from fedimb.training import batch_indices, seeded_generator
+
+
+VARIANTS = ("fo", "hf")
 
 
 class PerFedAvgClient(BaseClient):
     """MAML-style local update."""
 
+    @staticmethod
+    def check_settings(settings) -> None:
+        if settings.get("variant") not in VARIANTS:
+            raise ConfigError(f"unknown method.client.variant {settings.get('variant')!r} "
+                              f"(choose from: {', '.join(VARIANTS)})")
+        alpha = settings.get("alpha")
+        if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha <= 0:
+            raise ConfigError(f"method.client.alpha must be > 0, got {alpha!r}")
+
     def before_training(self, config):
         self.alpha = float(config["alpha"])
+        self.variant = str(config["variant"])  # one of VARIANTS (checked with the configuration)
+        self.batch_size = int(config["batch_size"])
+        # the extra batches D', D'' have their own seeded stream (any runtime draws the same)
+        self.extra_batches = seeded_generator(int(config.get("seed", 0)), int(config.get("server_round", 0)),
+                                              self.data.partition_id, 1)
+
+    def draw_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A mini-batch drawn from the local data independently of the loop's order."""
+        idx = self.data.indices
+        pick = idx[torch.randint(len(idx), (min(self.batch_size, len(idx)),), generator=self.extra_batches)]
+        return self.data.x[pick].to(self.device), self.data.y[pick].to(self.device)
 
     def _inner_step(self, x, y) -> None:
-        params = [p for p in self.model.parameters() if p.requires_grad]
+        params = trainable(self.model)
         grads = torch.autograd.grad(nn.functional.cross_entropy(self.model(x), y), params)
         with torch.no_grad():
             for p, g in zip(params, grads):
                 p.sub_(self.alpha * g)
 
     def loss(self, x, y):
-        if len(y) < 2:
-            self._saved = None
-            return super().loss(x, y)
-        half = len(y) // 2
-        self._saved = [p.detach().clone() for p in self.model.parameters()]
-        self._inner_step(x[:half], y[:half])
-        return nn.functional.cross_entropy(self.model(x[half:]), y[half:])
+        """f(w'; D') with w' = w − α∇f(w; D) set in place; :meth:`after_backward` puts w
+        back and keeps the gradient taken at w'."""
+        self._start = [p.detach().clone() for p in trainable(self.model)]
+        self._inner_step(x, y)
+        x2, y2 = self.draw_batch()
+        return nn.functional.cross_entropy(self.model(x2), y2)
 
-    @torch.no_grad()
     def after_backward(self):
-        if self._saved is not None:  # back to w; the gradient taken at w' stays
-            for p, saved in zip(self.model.parameters(), self._saved):
-                p.copy_(saved)
+        params = trainable(self.model)
+        with torch.no_grad():
+            for p, start in zip(params, self._start):
+                p.copy_(start)
+        if self.variant == "hf":
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+            product = hessian_vector_product(self.model, *self.draw_batch(), grads)  # on D''
+            with torch.no_grad():
+                for p, hv in zip(params, product):
+                    if p.grad is not None:
+                        p.grad.sub_(self.alpha * hv)
 
     def personal_model(self, parameters, config):
         self.set_parameters(parameters)

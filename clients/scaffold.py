@@ -1,14 +1,34 @@
-"""SCAFFOLD client (Karimireddy et al., ICML 2020, Algorithm 1, option II).
+"""SCAFFOLD client (Karimireddy et al., ICML 2020, Algorithm 1).
 
-Every local step uses the corrected gradient g(y) − c_i + c. Option II sets
-c_i⁺ = c_i − c + (x − y)/(K·η_l). Under plain SGD, (x − y)/(K·η_l) is the mean of the
-K corrected gradients, so c_i⁺ is exactly the mean of the K uncorrected local gradients
-(including the L2 term of weight decay, which the optimiser adds to the gradient). We
-compute c_i⁺ in that form: it is option II to rounding error under plain SGD, and it
-stays a gradient estimate under Adam or momentum, where (x − y)/(K·η_l) is not one
-(Adam moves every coordinate by about η_l per step whatever its gradient, which makes
-the control variates swamp the gradients). The client keeps c_i⁺ in ``Context.state``
-and returns Δc_i = c_i⁺ − c_i as named payloads. c_i starts at zero.
+**Local step** (Algorithm 1, line 10): y ← y − η_l·(g_i(y) − c_i + c). It is applied in
+two parts: the optimiser steps on the plain gradient g_i(y) (with its weight decay and
+momentum), then the parameters move by −η_l·(c − c_i). Under plain SGD the two parts
+are the paper's step exactly. Under momentum the correction does not enter the momentum
+buffer, so it is neither amplified (by up to 1/(1 − β) after a few steps) nor carried
+into later steps, and weight decay never acts on it as a gradient. Adding it to the
+gradient instead, as an earlier version did, diverged under SGD with momentum 0.9
+(README, "SCAFFOLD under momentum").
+
+**Control variate** c_i⁺ (line 12), ``method.client.control``:
+
+- ``option2`` (default): c_i⁺ = c_i − c + (x − y_i)/(K·η_l), computed literally from
+  the displacement x − y_i after K steps. The displacement includes whatever the
+  optimiser did, so c_i⁺ is the client's mean step per unit learning rate without the
+  correction: with momentum it is the momentum-amplified gradient, which is the drift
+  the correction has to cancel. Under plain SGD it is the mean local gradient.
+- ``option1``: c_i⁺ = g_i(x), the gradient of the local objective (plus the L2 term of
+  weight decay) at the server model, from one extra pass over the local data in
+  mini-batches (the model in training mode, its buffers restored afterwards). Under
+  momentum it is the raw gradient, so the correction is smaller than the momentum-
+  amplified drift (the paper assumes plain SGD).
+- ``gradient_mean``: c_i⁺ = mean of the K uncorrected mini-batch gradients along the
+  local path, and the correction is added to the gradient *before* the optimiser step.
+  Both are in gradient units, so Adam normalises correction and gradient together.
+  Caveat: under SGD with momentum the buffer accumulates the correction, and this
+  combination diverged (mnist5k, Dir(0.1), momentum 0.9); use it with Adam only.
+
+The client keeps c_i⁺ in ``Context.state`` (c_i starts at zero) and returns
+Δc_i = c_i⁺ − c_i as named payloads ``control_delta.<j>``.
 """
 
 from __future__ import annotations
@@ -18,15 +38,28 @@ import torch
 
 from clients.base import BaseClient
 from fedimb import payload
-from fedimb.training import TrainConfig
+from fedimb.aggregate import fednova_normaliser
+from fedimb.errors import ConfigError
+from fedimb.training import TrainConfig, batch_indices
 
 STATE = "scaffold_control"
+CONTROLS = ("option2_normalised", "option2", "option1", "gradient_mean")
 
 
 class ScaffoldClient(BaseClient):
     """Control-variate corrected local training."""
 
+    @staticmethod
+    def check_settings(settings) -> None:
+        if settings.get("control") not in CONTROLS:
+            raise ConfigError(f"unknown method.client.control {settings.get('control')!r} "
+                              f"(choose from: {', '.join(CONTROLS)})")
+
     def before_training(self, config):
+        self.control = str(config["control"])  # one of CONTROLS (checked with the configuration)
+        hp = TrainConfig.from_mapping(config)
+        self.lr, self.weight_decay, self.batch_size = hp.lr, hp.weight_decay, hp.batch_size
+        self.momentum = hp.momentum if hp.optimizer == "sgd" else 0.0
         arrays = payload.unpack(config)
         params = self.controlled_parameters()
         self.server_control = [torch.as_tensor(arrays[f"control.{j}"], device=self.device) for j in range(len(params))]
@@ -36,14 +69,17 @@ class ScaffoldClient(BaseClient):
             if stored else [torch.zeros_like(p) for p in params]
         )
         self.correction = [c - ci for c, ci in zip(self.server_control, self.client_control)]
-        self.weight_decay = TrainConfig.from_mapping(config).weight_decay
-        self.gradient_sum = [torch.zeros_like(p) for p in params]
+        self.start = [p.detach().clone() for p in params]
+        self.gradient_sum = [torch.zeros_like(p) for p in params] if self.control == "gradient_mean" else None
+        self.gradient_at_start = self.local_gradient() if self.control == "option1" else None
 
     def controlled_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
     @torch.no_grad()
     def after_backward(self):
+        if self.control != "gradient_mean":
+            return
         for p, total, correction in zip(self.controlled_parameters(), self.gradient_sum, self.correction):
             if p.grad is None:
                 continue
@@ -53,11 +89,56 @@ class ScaffoldClient(BaseClient):
             p.grad.add_(correction)
 
     @torch.no_grad()
+    def after_step(self):
+        if self.control == "gradient_mean":
+            return
+        for p, correction in zip(self.controlled_parameters(), self.correction):
+            p.add_(correction, alpha=-self.lr)
+
+    def local_gradient(self) -> list[torch.Tensor]:
+        """g_i(x): the gradient of the local objective at the current model over all
+        local data (sample-weighted mean of mini-batch gradients), plus weight decay's
+        L2 term; the model's buffers (e.g. BatchNorm statistics) are left unchanged."""
+        params = self.controlled_parameters()
+        buffers = [b.detach().clone() for b in self.model.buffers()]
+        totals = [torch.zeros_like(p) for p in params]
+        self.model.train()
+        generator = torch.Generator().manual_seed(0)  # the order does not change the sum
+        for idx in batch_indices(self.data.indices, self.batch_size, generator):
+            self.model.zero_grad(set_to_none=True)
+            loss = self.loss(self.data.x[idx].to(self.device), self.data.y[idx].to(self.device))
+            loss.backward()
+            with torch.no_grad():
+                for total, p in zip(totals, params):
+                    if p.grad is not None:
+                        total.add_(p.grad, alpha=len(idx))
+        self.model.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for b, saved in zip(self.model.buffers(), buffers):
+                b.copy_(saved)
+            n = max(self.data.num_examples, 1)
+            return [total / n + self.weight_decay * p for total, p in zip(totals, params)]
+
+    @torch.no_grad()
+    def new_control(self, steps: int) -> list[torch.Tensor]:
+        """c_i⁺ by the configured rule (see the module docstring)."""
+        if self.control == "option1":
+            return self.gradient_at_start
+        if steps == 0:
+            return list(self.client_control)
+        if self.control == "gradient_mean":
+            return [total / steps for total in self.gradient_sum]
+        if self.control == "option2_normalised":
+            per_step = fednova_normaliser(steps, self.momentum)  # a_i; = K under plain SGD
+            return [((x - p) / self.lr - steps * (c - ci)) / per_step for ci, c, x, p in
+                    zip(self.client_control, self.server_control, self.start, self.controlled_parameters())]
+        scale = 1.0 / (steps * self.lr)
+        return [ci - c + (x - p) * scale for ci, c, x, p in
+                zip(self.client_control, self.server_control, self.start, self.controlled_parameters())]
+
+    @torch.no_grad()
     def after_training(self, config, result):
-        if result.steps == 0:
-            new_control = list(self.client_control)
-        else:
-            new_control = [total / result.steps for total in self.gradient_sum]
+        new_control = self.new_control(result.steps)
         self.save_state(STATE, {f"c{j}": c.cpu().numpy() for j, c in enumerate(new_control)})
         return payload.pack({
             f"control_delta.{j}": (new - old).cpu().numpy().astype(np.float32)

@@ -138,6 +138,11 @@ def validate(cfg: DictConfig) -> None:
         _need(key in cfg.method and "_target_" in cfg.method[key],
               f"method '{cfg.method.get('name')}' must name method.{key}._target_")
 
+    settings = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
+    check_settings = getattr(import_class(str(cfg.method.client._target_)), "check_settings", None)
+    if check_settings is not None:  # a client's own choices (e.g. SCAFFOLD's control rule)
+        check_settings(settings)
+
     info = dataset_info(str(cfg.dataset.name))
     _need(cfg.model.name in MODELS,
           f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})")

@@ -35,6 +35,8 @@ from fedimb.server_run import ServerRun
 logger = logging.getLogger(__name__)
 
 TRAIN_KEYS = ("local_epochs", "batch_size", "lr", "momentum", "weight_decay", "optimizer")
+#: how every rejection for NaN/Inf values ends, so that they are counted apart (``nonfinite``)
+NONFINITE = "holds NaN or Inf"
 
 
 @dataclass
@@ -63,6 +65,7 @@ class RoundLog:
     succeeded: int = 0
     errors: int = 0
     rejected: int = 0
+    nonfinite: int = 0  # of the rejected: updates with NaN or Inf values (a diverging client)
     bytes_down: int = 0
     bytes_up: int = 0
     weight_diversity: float | None = None
@@ -92,6 +95,7 @@ class RoundLog:
                 "succeeded": self.succeeded,
                 "errors": self.errors,
                 "rejected": self.rejected,
+                "nonfinite": self.nonfinite,
                 "failures": self.failures,
             },
             "bytes": {"down": self.bytes_down, "up": self.bytes_up},
@@ -299,6 +303,7 @@ class BaseStrategy(Strategy):
                 problem = self.check_update(pid, arrays, res)
             if problem:
                 self.round_log.rejected += 1
+                self.round_log.nonfinite += problem.endswith(NONFINITE)
                 self.round_log.note(f"update of client {pid} rejected: {problem}")
                 continue
             updates.append(ClientUpdate(int(pid), arrays, int(res.num_examples), dict(res.metrics)))
@@ -325,12 +330,12 @@ class BaseStrategy(Strategy):
             return f"expected {len(expected)} arrays of shapes {expected[:3]}..., got {len(shapes)} of {shapes[:3]}..."
         for i, arr in enumerate(arrays):
             if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
-                return f"array {i} holds NaN or Inf"
+                return f"array {i} {NONFINITE}"
         if not isinstance(res.num_examples, int) or res.num_examples <= 0:
             return f"num_examples must be a positive integer, got {res.num_examples!r}"
         for name, arr in payload.unpack(res.metrics).items():
             if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
-                return f"payload '{name}' holds NaN or Inf"
+                return f"payload '{name}' {NONFINITE}"
         return None
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]) -> list[np.ndarray] | None:

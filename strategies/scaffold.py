@@ -1,9 +1,15 @@
-"""SCAFFOLD server (Karimireddy et al., ICML 2020, Algorithm 1, option II).
+"""SCAFFOLD server (Karimireddy et al., ICML 2020, Algorithm 1).
 
 The server control variate c (one array per trainable parameter) travels to clients as
 named payloads ``control.<j>``; clients return their control-variate change as
-``control_delta.<j>``. With S the participants and N all clients:
-x ← x + η_g·mean_{i∈S}(y_i − x) and c ← c + |S|/N·mean_{i∈S}(Δc_i).
+``control_delta.<j>``. With S the participants and N all clients (Algorithm 1,
+lines 16–17): x ← x + η_g·mean_{i∈S}(y_i − x) and c ← c + |S|/N·mean_{i∈S}(Δc_i).
+
+``weighting``: ``uniform`` averages the models uniformly over the participants and
+c ← c + 1/N·Σ_{i∈S} Δc_i, as the paper does (its objective weights the clients equally);
+``samples`` weights the models by their sample counts, as FedAvg and many public
+implementations do, and then c ← c + Σ_{i∈S} n_i/n·Δc_i (n the samples of all N clients),
+so that c tracks the gradient of the same sample-weighted objective the model follows.
 Buffers (e.g. BatchNorm statistics) are averaged like the parameters.
 """
 
@@ -12,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedimb import payload
+from fedimb.errors import ConfigError
 from fedimb.aggregate import weighted_average
 from strategies.base import BaseStrategy, ClientUpdate
 
@@ -27,9 +34,14 @@ class ScaffoldStrategy(BaseStrategy):
 
     checkpoint_attributes = ("control",)
 
-    def __init__(self, *, run, server_lr: float = 1.0):
+    WEIGHTINGS = ("uniform", "samples")
+
+    def __init__(self, *, run, server_lr: float, weighting: str):
         super().__init__(run=run)
+        if weighting not in self.WEIGHTINGS:
+            raise ConfigError(f"unknown method.strategy.weighting '{weighting}' (choose from: {', '.join(self.WEIGHTINGS)})")
         self.server_lr = float(server_lr)
+        self.weighting = weighting
         initial = run.initial_weights()
         self.param_index = trainable_indices(run.new_model())
         self.control = [np.zeros_like(initial[i], dtype=np.float32) for i in self.param_index]
@@ -49,16 +61,26 @@ class ScaffoldStrategy(BaseStrategy):
                 return f"control_delta.{j} missing or of the wrong shape"
         return None
 
+    def control_shares(self, updates: list[ClientUpdate]) -> list[float]:
+        """Each participant's share of its Δc_i in c (Algorithm 1, line 17): 1/N with
+        uniform weighting; with sample weighting n_i / Σ_j n_j over all N clients, so that
+        c stays the same weighted mean of the c_i as the one the model average follows."""
+        if self.weighting == "uniform":
+            return [1.0 / self.run.num_clients] * len(updates)
+        sizes = [self.registry.info(pid).num_examples for pid in self.registry.partition_ids()]
+        return [u.num_examples / max(sum(sizes), 1) for u in updates]
+
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         x = self.current_weights
-        mean = weighted_average([u.arrays for u in updates], self.aggregation_weights(updates, np.ones(len(updates))))
+        base = [u.num_examples for u in updates] if self.weighting == "samples" else np.ones(len(updates))
+        mean = weighted_average([u.arrays for u in updates], self.aggregation_weights(updates, base))
         new = []
         for g, m in zip(x, mean):
             value = g + self.server_lr * (m.astype(np.float64) - g)
             new.append(np.rint(value).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else value.astype(g.dtype))
-        share = len(updates) / self.run.num_clients
+        shares = self.control_shares(updates)
         for j in range(len(self.control)):
-            mean_delta = np.mean([u.payload[f"control_delta.{j}"].astype(np.float64) for u in updates], axis=0)
-            self.control[j] = (self.control[j] + share * mean_delta).astype(np.float32)
+            delta = sum(w * u.payload[f"control_delta.{j}"].astype(np.float64) for w, u in zip(shares, updates))
+            self.control[j] = (self.control[j] + delta).astype(np.float32)
         self.round_log.extra["control_norm"] = float(np.sqrt(sum(float((c.astype(np.float64) ** 2).sum()) for c in self.control)))
         return new

@@ -107,7 +107,7 @@ def test_nan_and_wrong_shape_updates_are_rejected_and_do_not_touch_the_model():
     new, _ = strategy.aggregate_fit(1, results, [RuntimeError("node crashed")])
     assert all(np.array_equal(m, g) for m, g in zip(parameters_to_ndarrays(new), good))
     log = strategy.round_log
-    assert (log.succeeded, log.rejected, log.errors) == (1, 3, 1)
+    assert (log.succeeded, log.rejected, log.nonfinite, log.errors) == (1, 3, 2, 1)
     assert any("NaN or Inf" in m for m in log.messages) and any("shapes" in m for m in log.messages)
 
 

@@ -68,9 +68,11 @@ def test_scaffold_control_variates_follow_option_ii():
     assert_close(fed.strategy.control, expected, tol=1e-4)  # c += |S|/N mean(delta c), |S| = N = 1
 
 
-def test_scaffold_control_variates_under_adam_are_the_mean_local_gradient():
-    # Under Adam (x - y)/(K lr) is no gradient estimate; c_i+ is the mean uncorrected gradient.
-    fed = InProcessFederation(["method=scaffold", *ONE_CLIENT, "train.optimizer=adam", "train.lr=0.001"])
+def test_scaffold_gradient_mean_control_under_adam_is_the_mean_local_gradient():
+    # Under Adam (x - y)/(K lr) is no gradient estimate; control=gradient_mean keeps the
+    # mean uncorrected gradient.
+    fed = InProcessFederation(["method=scaffold", *ONE_CLIENT, "train.optimizer=adam", "train.lr=0.001",
+                               "method.client.control=gradient_mean"])
     x0 = parameters_to_ndarrays(fed.parameters)
     fed.round(1)
     model = fed.run.new_model()

@@ -1,0 +1,143 @@
+"""Stability of the stateful and optimiser baselines under the optimiser researchers use.
+
+Every row (a method, or a method with one setting changed) runs on mnist5k with the
+settings most non-IID benchmark papers use (SGD, lr 0.01, weight decay 1e-5, batch 64,
+2 local epochs, 10 clients all taking part, 20 rounds, ``runtime=in_process``) for every
+momentum × Dirichlet α × seed. Writes
+
+- ``<out>/table.md``: per row and setting, mean ± std over seeds of the final, best and
+  mean-over-rounds test accuracy, and the rounds in which an update was rejected for
+  NaN/Inf values (summed over seeds, with the number of runs that had any);
+- ``<out>/curves.png``: mean test accuracy per round, one panel per momentum × α.
+
+    python benchmarks/accuracy/stability.py [--rows fedavg,scaffold] [--seeds 0,1,2] [--jobs 2]
+
+Finished runs are reused (``<out>/runs``), so an interrupted call resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
+from benchmarks.common import publish_table  # noqa: E402
+from fedimb.comparison import mean_std, metric_curve, machine  # noqa: E402
+from fedimb.results import read_metrics_csv  # noqa: E402
+
+SETTINGS = [
+    "dataset=mnist5k", "partition=dirichlet", "num_clients=10", "dropout=none", "runtime=in_process",
+    "num_rounds=20", "fraction_fit=1.0", "train.local_epochs=2", "train.batch_size=64", "train.lr=0.01",
+    "train.weight_decay=1e-05", "train.optimizer=sgd",
+]
+#: row label -> (method, the overrides that make the row)
+ROWS: dict[str, tuple[str, list[str]]] = {
+    "fedavg": ("fedavg", []),
+    "fedprox": ("fedprox", []),
+    "fedavgm": ("fedavgm", []),
+    "fednova": ("fednova", []),
+    "scaffold": ("scaffold", []),
+    "scaffold samples": ("scaffold", ["method.strategy.weighting=samples"]),
+    "scaffold option2": ("scaffold", ["method.client.control=option2"]),
+    "scaffold option1": ("scaffold", ["method.client.control=option1"]),
+    "scaffold gradient_mean": ("scaffold", ["method.client.control=gradient_mean"]),
+    "feddyn": ("feddyn", []),
+    "moon": ("moon", []),
+}
+DEFAULT_ROWS = ",".join(ROWS)
+
+
+def nonfinite_rounds(run_dir: Path) -> int:
+    """Rounds in which at least one update was rejected for NaN/Inf values."""
+    return sum(1 for r in read_metrics_csv(run_dir / "metrics.csv")
+               if r["split"] == "clients" and r["metric"] == "nonfinite" and r["value"] > 0)
+
+
+def run_scores(run_dir: Path) -> dict[str, float]:
+    curve = metric_curve(run_dir)
+    trained = [v for r, v in sorted(curve.items()) if r > 0]
+    return {"final": trained[-1], "best": max(trained), "mean": float(np.mean(trained)),
+            "nonfinite": nonfinite_rounds(run_dir)}
+
+
+def table_lines(rows, settings, seeds, runs) -> list[str]:
+    lines = ["| method | momentum | α | final accuracy (%) | best accuracy (%) | mean accuracy over rounds (%) "
+             "| rounds with NaN/Inf updates (runs) |", "|---|---|---|---|---|---|---|"]
+    for momentum, alpha in settings:
+        for row in rows:
+            scores = [run_scores(runs[row, momentum, alpha, s]) for s in seeds]
+            bad = [s["nonfinite"] for s in scores]
+            lines.append(
+                f"| {row} | {momentum} | {alpha} | {mean_std([s['final'] for s in scores])} | "
+                f"{mean_std([s['best'] for s in scores])} | {mean_std([s['mean'] for s in scores])} | "
+                f"{sum(bad)} ({sum(1 for b in bad if b)}/{len(bad)}) |")
+    return lines
+
+
+def curves_plot(rows, settings, seeds, runs, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 4), sharey=True, squeeze=False)
+    for ax, (momentum, alpha) in zip(axes[0], settings):
+        for row in rows:
+            curves = [metric_curve(runs[row, momentum, alpha, s]) for s in seeds]
+            rounds = sorted(set.intersection(*(set(c) for c in curves)))
+            mean = np.array([[c[r] for r in rounds] for c in curves]).mean(axis=0)
+            ax.plot(rounds, mean, label=row, lw=1.2)
+        ax.set(title=f"momentum {momentum}, Dir({alpha})", xlabel="round", ylim=(0, 1))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy (mean over seeds)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default=DEFAULT_ROWS, help=f"comma-separated, from: {', '.join(ROWS)}")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--momenta", default="0,0.9")
+    parser.add_argument("--alphas", default="0.1,0.5")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "stability")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
+    args = parser.parse_args()
+    rows = args.rows.split(",")
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        parser.error(f"unknown rows {unknown} (choose from: {', '.join(ROWS)})")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    settings = [(m, a) for m in args.momenta.split(",") for a in args.alphas.split(",")]
+    keys, requests = [], []
+    for momentum, alpha in settings:
+        for row in rows:
+            method, extra = ROWS[row]
+            overrides = [*SETTINGS, f"train.momentum={momentum}", f"partition.alpha={alpha}", *extra]
+            name = f"{row.replace(' ', '-')}-m{momentum}-a{alpha}"
+            for seed in seeds:
+                keys.append((row, momentum, alpha, seed))
+                requests.append((args.out / "runs", method, seed, overrides, name))
+    runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
+    curves_plot(rows, settings, seeds, runs, args.out / "curves.png")
+    lines = [
+        "# Stateful and optimiser baselines under SGD with and without momentum", "",
+        f"Set-up: `{' '.join(SETTINGS)}`, `train.momentum` × `partition.alpha` as in the rows; "
+        f"seeds {', '.join(map(str, seeds))}; mean ± std over seeds.", f"Machine: {machine()}.", "",
+        *table_lines(rows, settings, seeds, runs), "",
+        f"Command: `python benchmarks/accuracy/stability.py --rows '{args.rows}' --seeds {args.seeds} "
+        f"--momenta {args.momenta} --alphas {args.alphas}`",
+    ]
+    publish_table(args.out / "table.md", lines)
+
+
+if __name__ == "__main__":
+    main()
