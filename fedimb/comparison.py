@@ -27,7 +27,8 @@ from fedimb.errors import ConfigError
 from fedimb.results import read_metrics_csv
 
 # Settings that say where or how a run was executed, not what it computed.
-NOT_SETUP = ("seed", "output.", "runtime.", "checkpoint.", "resume", "device")
+# (A file partition is told apart by its digest, not by its index lists.)
+NOT_SETUP = ("seed", "output.", "runtime.", "checkpoint.", "resume", "device", "partition.clients")
 
 
 def mean_std(values: list[float], scale: float = 100.0, digits: int = 2) -> str:

@@ -91,6 +91,11 @@ def finalize(cfg: DictConfig) -> DictConfig:
         raise ConfigError(f"cannot resolve the configuration: {err}") from None
     assert isinstance(data, dict)
     data.pop("hydra", None)
+    partition = data.get("partition") or {}
+    if partition.get("name") == "file" and partition.get("clients") is None:
+        from fedimb.data.partition import read_partition_file
+
+        partition.update(read_partition_file(partition.get("path")))
     if data.get("model", {}).get("name") == "auto":
         data["model"] = {"name": data.get("dataset", {}).get("default_model")}
     resolved = OmegaConf.create(data)

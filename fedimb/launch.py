@@ -69,7 +69,15 @@ def prepare_run_dir(cfg: DictConfig, run_dir: Path) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     summary = partition_summary(data.partition.counts, data.partition.groups)
-    (run_dir / "partition.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (run_dir / "partition.json").write_text(partition_json(summary, data.partition.indices))
+
+
+def partition_json(summary: dict[str, Any], indices) -> str:
+    """partition.json: the summary, then every client's training indices one client per
+    line (``"clients"``, the format ``partition=file`` reads back)."""
+    head = json.dumps(summary, indent=1)[:-2]  # without the closing "\n}"
+    clients = ",\n  ".join(json.dumps([int(i) for i in ix]) for ix in indices)
+    return f'{head},\n "clients": [\n  {clients}\n ]\n}}\n'
 
 
 def federation_config(cfg: DictConfig) -> dict[str, Any]:
