@@ -155,6 +155,13 @@ class BaseClient(NumPyClient):
         self.set_parameters(parameters)
         return self.model
 
+    def local_loss(self) -> float:
+        """Mean cross-entropy of the current model on the local training data (e.g. of
+        the received global model, before training: q-FFL's F_k)."""
+        idx = self.data.indices
+        return float(evaluate_model(self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device),
+                                    self.data.num_classes)["loss"])
+
     def mean_latent(self) -> np.ndarray:
         """Mean final-hidden-layer representation (encoder output) of the local training
         data under the current model (contribution normalisation, Algorithm 1)."""

@@ -11,16 +11,28 @@ from the received global extractor θ^g_F), i.e. it learns to call global featur
 true and personal ones false. D is a 2-layer MLP. θ^l_F and D persist across rounds
 in ``Context.state``; θ^l_F starts from the first global extractor the client receives.
 The personal model is θ^l_F with the received global classifier.
+
+Readings the paper leaves open (the defaults follow Algorithm 1 as written):
+
+- ``loss_at``: ``training`` reports L^g_m as computed while training (lines 23 and 39:
+  the mean batch loss over the local epochs); ``received`` reports the loss of the
+  received global model on the local data before training, as q-FFL's F_k is defined.
+- ``personal_resync_every``: k > 0 copies the received global extractor into θ^l_F
+  again when the client's last copy is k or more rounds old. Line 2 initialises
+  θ^l_{F,1:M} once; with 20% of the clients sampled, an extractor that only trains in
+  its client's rounds falls behind the global classifier it is tested with. 0 = never.
 """
 
 from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 from torch import nn
 
 from clients.base import BaseClient
+from fedimb.errors import ConfigError
 from fedimb.models.concat import load_module_weights, module_weights
 from fedimb.training import TrainConfig, make_optimizer
 
@@ -41,25 +53,52 @@ def regularizer_loss(d: nn.Module, f_local: torch.Tensor) -> torch.Tensor:
     return nn.functional.logsigmoid(-d(f_local)).mean()
 
 
+LOSS_AT = ("training", "received")
+
+
 class GRPFEDClient(BaseClient):
     """Global model + adversarially regularised personal extractor."""
 
-    def _personal_parts(self, config) -> tuple[nn.Module, nn.Module]:
+    @staticmethod
+    def check_settings(settings) -> None:
+        if settings.get("loss_at") not in LOSS_AT:
+            raise ConfigError(f"unknown method.client.loss_at {settings.get('loss_at')!r} "
+                              f"(choose from: {', '.join(LOSS_AT)})")
+        every = settings.get("personal_resync_every")
+        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
+            raise ConfigError(f"method.client.personal_resync_every must be an integer >= 0, got {every!r}")
+
+    def _personal_parts(self, config, resync: bool = False) -> tuple[nn.Module, nn.Module]:
+        """θ^l_F and D from ``Context.state``; θ^l_F is the model's current (received)
+        extractor when there is no state yet or with ``resync``."""
         encoder = copy.deepcopy(self.model.encoder)
         torch.manual_seed(int(config.get("seed", 0)) * 100003 + self.data.partition_id)
         disc = discriminator(self.model.feature_dim, int(config["disc_hidden"])).to(self.device)
         stored = self.load_state(STATE)
         if stored is not None:
             n_enc = len(encoder.state_dict())
-            arrays = [stored[f"a{i}"] for i in range(len(stored))]
-            load_module_weights(encoder, arrays[:n_enc])
+            arrays = [stored[f"a{i}"] for i in range(sum(k.startswith("a") for k in stored))]
+            if not resync:
+                load_module_weights(encoder, arrays[:n_enc])
             load_module_weights(disc, arrays[n_enc:])
         return encoder, disc
 
+    def resync_due(self, config) -> bool:
+        """Whether θ^l_F is copied from the received global extractor this round."""
+        every = int(config["personal_resync_every"])
+        stored = self.load_state(STATE)
+        if stored is None or every <= 0:
+            return False
+        return int(config["server_round"]) - int(stored["synced_round"]) >= every
+
     def before_training(self, config):
         self.beta = float(config["beta"])
+        self.initial_loss = self.local_loss() if config["loss_at"] == "received" else None
         self.global_encoder = copy.deepcopy(self.model.encoder).eval().requires_grad_(False)
-        self.personal_encoder, self.discriminator = self._personal_parts(config)
+        stored = self.load_state(STATE)
+        resync = self.resync_due(config)
+        self.synced_round = int(config["server_round"]) if stored is None or resync else int(stored["synced_round"])
+        self.personal_encoder, self.discriminator = self._personal_parts(config, resync)
         hp = TrainConfig.from_mapping(config)
         self.personal_optimizer = make_optimizer(self.personal_encoder.parameters(), hp)
         self.discriminator_optimizer = make_optimizer(self.discriminator.parameters(), hp)
@@ -89,8 +128,9 @@ class GRPFEDClient(BaseClient):
 
     def after_training(self, config, result):
         arrays = module_weights(self.personal_encoder) + module_weights(self.discriminator)
-        self.save_state(STATE, {f"a{i}": a for i, a in enumerate(arrays)})
-        return {}
+        self.save_state(STATE, {**{f"a{i}": a for i, a in enumerate(arrays)},
+                                "synced_round": np.array(self.synced_round)})
+        return {} if self.initial_loss is None else {"initial_loss": self.initial_loss}
 
     def personal_model(self, parameters, config):
         self.set_parameters(parameters)

@@ -5,18 +5,13 @@ mixture gradient in AFL), measured before training and reported as ``initial_los
 from __future__ import annotations
 
 from clients.base import BaseClient
-from fedimb.training import evaluate_model
 
 
 class InitialLossClient(BaseClient):
     """Reports the received model's loss on the local training data."""
 
     def before_training(self, config):
-        idx = self.data.indices
-        self.initial_loss = float(
-            evaluate_model(self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device),
-                           self.data.num_classes)["loss"]
-        )
+        self.initial_loss = self.local_loss()
 
     def after_training(self, config, result):
         return {"initial_loss": self.initial_loss}

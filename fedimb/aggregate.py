@@ -262,6 +262,12 @@ def contribution_factors(latents, temperature: float = 1.0) -> np.ndarray:
 
     i.e. 1 − softmax(s/T)_r: a client whose representation resembles everyone else's
     (large s_r) contributes less. A zero latent vector has similarity 0 to the others.
+
+    Bound: the softmax sums to 1, so Σ_r Λ_r = R − 1, and with base weights ν (shares
+    ν̃ = ν/Σν) client r's normalised share Λ_r·ν_r/(Λ·ν) is at most ν̃_r/(1 − max_q ν̃_q):
+    with equal ν a client can gain at most the factor R/(R − 1) (+5% at R = 20) while
+    the most typical clients can lose all of their weight. As T → 0 the softmax becomes
+    the indicator of the largest s_q: that client gets Λ = 0, every other Λ = 1.
     """
     z = np.asarray(latents, dtype=np.float64)
     if z.ndim != 2 or len(z) < 1:

@@ -5,6 +5,18 @@ global training losses L^g_m; q moves by eq. 2 (:func:`fedimb.aggregate.adaptive
 round 1 keeps q_0), and the new global model is Σ λ_m·θ_m with
 λ_m = (L^g_m)^q / Σ_i (L^g_i)^q over the participants (eq. 3). An update whose
 loss is missing, non-finite or not positive is rejected.
+
+Readings the paper leaves open (the defaults are the rule as implemented first):
+
+- ``lambda_over``: ``participants`` normalises λ over the round's participants;
+  ``all`` reads eq. 3's "Σ_{i=1}^{M}" over all M clients: every client seen so far
+  keeps its last loss, the participants get their share of Σ over those, and the
+  rest of the weight stays on the current global model (the clients that did not
+  train hold it). Clients never sampled are left out, since their loss is unknown.
+- ``q_min`` / ``q_max``: bounds on q after eq. 2 (null: unbounded). Eq. 2 changes q
+  by less than 2·η_q per round and its sum telescopes to about η_q·ln(σ_T/σ_1), so
+  from q_0 = 10 q stays near 10 unless σ changes by orders of magnitude.
+- the loss L^g itself is chosen on the client (``method.client.loss_at``).
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ import numpy as np
 
 from fedimb import payload
 from fedimb.aggregate import adaptive_q, loss_power_weights, weighted_average
+from fedimb.errors import ConfigError
 from strategies.base import BaseStrategy, ClientUpdate
 
 
@@ -29,23 +42,43 @@ def positive_metric(res, key: str) -> str | None:
 class GRPFEDStrategy(BaseStrategy):
     """Aggregation weights (L^g_m)^q with an adaptive q."""
 
-    checkpoint_attributes = ("q", "sigma")
+    checkpoint_attributes = ("q", "sigma", "last_loss")
+    LAMBDA_OVER = ("participants", "all")
 
-    def __init__(self, *, run, q0: float = 10.0, eta_q: float = 0.5):
+    def __init__(self, *, run, q0: float, eta_q: float, lambda_over: str, q_min: float | None,
+                 q_max: float | None):
         super().__init__(run=run)
-        self.q = float(q0)
+        if lambda_over not in self.LAMBDA_OVER:
+            raise ConfigError(f"unknown method.strategy.lambda_over {lambda_over!r} "
+                              f"(choose from: {', '.join(self.LAMBDA_OVER)})")
+        if q_min is not None and q_max is not None and q_min > q_max:
+            raise ConfigError(f"method.strategy.q_min ({q_min}) must not exceed q_max ({q_max})")
+        self.q_bounds = (-np.inf if q_min is None else float(q_min), np.inf if q_max is None else float(q_max))
+        self.q = float(np.clip(float(q0), *self.q_bounds))
         self.eta_q = float(eta_q)
+        self.lambda_over = lambda_over
+        self.loss_key = "initial_loss" if self.client_hparams.get("loss_at") == "received" else "train_loss"
         self.sigma: float | None = None
+        self.last_loss: dict[int, float] = {}
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, "train_loss")
+        return super().check_update(pid, arrays, res) or positive_metric(res, self.loss_key)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
-        losses = np.array([float(u.metrics["train_loss"]) for u in updates])
+        losses = np.array([float(u.metrics[self.loss_key]) for u in updates])
         sigma = float(losses.std())
         if self.sigma is not None:
-            self.q = adaptive_q(self.q, self.sigma, sigma, self.eta_q)
+            self.q = float(np.clip(adaptive_q(self.q, self.sigma, sigma, self.eta_q), *self.q_bounds))
         self.sigma = sigma
-        weights = self.aggregation_weights(updates, loss_power_weights(losses, self.q))
         self.round_log.extra.update(q=self.q, loss_std=sigma, loss_max=float(losses.max()))
-        return weighted_average([u.arrays for u in updates], weights)
+        self.last_loss.update({u.partition_id: float(loss) for u, loss in zip(updates, losses)})
+        if self.lambda_over == "participants":
+            weights = self.aggregation_weights(updates, loss_power_weights(losses, self.q))
+            return weighted_average([u.arrays for u in updates], weights)
+        known = sorted(self.last_loss)
+        lam = dict(zip(known, loss_power_weights([self.last_loss[pid] for pid in known], self.q)))
+        shares = np.array([lam[u.partition_id] for u in updates])
+        weights = self.aggregation_weights(updates, shares)
+        kept = max(0.0, 1.0 - float(shares.sum()))  # the non-participants' share: the current model
+        self.round_log.extra["lambda_participants"] = float(shares.sum())
+        return weighted_average([*[u.arrays for u in updates], self.current_weights], [*weights, kept])

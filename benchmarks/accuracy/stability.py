@@ -6,8 +6,9 @@ settings most non-IID benchmark papers use (SGD, lr 0.01, weight decay 1e-5, bat
 momentum × Dirichlet α × seed. Writes
 
 - ``<out>/table.md``: per row and setting, mean ± std over seeds of the final, best and
-  mean-over-rounds test accuracy, and the rounds in which an update was rejected for
-  NaN/Inf values (summed over seeds, with the number of runs that had any);
+  mean-over-rounds test accuracy, the runs that ended collapsed (final accuracy at most
+  1.5x chance, i.e. about one class predicted), and the rounds in which an update was
+  rejected for NaN/Inf values (summed over seeds, with the number of runs that had any);
 - ``<out>/curves.png``: mean test accuracy per round, one panel per momentum × α.
 
     python benchmarks/accuracy/stability.py [--rows fedavg,scaffold] [--seeds 0,1,2] [--jobs 2]
@@ -59,16 +60,21 @@ def nonfinite_rounds(run_dir: Path) -> int:
                if r["split"] == "clients" and r["metric"] == "nonfinite" and r["value"] > 0)
 
 
+COLLAPSED = 1.5  # final accuracy at most this many times chance: the model predicts about one class
+
+
 def run_scores(run_dir: Path) -> dict[str, float]:
     curve = metric_curve(run_dir)
     trained = [v for r, v in sorted(curve.items()) if r > 0]
+    chance = 1.0 / len([r for r in read_metrics_csv(run_dir / "metrics.csv")
+                        if r["round"] == 0 and r["metric"].startswith("recall_class_")])
     return {"final": trained[-1], "best": max(trained), "mean": float(np.mean(trained)),
-            "nonfinite": nonfinite_rounds(run_dir)}
+            "collapsed": trained[-1] <= COLLAPSED * chance, "nonfinite": nonfinite_rounds(run_dir)}
 
 
 def table_lines(rows, settings, seeds, runs) -> list[str]:
     lines = ["| method | momentum | α | final accuracy (%) | best accuracy (%) | mean accuracy over rounds (%) "
-             "| rounds with NaN/Inf updates (runs) |", "|---|---|---|---|---|---|---|"]
+             "| collapsed runs | rounds with NaN/Inf updates (runs) |", "|---|---|---|---|---|---|---|---|"]
     for momentum, alpha in settings:
         for row in rows:
             scores = [run_scores(runs[row, momentum, alpha, s]) for s in seeds]
@@ -76,7 +82,7 @@ def table_lines(rows, settings, seeds, runs) -> list[str]:
             lines.append(
                 f"| {row} | {momentum} | {alpha} | {mean_std([s['final'] for s in scores])} | "
                 f"{mean_std([s['best'] for s in scores])} | {mean_std([s['mean'] for s in scores])} | "
-                f"{sum(bad)} ({sum(1 for b in bad if b)}/{len(bad)}) |")
+                f"{sum(s['collapsed'] for s in scores)}/{len(scores)} | {sum(bad)} ({sum(1 for b in bad if b)}/{len(bad)}) |")
     return lines
 
 

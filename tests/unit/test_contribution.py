@@ -34,6 +34,22 @@ def test_temperature_limits():
         contribution_factors(z, temperature=0)
 
 
+def test_weights_are_bounded_and_concentrate_as_t_goes_to_zero():
+    # five clients: three alike, two apart; client 1 resembles everyone most (row sums of S:
+    # 2.943, 3.328, 3.158, 1.389, 1.192)
+    z = np.array([[1.0, 0.0, 0.0], [1.0, 0.2, 0.2], [1.0, 0.2, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    sizes = np.array([10.0, 20.0, 30.0, 15.0, 25.0])
+    for t in (1.0, 0.5, 0.2, 0.1, 0.05, 0.01):
+        share = contribution_factors(z, t) * sizes / np.dot(contribution_factors(z, t), sizes)
+        assert np.all(share <= sizes / sizes.sum() / (1 - sizes.max() / sizes.sum()) + 1e-12)  # the bound
+    lam = contribution_factors(z, 0.01)
+    np.testing.assert_allclose(lam, [1, 0, 1, 1, 1], atol=1e-6)  # T -> 0: the most typical client drops out
+    share = lam * sizes / np.dot(lam, sizes)
+    np.testing.assert_allclose(share, [10 / 80, 0, 30 / 80, 15 / 80, 25 / 80], atol=1e-6)
+    equal = contribution_factors(z, 0.01) / contribution_factors(z, 0.01).sum()
+    np.testing.assert_allclose(equal.max(), 1 / 4)  # equal base weights: at most R/(R-1) x 1/R
+
+
 def test_normalised_weights_sum_to_one_and_reduce_to_base_weights():
     base = np.array([10.0, 30.0, 60.0])
     arrays = [[np.array([1.0])], [np.array([2.0])], [np.array([3.0])]]

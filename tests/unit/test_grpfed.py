@@ -148,3 +148,65 @@ def test_pfedme_and_perfedavg_personal_models_differ_from_the_global_model():
         assert any(not np.allclose(a, b) for a, b in zip(global_weights, personal_weights)), method
         if state:
             assert client.load_state(state) is not None
+
+
+def grpfed_updates(fed, pids_losses_shifts):
+    from strategies.base import ClientUpdate
+
+    base = parameters_to_ndarrays(fed.parameters)
+    return [ClientUpdate(pid, [a + shift for a in base], 5, {"train_loss": loss})
+            for pid, loss, shift in pids_losses_shifts]
+
+
+def test_lambda_over_all_clients_keeps_the_rest_on_the_global_model():
+    fed = InProcessFederation(["method=grpfed", *COMMON, "method.strategy.lambda_over=all", "method.strategy.q0=1"])
+    s = fed.strategy
+    s.current_weights = parameters_to_ndarrays(fed.parameters)
+    s.last_loss = {1: 2.0, 2: 4.0}  # seen in earlier rounds
+    new = s.aggregate(3, grpfed_updates(fed, [(0, 1.0, 1.0), (3, 3.0, 3.0)]))
+    # q = 1: lambda over the four known losses 1, 2, 4, 3 -> 1/10, 2/10, 4/10, 3/10
+    # participants 0 and 3 get 0.1 and 0.3; the other 0.6 stays on the current model
+    expected = [0.1 * (a + 1.0) + 0.3 * (a + 3.0) + 0.6 * a for a in s.current_weights]
+    for a, b in zip(new, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert s.last_loss == {0: 1.0, 1: 2.0, 2: 4.0, 3: 3.0}
+
+
+def test_q_bounds_clip_eq_2():
+    fed = InProcessFederation(["method=grpfed", *COMMON, "method.strategy.q_max=10.2"])
+    s = fed.strategy
+    s.current_weights = parameters_to_ndarrays(fed.parameters)
+    s.sigma = 0.5  # the new losses 1 and 3 have sigma 1: eq. 2 gives 10 + 0.5 * 0.5 / 0.75 = 10.33
+    s.aggregate(2, grpfed_updates(fed, [(0, 1.0, 0.0), (1, 3.0, 0.0)]))
+    assert s.q == pytest.approx(10.2)
+    with pytest.raises(Exception, match="q_min"):
+        InProcessFederation(["method=grpfed", *COMMON, "method.strategy.q_min=3", "method.strategy.q_max=2"])
+
+
+def test_loss_of_the_received_model_is_reported_and_aggregated():
+    fed = InProcessFederation(["method=grpfed", *COMMON, "method.client.loss_at=received"])
+    assert fed.strategy.loss_key == "initial_loss"
+    client = fed.client(fed.nodes[0])
+    client.set_parameters(parameters_to_ndarrays(fed.parameters))
+    expected = client.local_loss()
+    fit = fed.strategy.configure_fit(server_round=1, parameters=fed.parameters, client_manager=fed.manager)
+    proxy, ins = next((p, i) for p, i in fit if fed.strategy.registry.partition_of(p) == 0)
+    assert proxy.fit(ins, None, None).metrics["initial_loss"] == pytest.approx(expected)
+
+
+def test_personal_extractor_resync_every_k_rounds():
+    fed = InProcessFederation(["method=grpfed", *COMMON, "method.client.personal_resync_every=2"])
+    node = fed.nodes[0]
+    fed.round(1)
+    client = fed.client(node)
+    config = dict(fed.strategy.fit_config(2))
+    assert int(client.load_state(STATE)["synced_round"]) == 1
+    assert not client.resync_due(config)  # one round old
+    config["server_round"] = 3
+    assert client.resync_due(config)  # two rounds old: copy the global extractor again
+    client.set_parameters(parameters_to_ndarrays(fed.parameters))
+    encoder, _ = client._personal_parts(config, resync=True)
+    for a, b in zip(encoder.state_dict().values(), client.model.encoder.state_dict().values()):
+        assert torch.equal(a, b)
+    config["personal_resync_every"] = 0
+    assert not client.resync_due(config)
