@@ -1,10 +1,14 @@
-"""Original vs contribution-normalised final accuracy of several base algorithms.
+"""Original vs contribution-normalised final accuracy of several base algorithms, over
+the temperature T of eq. 8.
 
 For each Dirichlet alpha, method and seed: one run with ``normalize=none`` and one with
-``normalize=latent_cosine`` (+experiment=contrib_mnist5k settings unless overridden).
-Writes ``<out>/table.md`` with mean ± std over seeds and the difference.
+``normalize=latent_cosine normalize.temperature=T`` per T (+experiment=contrib_mnist5k
+settings unless overridden). Writes ``<out>/table.md`` (mean ± std over seeds of the
+original and every T, and each T's difference to the original) and ``<out>/temperature.png``
+(final accuracy over T, one line per method and alpha, the original as a dashed line).
 
-    python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5] [--seeds 0,1,2] [--jobs 2] [-- overrides]
+    python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5] [--temperatures 1,0.5,0.2]
+        [--methods fedavg,fedprox] [--seeds 0,1,2] [--jobs 2] [-- overrides]
 """
 
 from __future__ import annotations
@@ -14,50 +18,92 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import mean_std  # noqa: E402
+from fedimb.comparison import machine, mean_std  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
+
+
+def variant_overrides(variant: str) -> list[str]:
+    """``none`` or a temperature: the overrides of that column."""
+    if variant == "none":
+        return ["normalize=none"]
+    return ["normalize=latent_cosine", f"normalize.temperature={variant}"]
+
+
+def variant_folder(variant: str) -> str:
+    return "none" if variant == "none" else f"latent_cosine_T{variant}"
+
+
+def temperature_plot(final, alphas, methods, temperatures, seeds, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(alphas), figsize=(5.5 * len(alphas), 4), sharey=True, squeeze=False)
+    ts = [float(t) for t in temperatures]
+    for ax, alpha in zip(axes[0], alphas):
+        for method in methods:
+            means = [100 * np.mean([final[alpha, method, t, s] for s in seeds]) for t in temperatures]
+            line, = ax.plot(ts, means, marker="o", label=method)
+            original = 100 * np.mean([final[alpha, method, "none", s] for s in seeds])
+            ax.axhline(original, color=line.get_color(), ls="--", lw=0.8)
+        ax.set(xscale="log", xlabel="temperature T (dashed: normalize=none)", title=f"Dir({alpha})")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("final test accuracy (%), mean over seeds")
+    axes[0][-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--alphas", default="0.1,0.5")
     parser.add_argument("--methods", default=METHODS)
+    parser.add_argument("--temperatures", default="1", help="comma-separated T of eq. 8")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "normalization_mnist5k")
+    parser.add_argument("--runs", type=Path, default=None,
+                        help="where the runs go (default: --out); the tables of several calls can share runs")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each with runtime=in_process)")
     parser.add_argument("overrides", nargs="*", default=["+experiment=contrib_mnist5k"])
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    lines = [
-        "# Contribution normalisation on mnist5k: original vs normalised final accuracy (%)",
-        "",
-        f"Set-up: `{' '.join(args.overrides)}` (20 clients, 2 local epochs, Adam 0.001, B = 64, 30 rounds); "
-        f"seeds {args.seeds}.",
-        "",
-        "| alpha | method | original | normalised | difference (points) |",
-        "|---|---|---|---|---|",
-    ]
-    cells = [(alpha, method, normalize, seed) for alpha in args.alphas.split(",")
-             for method in args.methods.split(",") for normalize in ("none", "latent_cosine") for seed in seeds]
-    folders = ensure_runs([(args.out / f"alpha{alpha}" / normalize, method, seed,
-                            [*args.overrides, f"partition.alpha={alpha}", f"normalize={normalize}"])
-                           for alpha, method, normalize, seed in cells], args.jobs)
+    alphas, methods, temperatures = args.alphas.split(","), args.methods.split(","), args.temperatures.split(",")
+    cells = [(alpha, method, variant, seed) for alpha in alphas for method in methods
+             for variant in ("none", *temperatures) for seed in seeds]
+    runs = args.runs or args.out
+    folders = ensure_runs([(runs / f"alpha{alpha}" / variant_folder(variant), method, seed,
+                            [*args.overrides, f"partition.alpha={alpha}", *variant_overrides(variant)])
+                           for alpha, method, variant, seed in cells], args.jobs)
     final = {cell: json.loads((folder / "summary.json").read_text())["final_accuracy"]
              for cell, folder in zip(cells, folders)}
-    for alpha in args.alphas.split(","):
-        for method in args.methods.split(","):
-            finals = {normalize: [final[alpha, method, normalize, s] for s in seeds]
-                      for normalize in ("none", "latent_cosine")}
-            diff = [n - o for o, n in zip(finals["none"], finals["latent_cosine"])]
-            lines.append(f"| {alpha} | {method} | {mean_std(finals['none'])} | {mean_std(finals['latent_cosine'])} "
-                         f"| {mean_std(diff)} |")
-    lines += ["", f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} --seeds {args.seeds} "
+    header = "| alpha | method | original |" + "".join(f" T = {t} | difference |" for t in temperatures)
+    lines = [
+        "# Contribution normalisation on mnist5k: original vs normalised final accuracy (%)", "",
+        f"Set-up: `{' '.join(args.overrides)}` (20 clients, 2 local epochs, Adam 0.001, B = 64, 30 rounds); "
+        f"seeds {args.seeds}; mean ± std over seeds, differences in points. Machine: {machine()}.", "",
+        header, "|" + "---|" * (header.count("|") - 1),
+    ]
+    for alpha in alphas:
+        for method in methods:
+            original = [final[alpha, method, "none", s] for s in seeds]
+            row = f"| {alpha} | {method} | {mean_std(original)} |"
+            for t in temperatures:
+                normalised = [final[alpha, method, t, s] for s in seeds]
+                row += f" {mean_std(normalised)} | {mean_std([n - o for o, n in zip(original, normalised)])} |"
+            lines.append(row)
+    temperature_plot(final, alphas, methods, temperatures, seeds, args.out / "temperature.png")
+    lines += ["", f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} "
+                  f"--methods {args.methods} --temperatures {args.temperatures} --seeds {args.seeds} --out {args.out} "
                   f"-- {' '.join(args.overrides)}`"]
     publish_table(args.out / "table.md", lines)
 

@@ -3,9 +3,10 @@
 # results/<table>/table.md, then one report over all runs in results/accuracy/report.md.
 # Every benchmark skips runs that already completed, so an interrupted call resumes.
 #
-#   bash benchmarks/accuracy/run.sh [rebafl|astraea|fedconcat|grpfed|stateful|normalization ...]
+#   bash benchmarks/accuracy/run.sh [rebafl|astraea|fedconcat|grpfed|stateful|normalization
+#                                    |stability|grpfed_sensitivity|temperature|curvature ...]
 #
-# With no argument all six run one after the other (about a day on 2 CPU cores);
+# With no argument all of them run one after the other (more than a day on 2 CPU cores);
 # two calls with different tables can run side by side.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,10 +51,31 @@ normalization() {
     -- +experiment=contrib_mnist5k "runtime=$RUNTIME"
 }
 
+# SCAFFOLD, FedDyn, MOON, FedNova, FedAvgM, FedProx and FedAvg under SGD with and without
+# momentum (the settings most non-IID benchmark papers use).
+stability() {
+  "$PY" benchmarks/accuracy/stability.py --seeds "$SEEDS" --jobs "$JOBS"
+}
+grpfed_sensitivity() {
+  "$PY" benchmarks/accuracy/grpfed_sensitivity.py --seeds "$SEEDS" --jobs "$JOBS"
+}
+# The temperature of contribution normalisation's eq. 8; shares the "original" runs.
+temperature() {
+  "$PY" benchmarks/accuracy/normalization_compare.py --alphas 0.1,0.5 --methods fedavg,fedprox,scaffold \
+    --temperatures 1,0.5,0.2,0.1,0.05 --seeds "$SEEDS" --jobs "$JOBS" --out results/normalization_temperature \
+    --runs results/normalization_mnist5k \
+    -- +experiment=contrib_mnist5k "runtime=$RUNTIME"
+}
+# The largest Hessian eigenvalue along training, behind Per-FedAvg's inner step size.
+curvature() {
+  "$PY" benchmarks/accuracy/perfedavg_curvature.py
+}
+
 report() { :; }  # "run.sh report": only rebuild the report below
 
 tables=("$@")
-[ ${#tables[@]} -gt 0 ] || tables=(rebafl astraea fedconcat grpfed stateful normalization)
+[ ${#tables[@]} -gt 0 ] || tables=(rebafl astraea fedconcat grpfed stateful normalization stability grpfed_sensitivity
+                                   temperature curvature)
 for table in "${tables[@]}"; do
   echo "== $table ($(date +%H:%M:%S))"
   "$table"
