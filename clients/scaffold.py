@@ -1,31 +1,39 @@
 """SCAFFOLD client (Karimireddy et al., ICML 2020, Algorithm 1).
 
-**Local step** (Algorithm 1, line 10): y ← y − η_l·(g_i(y) − c_i + c). It is applied in
-two parts: the optimiser steps on the plain gradient g_i(y) (with its weight decay and
-momentum), then the parameters move by −η_l·(c − c_i). Under plain SGD the two parts
-are the paper's step exactly. Under momentum the correction does not enter the momentum
-buffer, so it is neither amplified (by up to 1/(1 − β) after a few steps) nor carried
-into later steps, and weight decay never acts on it as a gradient. Adding it to the
-gradient instead, as an earlier version did, diverged under SGD with momentum 0.9
-(README, "SCAFFOLD under momentum").
+**Local step** (Algorithm 1, line 10): y ← y − η_l·(g_i(y) − c_i + c), applied in two
+parts: the optimiser steps on the plain gradient g_i(y) (with its weight decay and
+momentum), then the parameters move by −η_l·(c − c_i). Under plain SGD the two parts are
+the paper's step exactly; under momentum the correction never enters the momentum
+buffer (it is not amplified by up to 1/(1 − β), nor carried into later steps) and
+weight decay never acts on it as a gradient.
 
 **Control variate** c_i⁺ (line 12), ``method.client.control``:
 
-- ``option2`` (default): c_i⁺ = c_i − c + (x − y_i)/(K·η_l), computed literally from
-  the displacement x − y_i after K steps. The displacement includes whatever the
-  optimiser did, so c_i⁺ is the client's mean step per unit learning rate without the
-  correction: with momentum it is the momentum-amplified gradient, which is the drift
-  the correction has to cancel. Under plain SGD it is the mean local gradient.
-- ``option1``: c_i⁺ = g_i(x), the gradient of the local objective (plus the L2 term of
-  weight decay) at the server model, from one extra pass over the local data in
-  mini-batches (the model in training mode, its buffers restored afterwards). Under
-  momentum it is the raw gradient, so the correction is smaller than the momentum-
-  amplified drift (the paper assumes plain SGD).
-- ``gradient_mean``: c_i⁺ = mean of the K uncorrected mini-batch gradients along the
-  local path, and the correction is added to the gradient *before* the optimiser step.
-  Both are in gradient units, so Adam normalises correction and gradient together.
-  Caveat: under SGD with momentum the buffer accumulates the correction, and this
-  combination diverged (mnist5k, Dir(0.1), momentum 0.9); use it with Adam only.
+- ``option2_normalised`` (default): option II with the displacement measured per
+  momentum-weighted step. The optimiser's share of the displacement is
+  (x − y_i) − K·η_l·(c − c_i) = η_l·Σ_j w_j·g_j, whose weights w_j sum to
+  a_i = Σ_{k=1..K} (1 − β^k)/(1 − β) (FedNova's normaliser), so
+  c_i⁺ = ((x − y_i)/η_l − K·(c − c_i)) / a_i is the momentum-weighted mean of the raw
+  local gradients. Under plain SGD a_i = K and this is option II's
+  c_i − c + (x − y_i)/(K·η_l) exactly. Under momentum c_i and the shift stay in gradient
+  units while momentum amplifies only the client's own gradient, so the correction is
+  weaker than the full drift; this kept every run of the stability matrix (README) from
+  collapsing where ``option2`` did not.
+- ``option2``: c_i⁺ = c_i − c + (x − y_i)/(K·η_l) literally, whatever the optimiser did:
+  under momentum c_i is the momentum-amplified mean step and the correction cancels the
+  whole amplified drift. That is SCAFFOLD at an effective step η_l/(1 − β); on mnist5k
+  Dir(0.1) with momentum 0.9 and lr 0.01 one seed in three collapsed to 10%, as plain
+  SCAFFOLD does at a 10x larger plain-SGD step (the paper's analysis bounds η_l·K).
+- ``option1``: c_i⁺ = g_i(x), the gradient of the local objective (plus weight decay's
+  L2 term) at the server model, from one extra pass over the local data in
+  mini-batches (training mode, buffers restored). The paper notes it can be more stable
+  than option II but costs the extra pass; on mnist5k Dir(0.1) under plain SGD it learnt
+  far slower than option II (its control variate is one round older).
+- ``gradient_mean``: c_i⁺ = mean of the K raw mini-batch gradients along the local path,
+  and the correction is added to the gradient *before* the optimiser step, so Adam
+  normalises correction and gradient together. Caveat: under SGD with momentum the
+  buffer amplifies the correction as well, and this rule collapsed in 3 of 6 runs with
+  momentum 0.9 (README); use it with Adam only.
 
 The client keeps c_i⁺ in ``Context.state`` (c_i starts at zero) and returns
 Δc_i = c_i⁺ − c_i as named payloads ``control_delta.<j>``.

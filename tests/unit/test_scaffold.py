@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from flwr.app import Context, RecordDict
-from torch import nn
 
-from clients.base import ClientData
 from clients.scaffold import STATE, ScaffoldClient
 from fedimb import payload
 from fedimb.in_process import InProcessFederation
 from strategies.base import ClientUpdate
+from tests.toy import toy_client
 
 # four samples of one feature, two classes
 X = np.array([[1.0], [-0.5], [2.0], [0.3]], dtype=np.float32)
@@ -22,17 +19,6 @@ C = np.array([0.3, -0.2], dtype=np.float32)      # the server's control variate
 C_I = np.array([-0.1, 0.4], dtype=np.float32)    # the client's, from an earlier round
 W0 = np.array([0.5, -0.25], dtype=np.float32)    # the server model x
 LR, STEPS = 0.1, 3
-
-
-class TwoParameters(nn.Module):
-    """logits = (w_0·x, w_1·x): a two-class model with two parameters."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = nn.Parameter(torch.zeros(2))
-
-    def forward(self, x):
-        return x * self.w
 
 
 def gradient(w: np.ndarray) -> np.ndarray:
@@ -45,10 +31,7 @@ def gradient(w: np.ndarray) -> np.ndarray:
 
 def fit(control: str, momentum: float = 0.0, weight_decay: float = 0.0, with_client_control: bool = True):
     """One SCAFFOLD fit of the two-parameter model, full batch for STEPS epochs."""
-    context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
-    data = ClientData(partition_id=0, x=torch.from_numpy(X), y=torch.from_numpy(Y), indices=torch.arange(4),
-                      num_classes=2, label_counts=np.array([2, 2]))
-    client = ScaffoldClient(context=context, data=data, model=TwoParameters(), device=torch.device("cpu"))
+    client = toy_client(ScaffoldClient, X, Y)
     if with_client_control:
         client.save_state(STATE, {"c0": C_I})
     config = {"local_epochs": STEPS, "batch_size": 4, "lr": LR, "momentum": momentum, "weight_decay": weight_decay,
