@@ -13,7 +13,6 @@ from fedimb.config import compose
 from fedimb.errors import ConfigError
 from fedimb.experiment import experiment_data
 from fedimb.results import read_metrics_csv
-from tests.conftest import run_fedimb
 
 DIGITS_TRAIN = 1437  # sklearn's 1,797 digits, 20% held out as the test set
 
@@ -57,19 +56,18 @@ def test_missing_or_malformed_files_are_one_line_errors(tmp_path):
 
 
 def test_a_run_exported_partition_reimports_into_the_identical_run(tmp_path):
+    from fedimb.diagnose import diagnose_config, report_lines
+    from fedimb.launch import run_experiment
+
     common = ["runtime=in_process", "dataset=digits", "num_clients=4", "num_rounds=2", "dropout=none",
-              "train.local_epochs=1", "seed=3"]
-    first = run_fedimb(*common, "partition=dirichlet", "partition.alpha=0.3", f"output.root={tmp_path / 'a'}",
-                       timeout=300)
-    assert first.returncode == 0, first.stderr[-2000:]
-    first_dir = Path(first.stdout.strip().splitlines()[-1])
+              "train.local_epochs=1", "seed=3", "checkpoint.enabled=false"]
+    quiet = lambda line: None  # noqa: E731 - the progress lines
+    first_dir = run_experiment(compose([*common, "partition=dirichlet", "partition.alpha=0.3"]), tmp_path / "a", quiet)
     exported = json.loads((first_dir / "partition.json").read_text())
     assert [len(c) for c in exported["clients"]] == exported["client_sizes"]
 
-    second = run_fedimb(*common, "partition=file", f"partition.path={first_dir / 'partition.json'}",
-                        f"output.root={tmp_path / 'b'}", timeout=300)
-    assert second.returncode == 0, second.stderr[-2000:]
-    second_dir = Path(second.stdout.strip().splitlines()[-1])
+    reimport = [*common, "partition=file", f"partition.path={first_dir / 'partition.json'}"]
+    second_dir = run_experiment(compose(reimport), tmp_path / "b", quiet)
 
     def scores(run_dir):
         return [(r["round"], r["metric"], r["value"]) for r in read_metrics_csv(run_dir / "metrics.csv")
@@ -78,10 +76,8 @@ def test_a_run_exported_partition_reimports_into_the_identical_run(tmp_path):
     assert scores(first_dir) == scores(second_dir)
     assert json.loads((second_dir / "partition.json").read_text())["clients"] == exported["clients"]
 
-    diagnose = run_fedimb("diagnose", "dataset=digits", "num_clients=4", "partition=file",
-                          f"partition.path={first_dir / 'partition.json'}", timeout=300)
-    assert diagnose.returncode == 0, diagnose.stderr[-2000:]
-    assert "client sizes" in diagnose.stdout.lower() and str(min(exported["client_sizes"])) in diagnose.stdout
+    text = "\n".join(report_lines(*diagnose_config(compose(reimport))))  # what fedimb diagnose prints
+    assert "client sizes" in text.lower() and str(min(exported["client_sizes"])) in text
 
 
 def test_the_file_partition_travels_inside_the_configuration(tmp_path):
