@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from clients.base import BaseClient, ClientData
-from fedimb import payload
-from fedimb.data.stats import label_counts
-from fedimb.rebalance import apply_plan
+from fedimb.core import payload
+from fedimb.core.data.stats import label_counts
+from fedimb.core.rebalance import apply_plan
 
 AUGMENT_KEYS = ("rotation", "shift", "shear", "zoom")
 _REBALANCED: OrderedDict[tuple, ClientData] = OrderedDict()

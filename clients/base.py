@@ -19,10 +19,10 @@ from flwr.common import NDArrays, Scalar
 from flwr.client import NumPyClient
 from torch import nn
 
-from fedimb import payload
-from fedimb.errors import ConfigError
-from fedimb.models import EncoderHeadNet, get_weights, set_weights
-from fedimb.training import (
+from fedimb.core import payload
+from fedimb.core.errors import ConfigError
+from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
+from fedimb.core.training import (
     TrainConfig,
     TrainResult,
     evaluate_model,
@@ -191,7 +191,7 @@ class BaseClient(NumPyClient):
         """Runs after every optimiser step."""
 
     def after_training(self, config: dict[str, Scalar], result: TrainResult) -> dict[str, Scalar]:
-        """Extra metrics or named payloads (``fedimb.payload.pack``) to return."""
+        """Extra metrics or named payloads (``fedimb.core.payload.pack``) to return."""
         return {}
 
     # --------------------------------------------------------------------- state

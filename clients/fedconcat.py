@@ -15,11 +15,11 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb import payload
-from fedimb.clustering import inferred_distribution, noisy_distribution
-from fedimb.models import get_weights
-from fedimb.models.concat import concatenated_model
-from fedimb.training import TrainConfig, make_optimizer, predict, train_epochs
+from fedimb.core import payload
+from fedimb.core.clustering import inferred_distribution, noisy_distribution
+from fedimb.core.models import get_weights
+from fedimb.core.models.concat import concatenated_model
+from fedimb.core.training import TrainConfig, make_optimizer, predict, train_epochs
 
 EXTRACTOR_STATE = "fedconcat_extractor"
 

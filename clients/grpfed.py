@@ -32,9 +32,9 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb.errors import ConfigError
-from fedimb.models.concat import load_module_weights, module_weights
-from fedimb.training import TrainConfig, make_optimizer
+from fedimb.core.errors import ConfigError
+from fedimb.core.models.concat import load_module_weights, module_weights
+from fedimb.core.training import TrainConfig, make_optimizer
 
 STATE = "grpfed_personal"
 

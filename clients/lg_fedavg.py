@@ -6,7 +6,7 @@ the head."""
 from __future__ import annotations
 
 from clients.base import BaseClient
-from fedimb.models.concat import load_module_weights, module_weights
+from fedimb.core.models.concat import load_module_weights, module_weights
 
 STATE = "lg_encoder"
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from clients.base import BaseClient
-from fedimb.models import get_weights, set_weights
+from fedimb.core.models import get_weights, set_weights
 
 STATE = "local_model"
 

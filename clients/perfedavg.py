@@ -21,9 +21,9 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb.curvature import hessian_vector_product, trainable
-from fedimb.errors import ConfigError
-from fedimb.training import batch_indices, seeded_generator
+from fedimb.core.curvature import hessian_vector_product, trainable
+from fedimb.core.errors import ConfigError
+from fedimb.core.training import batch_indices, seeded_generator
 
 
 VARIANTS = ("fo", "hf")

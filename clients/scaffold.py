@@ -45,10 +45,10 @@ import numpy as np
 import torch
 
 from clients.base import BaseClient
-from fedimb import payload
-from fedimb.aggregate import fednova_normaliser
-from fedimb.errors import ConfigError
-from fedimb.training import TrainConfig, batch_indices
+from fedimb.core import payload
+from fedimb.core.aggregate import fednova_normaliser
+from fedimb.core.errors import ConfigError
+from fedimb.core.training import TrainConfig, batch_indices
 
 STATE = "scaffold_control"
 CONTROLS = ("option2_normalised", "option2", "option1", "gradient_mean")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedimb.aggregate import project_simplex, weighted_average
+from fedimb.core.aggregate import project_simplex, weighted_average
 from strategies.base import BaseStrategy, ClientUpdate
 from strategies.grpfed import positive_metric
 

@@ -2,13 +2,13 @@
 Data in Mobile Systems", Algorithms 1–3, §3.3).
 
 Initialization (§3.3): the label histograms the clients reported on joining give the
-global class counts; the z-score plan (Algorithm 2, :func:`fedimb.aggregate.zscore_plan`)
+global class counts; the z-score plan (Algorithm 2, :func:`fedimb.core.aggregate.zscore_plan`)
 goes to every client, which rebalances its data and reports its new histogram. No
 data moves.
 
 Mapping onto Flower rounds. ``num_rounds`` counts synchronization rounds. Each one
 samples c clients, groups them into mediators of at most γ clients by KLD
-(Algorithm 3, :func:`fedimb.aggregate.schedule_mediators`; ``schedule: once`` groups all
+(Algorithm 3, :func:`fedimb.core.aggregate.schedule_mediators`; ``schedule: once`` groups all
 clients once and keeps the groups), and takes E_m·L Flower rounds, L being the longest
 mediator chain. In the s-th Flower round of a synchronization round, every mediator m
 whose chain is not finished (s < E_m·|m|) sends its current model to client
@@ -32,9 +32,9 @@ import math
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
-from fedimb import payload
-from fedimb.aggregate import schedule_mediators, weighted_average, zscore_plan
-from fedimb.data.stats import kl_to_uniform
+from fedimb.core import payload
+from fedimb.core.aggregate import schedule_mediators, weighted_average, zscore_plan
+from fedimb.core.data.stats import kl_to_uniform
 from strategies.base import BaseStrategy, ClientUpdate, parameters_nbytes
 
 SCHEDULES = ("every_round", "once")

@@ -27,10 +27,10 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedimb import payload
-from fedimb.aggregate import contribution_factors, weight_diversity, weighted_average
-from fedimb.client_registry import ClientFailure, ClientRegistry
-from fedimb.server_run import ServerRun
+from fedimb.core import payload
+from fedimb.core.aggregate import contribution_factors, weight_diversity, weighted_average
+from fedimb.app.registry import ClientFailure, ClientRegistry
+from fedimb.app.run_context import ServerRun
 
 logger = logging.getLogger(__name__)
 

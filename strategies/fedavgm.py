@@ -1,10 +1,10 @@
 """FedAvgM / SGDM (Hsu et al., "Measuring the Effects of Non-Identical Data
 Distribution", 2019): FedAvg's average becomes a pseudo-gradient for server SGD with
-momentum (:class:`fedimb.aggregate.ServerMomentum`)."""
+momentum (:class:`fedimb.core.aggregate.ServerMomentum`)."""
 
 from __future__ import annotations
 
-from fedimb.aggregate import ServerMomentum
+from fedimb.core.aggregate import ServerMomentum
 from strategies.base import BaseStrategy, ClientUpdate
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from flwr.common import EvaluateIns
 
-from fedimb import payload
+from fedimb.core import payload
 from strategies.base import BaseStrategy
 
 

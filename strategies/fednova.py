@@ -1,12 +1,12 @@
 """FedNova server (Wang et al., "Tackling the Objective Inconsistency Problem in
 Heterogeneous Federated Optimization", NeurIPS 2020): normalised averaging by each
 client's number of local steps τ_i (reported as ``local_steps``) and the local momentum
-ρ (``train.momentum``): :func:`fedimb.aggregate.fednova_update` with a_i from
-:func:`fedimb.aggregate.fednova_normaliser`."""
+ρ (``train.momentum``): :func:`fedimb.core.aggregate.fednova_update` with a_i from
+:func:`fedimb.core.aggregate.fednova_normaliser`."""
 
 from __future__ import annotations
 
-from fedimb.aggregate import fednova_normaliser, fednova_update
+from fedimb.core.aggregate import fednova_normaliser, fednova_update
 from strategies.base import BaseStrategy, ClientUpdate
 
 

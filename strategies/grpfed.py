@@ -1,7 +1,7 @@
 """GRP-FED server (Wang et al., Algorithm 1 lines 1–14): adaptive loss-power aggregation.
 
 After each round, σ_t is the standard deviation (population) of the participants'
-global training losses L^g_m; q moves by eq. 2 (:func:`fedimb.aggregate.adaptive_q`;
+global training losses L^g_m; q moves by eq. 2 (:func:`fedimb.core.aggregate.adaptive_q`;
 round 1 keeps q_0), and the new global model is Σ λ_m·θ_m with
 λ_m = (L^g_m)^q / Σ_i (L^g_i)^q over the participants (eq. 3). An update whose
 loss is missing, non-finite or not positive is rejected.
@@ -25,9 +25,9 @@ import math
 
 import numpy as np
 
-from fedimb import payload
-from fedimb.aggregate import adaptive_q, loss_power_weights, weighted_average
-from fedimb.errors import ConfigError
+from fedimb.core import payload
+from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
+from fedimb.core.errors import ConfigError
 from strategies.base import BaseStrategy, ClientUpdate
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from flwr.common import ndarrays_to_parameters
 
-from fedimb.models.concat import module_weights
+from fedimb.core.models.concat import module_weights
 from strategies.base import BaseStrategy, ClientUpdate
 
 

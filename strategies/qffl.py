@@ -4,8 +4,8 @@ their data). Two update rules:
 
 - ``loss_power`` (default): the model average with weights F_k^q / Σ F_k^q — q-FFL as
   GRP-FED compares against it (GRP-FED eq. 3 with a constant q, "the same q = 10 as
-  q-FFL"), :func:`fedimb.aggregate.loss_power_weights`;
-- ``qfedavg``: Li et al.'s Algorithm 2 (:func:`fedimb.aggregate.qffl_update`) with the
+  q-FFL"), :func:`fedimb.core.aggregate.loss_power_weights`;
+- ``qfedavg``: Li et al.'s Algorithm 2 (:func:`fedimb.core.aggregate.qffl_update`) with the
   Lipschitz estimate L = 1/lr. Its step is about F/(q·‖Δw‖) of the local update, so
   with q = 10 and several local epochs with momentum the model hardly moves (12% test
   accuracy after 30 rounds on mnist5k in the GRP-FED set-up); use it with small q.
@@ -13,8 +13,8 @@ their data). Two update rules:
 
 from __future__ import annotations
 
-from fedimb.aggregate import loss_power_weights, qffl_update, weighted_average
-from fedimb.errors import ConfigError
+from fedimb.core.aggregate import loss_power_weights, qffl_update, weighted_average
+from fedimb.core.errors import ConfigError
 from strategies.base import BaseStrategy, ClientUpdate
 from strategies.grpfed import positive_metric
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedimb import payload
-from fedimb.errors import ConfigError
-from fedimb.aggregate import weighted_average
+from fedimb.core import payload
+from fedimb.core.errors import ConfigError
+from fedimb.core.aggregate import weighted_average
 from strategies.base import BaseStrategy, ClientUpdate
 
 

@@ -3,7 +3,7 @@
 Runs ``fedimb method=<m> seed=<s> <overrides>`` for every pair (skipping pairs whose
 run already completed, so an interrupted benchmark resumes), then writes
 
-- ``<out>/<name>/table.md``: the table of ``fedimb report`` (:mod:`fedimb.comparison`)
+- ``<out>/<name>/table.md``: the table of ``fedimb report`` (:mod:`fedimb.cli.report`)
   with one row per method: final and best test accuracy, final macro-F1 and the
   method's own scores, mean ± std over seeds;
 - ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band.
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import accuracy_plot, comparison_table, machine  # noqa: E402
+from fedimb.cli.report import accuracy_plot, comparison_table, machine  # noqa: E402
 
 
 def run_arguments(method: str, seed: int, overrides: list[str]) -> list[str]:
@@ -74,7 +74,7 @@ def ensure_runs(requests: list[tuple[Path, str, int, list[str]]], jobs: int = 1)
 
 
 def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]) -> Path:
-    """``table.md`` (the table of :mod:`fedimb.comparison`, one row per method) and
+    """``table.md`` (the table of :mod:`fedimb.cli.report`, one row per method) and
     ``accuracy.png`` in ``out``."""
     groups = {m: [runs[m, s] for s in seeds] for m in methods}
     extras_arg = f"--extras {','.join(mean_keys)} " if mean_keys else ""

@@ -25,8 +25,8 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_run  # noqa: E402
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import mean_std  # noqa: E402
-from fedimb.results import read_metrics_csv  # noqa: E402
+from fedimb.cli.report import mean_std  # noqa: E402
+from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
 
 
 def bytes_per_encoder_round(run_dir: Path) -> float:

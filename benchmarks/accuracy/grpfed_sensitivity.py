@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import extra_range, machine, mean_std, own_scores, value_range  # noqa: E402
+from fedimb.cli.report import extra_range, machine, mean_std, own_scores, value_range  # noqa: E402
 
 SETUP = ["+experiment=grpfed_mnist5k", "runtime=in_process"]
 Q0 = (0, 1, 2, 5, 10)

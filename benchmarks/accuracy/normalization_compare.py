@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import machine, mean_std  # noqa: E402
+from fedimb.cli.report import machine, mean_std  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
 

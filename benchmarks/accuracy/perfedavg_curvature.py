@@ -24,10 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import machine  # noqa: E402
-from fedimb.curvature import top_hessian_eigenvalue  # noqa: E402
-from fedimb.in_process import InProcessFederation  # noqa: E402
-from fedimb.models import set_weights  # noqa: E402
+from fedimb.cli.report import machine  # noqa: E402
+from fedimb.core.curvature import top_hessian_eigenvalue  # noqa: E402
+from fedimb.app.in_process import InProcessFederation  # noqa: E402
+from fedimb.core.models import set_weights  # noqa: E402
 
 #: set-up name -> fedimb overrides (the shipped experiments Per-FedAvg runs in, offline)
 SETUPS = {

@@ -29,8 +29,8 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import mean_std, metric_curve, machine  # noqa: E402
-from fedimb.results import read_metrics_csv  # noqa: E402
+from fedimb.cli.report import mean_std, metric_curve, machine  # noqa: E402
+from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
 
 SETTINGS = [
     "dataset=mnist5k", "partition=dirichlet", "num_clients=10", "dropout=none", "runtime=in_process",

@@ -1,6 +1,6 @@
 """Round latency of a deployed federation: a local SuperLink and N SuperNodes.
 
-For each N: start the federation (``fedimb.local_federation``), run FedAvg through the
+For each N: start the federation (``fedimb.cli.local_federation``), run FedAvg through the
 front end (``runtime=deployment``, one partition per node, all nodes every round) and
 read each round's wall time from the run's ``events.jsonl``. Writes
 ``<out>/deployment_latency.md``.
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.local_federation import LocalFederation  # noqa: E402
+from fedimb.cli.local_federation import LocalFederation  # noqa: E402
 
 
 def measure(nodes: int, rounds: int, secure: bool, overrides: list[str], workdir: Path) -> dict:

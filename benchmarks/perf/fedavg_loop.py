@@ -2,7 +2,7 @@
 single-process PyTorch loop.
 
 Both sides run the identical local training — same model initialisation, partition,
-mini-batch order, optimiser and steps (``fedimb.training.train_epochs``) — so the
+mini-batch order, optimiser and steps (``fedimb.core.training.train_epochs``) — so the
 difference is the framework: Flower messaging, Ray actors, serialisation (simulation),
 or only fedimb's own server loop, checks and records (in-process, 2 torch threads like
 the fastest plain loop).
@@ -28,11 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured  # noqa: E402
-from fedimb import config  # noqa: E402
-from fedimb.aggregate import weighted_average  # noqa: E402
-from fedimb.experiment import as_tensors, experiment_data, new_model  # noqa: E402
-from fedimb.models import get_weights, set_weights  # noqa: E402
-from fedimb.training import TrainConfig, evaluate_model, make_optimizer, seeded_generator, train_epochs  # noqa: E402
+from fedimb.app import config  # noqa: E402
+from fedimb.core.aggregate import weighted_average  # noqa: E402
+from fedimb.app.build import as_tensors, experiment_data, new_model  # noqa: E402
+from fedimb.core.models import get_weights, set_weights  # noqa: E402
+from fedimb.core.training import TrainConfig, evaluate_model, make_optimizer, seeded_generator, train_epochs  # noqa: E402
 
 
 def overrides(args: argparse.Namespace) -> list[str]:

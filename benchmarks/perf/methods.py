@@ -3,7 +3,7 @@ the traffic each method sends.
 
 For each method: one ``fedimb`` run (20 clients, all taking part, 1 local epoch,
 mnist5k, cnn28, no dropout), then the same rounds driven in this process by
-:class:`fedimb.in_process.InProcessFederation` — the real strategy and clients, the same
+:class:`fedimb.app.in_process.InProcessFederation` — the real strategy and clients, the same
 local training, aggregation and evaluation, without SuperLink, messages or Ray. The
 ratio of the time per round (rounds 2+) is the framework's cost for that method. The
 traffic (bytes down and up, per round and per client that trained) comes from the run's
@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.common import publish_table  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
-from fedimb.config import group_choices  # noqa: E402
-from fedimb.in_process import InProcessFederation  # noqa: E402
+from fedimb.app.config import group_choices  # noqa: E402
+from fedimb.app.in_process import InProcessFederation  # noqa: E402
 
 # Settings that keep a method's run to a few Flower rounds: FedConcat's stages and
 # Astraea's synchronization rounds (each = mediator_epochs x min(gamma, clients) rounds).

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import machine  # noqa: E402
+from fedimb.cli.report import machine  # noqa: E402
 
 PHASES = ("import torch", "import the ClientApp module", "load mnist5k", "first optimizer")
 
@@ -37,9 +37,9 @@ import json, sys, time
 t = time.perf_counter(); seconds = {}
 import torch
 seconds["import torch"] = time.perf_counter() - t; t = time.perf_counter()
-import fedimb.client_app
-from fedimb import config
-from fedimb.experiment import experiment_data
+import fedimb.app.client_app
+from fedimb.app import config
+from fedimb.app.build import experiment_data
 seconds["import the ClientApp module"] = time.perf_counter() - t; t = time.perf_counter()
 experiment_data(config.compose(["dataset=mnist5k", "num_clients=20"]))
 seconds["load mnist5k"] = time.perf_counter() - t; t = time.perf_counter()

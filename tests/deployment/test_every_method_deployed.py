@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from fedimb.config import group_choices
-from fedimb.local_federation import LocalFederation
+from fedimb.app.config import group_choices
+from fedimb.cli.local_federation import LocalFederation
 from tests.conftest import run_fedimb
 
 pytestmark = [pytest.mark.slow, pytest.mark.deployment_all, pytest.mark.timeout(5400)]

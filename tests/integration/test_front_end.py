@@ -77,7 +77,7 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     it names, the multi-stage FedConcat variants with one classifier round (and
     FedConcat-ID one more round for its inference stage) so that every stage is
     exercised, and every other method in two halves."""
-    from fedimb.config import group_choices
+    from fedimb.app.config import group_choices
 
     staged = ["fedconcat", "fedconcat_id"]
     plain = [m for m in group_choices("method") if m not in staged + NORMALIZED]

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.config import compose
-from fedimb.errors import ConfigError
-from fedimb.experiment import experiment_data
-from fedimb.results import read_metrics_csv
+from fedimb.app.config import compose
+from fedimb.core.errors import ConfigError
+from fedimb.app.build import experiment_data
+from fedimb.cli.run_folder import read_metrics_csv
 from tests.conftest import run_fedimb
 
 DIGITS_TRAIN = 1437  # sklearn's 1,797 digits, 20% held out as the test set
@@ -89,7 +89,7 @@ def test_the_file_partition_travels_inside_the_configuration(tmp_path):
     path.write_text(json.dumps({"clients": [[0, 1], [2, 3]]}))
     cfg = compose(["dataset=digits", "partition=file", f"partition.path={path}", "num_clients=2"])
     path.unlink()  # a node on another machine has no such file: the indices are in the config
-    from fedimb import config
+    from fedimb.app import config
 
     again = config.decode(config.encode(cfg))
     assert np.array_equal(experiment_data(again).partition.indices[1], [2, 3])

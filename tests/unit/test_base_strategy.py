@@ -7,10 +7,10 @@ import pytest
 from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
-from fedimb import config
-from fedimb.in_process import OK, InProcessNode
-from fedimb.dropout import Availability
-from fedimb.server_run import ServerRun
+from fedimb.app import config
+from fedimb.app.in_process import OK, InProcessNode
+from fedimb.core.dropout import Availability
+from fedimb.app.run_context import ServerRun
 from strategies.fedavg import FedAvgStrategy
 
 def make_strategy(*overrides: str, num_clients: int = 4):
@@ -167,8 +167,8 @@ def test_qffl_loss_power_weights_models_by_loss_to_the_q():
 
 
 def test_qffl_qfedavg_follows_algorithm_2_and_bad_update_names_fail():
-    from fedimb.aggregate import qffl_update
-    from fedimb.errors import ConfigError
+    from fedimb.core.aggregate import qffl_update
+    from fedimb.core.errors import ConfigError
 
     strategy, nodes, base = make_qffl("qfedavg")
     locals_ = [[a - 0.1 for a in base], [a + 0.2 for a in base]]

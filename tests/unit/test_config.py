@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from fedimb import config
-from fedimb.errors import ConfigError
+from fedimb.app import config
+from fedimb.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_import_class_resolves_targets_and_names_bad_ones():
 
     assert config.import_class("strategies.fedavg.FedAvgStrategy") is FedAvgStrategy
     for target, reason in [("strategies.nosuch.X", "No module"), ("strategies.fedavg.Nope", "has no attribute"),
-                           ("fedimb.config.CONF_DIR", "not a class"), ("Bare", "not a class")]:
+                           ("fedimb.app.config.CONF_DIR", "not a class"), ("Bare", "not a class")]:
         with pytest.raises(ConfigError, match=f"cannot import '{target}'.*{reason}"):
             config.import_class(target)
 
@@ -137,7 +137,7 @@ def test_from_run_config_encoded_is_validated(default_cfg):
 
 
 def test_ray_address_reaches_the_simulation_as_ray_address(tmp_path, monkeypatch):
-    from fedimb.launch import simulation_env
+    from fedimb.cli.launch import simulation_env
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert "RAY_ADDRESS" not in simulation_env(config.compose([]), tmp_path)

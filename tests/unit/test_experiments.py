@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 
-from fedimb.config import CONF_DIR, compose, group_choices, import_class, sweep_variants
+from fedimb.app.config import CONF_DIR, compose, group_choices, import_class, sweep_variants
 
 EXPERIMENTS = group_choices("experiment")
 

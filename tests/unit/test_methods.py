@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.config import group_choices
-from fedimb.in_process import InProcessFederation
+from fedimb.app.config import group_choices
+from fedimb.app.in_process import InProcessFederation
 
 METHODS = group_choices("method")
 # Multi-stage methods need a few settings to fit their stages into two or three rounds.

@@ -7,15 +7,15 @@ import warnings
 import numpy as np
 import pytest
 
-from fedimb.data.partition import (
+from fedimb.core.data.partition import (
     EMNIST_BALANCED_CHARS,
     PARTITIONERS,
     client_groups,
     longtail_profile,
     make_partition,
 )
-from fedimb.data.stats import kl_to_uniform, label_counts
-from fedimb.errors import ConfigError
+from fedimb.core.data.stats import kl_to_uniform, label_counts
+from fedimb.core.errors import ConfigError
 
 NUM_CLASSES = 10
 PER_CLASS = 500

@@ -1,0 +1,194 @@
+"""A federation in one process: the real strategy and clients without Flower's runtime
+(no SuperLink, no Ray, no messages).
+
+- ``runtime=in_process`` runs a whole experiment this way: fedimb's server loop
+  (:class:`fedimb.app.round_loop.FedImbServer`) drives :class:`InProcessNode` proxies that call
+  the method's client directly, one client after the other. Its events and run folder
+  are those of a simulation. It needs no Ray and uses one core, so several runs (seeds,
+  methods of a benchmark) can go side by side on a small machine.
+- :class:`InProcessFederation` drives a strategy round by round for unit tests and is
+  the "plain loop" of the performance benchmark (the same local training and
+  aggregation as a fedimb run, so the difference in time is the framework)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import sys
+from typing import Callable
+
+import torch
+from flwr.app import Context, RecordDict
+from flwr.common import Code, GetPropertiesRes, Status
+from flwr.server import SimpleClientManager
+from flwr.server.client_proxy import ClientProxy
+from omegaconf import DictConfig
+
+from fedimb.app import config
+from fedimb.app.client_app import make_client
+from fedimb.app.run_context import ServerRun
+
+OK = Status(code=Code.OK, message="ok")
+
+
+class InProcessNode(ClientProxy):
+    """A node whose client runs in this process. Its ``Context`` (and so the client's
+    state) lives as long as the node. Without ``make_client`` it only answers the
+    partition-id query with made-up counts (strategy unit tests)."""
+
+    def __init__(self, cid: str, partition_id: int, make_client=None):
+        super().__init__(cid)
+        self.partition_id = partition_id
+        self.make_client = make_client  # node -> the method's NumPyClient for this node
+        self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
+
+    def _client(self):
+        if self.make_client is None:
+            raise NotImplementedError("this node has no client")
+        return self.make_client(self).to_client()
+
+    def get_properties(self, ins, timeout, group_id):
+        if self.make_client is None:
+            return GetPropertiesRes(status=OK, properties={"partition_id": self.partition_id, "num_examples": 10})
+        return self._client().get_properties(ins)
+
+    def get_parameters(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def fit(self, ins, timeout, group_id):
+        return self._client().fit(ins)
+
+    def evaluate(self, ins, timeout, group_id):
+        return self._client().evaluate(ins)
+
+    def reconnect(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+
+class InProcessFederation:
+    """Drives a strategy and its clients round by round in this process."""
+
+    def __init__(self, overrides: list[str]):
+        self.cfg = config.compose(overrides)
+        self.run = ServerRun.build(self.cfg)
+        self.strategy = config.build_component(self.cfg.method.strategy, run=self.run)
+        self.manager = SimpleClientManager()
+        self.nodes = [InProcessNode(f"node-{pid}", pid, self.client) for pid in range(int(self.cfg.num_clients))]
+        for node in self.nodes:
+            self.manager.register(node)
+        self.strategy.begin_round(0)
+        self.parameters = self.strategy.initialize_parameters(self.manager)
+
+    def client(self, node: InProcessNode):
+        return make_client(self.cfg, node.context, node.partition_id)
+
+    def round(self, server_round: int) -> dict:
+        """One round as :class:`fedimb.app.round_loop.FedImbServer` runs it, clients in turn."""
+        s = self.strategy
+        s.begin_round(server_round)
+        fits = s.configure_fit(server_round=server_round, parameters=self.parameters, client_manager=self.manager)
+        results = [(proxy, proxy.fit(ins, None, None)) for proxy, ins in fits]
+        if results:
+            new, _ = s.aggregate_fit(server_round, results, [])
+            if new is not None:
+                self.parameters = new
+        ended = s.end_round(server_round)
+        if ended is not None:
+            self.parameters = ended
+        s.evaluate(server_round, self.parameters)
+        evaluations = s.configure_evaluate(server_round=server_round, parameters=self.parameters, client_manager=self.manager)
+        scores = [(proxy, proxy.evaluate(ins, None, None)) for proxy, ins in evaluations]
+        if scores:
+            s.aggregate_evaluate(server_round, scores, [])
+        return s.round_record()
+
+
+class _LineWriter(io.TextIOBase):
+    """A text stream that hands every complete line to ``on_line``, which itself prints
+    to ``console`` (the front end's progress lines must not come back here)."""
+
+    def __init__(self, on_line: Callable[[str], None], console):
+        self.on_line = on_line
+        self.console = console
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self.emit(line)
+        return len(text)
+
+    def emit(self, line: str) -> None:
+        with contextlib.redirect_stdout(self.console):
+            self.on_line(line)
+
+    def flush_pending(self) -> None:
+        if self._pending:
+            self.emit(self._pending)
+            self._pending = ""
+
+
+class _LogToWriter(logging.Handler):
+    def __init__(self, writer: _LineWriter):
+        super().__init__()
+        self.writer = writer
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.writer.emit(self.format(record))
+
+
+@contextlib.contextmanager
+def _server_output_to(writer: _LineWriter):
+    """What the server prints and logs (its events, Flower's and fedimb's log records)
+    goes to ``writer`` — as the ServerApp's output goes to ``flwr.log`` in the Flower
+    runtimes — instead of the console."""
+    loggers = [logging.getLogger(), logging.getLogger("flwr")]
+    saved = [(lg, lg.handlers[:], lg.propagate) for lg in loggers]
+    handler = _LogToWriter(writer)
+    try:
+        for lg in loggers:
+            lg.handlers = [handler] if lg.name == "root" else []
+            lg.propagate = lg.name != "root"
+        with contextlib.redirect_stdout(writer):
+            yield
+    finally:
+        for lg, handlers, propagate in saved:
+            lg.handlers, lg.propagate = handlers, propagate
+        writer.flush_pending()
+
+
+def run_in_process(cfg: DictConfig, on_line: Callable[[str], None]) -> int:
+    """Run the experiment ``cfg`` (``runtime=in_process``) with fedimb's server loop and
+    one in-process node per client; every line the server prints or logs (its events
+    among them) goes to ``on_line``. Returns 0, or 1 after reporting an error event.
+
+    The configuration makes the same round trip through the run config as in the Flower
+    runtimes, so server and clients see exactly what they would see there."""
+    import traceback
+
+    from fedimb.core import events
+    from fedimb.app.server_app import build_server
+
+    threads = int(cfg.runtime.get("torch_threads") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+    with _server_output_to(_LineWriter(on_line, sys.stdout)):
+        try:
+            # one client at a time: the clients of a process share one model object
+            server = build_server({"config": config.encode(cfg)}, max_workers=1)
+        except Exception:  # build_server has reported it
+            return 1
+        run_cfg = server.strategy.run.cfg
+        for pid in range(int(run_cfg.num_clients)):
+            server.client_manager().register(InProcessNode(
+                f"in-process-{pid}", pid, lambda node: make_client(run_cfg, node.context, node.partition_id)))
+        try:
+            server.fit(server.strategy.total_rounds(), timeout=run_cfg.runtime.get("round_timeout"))
+        except Exception as err:  # a failing server loop, reported as the ServerApp's would be
+            events.emit("error", message=f"{type(err).__name__}: {err}")
+            traceback.print_exc(file=sys.stdout)
+            return 1
+    return 0

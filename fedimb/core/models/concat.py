@@ -1,0 +1,57 @@
+"""FedConcat's final model: K frozen encoders side by side and one linear classifier."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedimb.core.models.base import EncoderHeadNet
+
+
+class ConcatEncoder(nn.Module):
+    """Concatenates the features of several encoders: (N, ...) -> (N, K·d)."""
+
+    def __init__(self, encoders: list[nn.Module]):
+        super().__init__()
+        self.parts = nn.ModuleList(encoders)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([encoder(x) for encoder in self.parts], dim=1)
+
+
+def concatenated_model(template: EncoderHeadNet, encoder_weights: list[list[np.ndarray]]) -> EncoderHeadNet:
+    """An :class:`EncoderHeadNet` whose encoder is K copies of ``template.encoder`` loaded
+    with ``encoder_weights`` (one list of arrays per encoder, in state_dict order) and
+    whose head is a fresh linear layer on the K·d concatenated features."""
+    parts = []
+    for weights in encoder_weights:
+        encoder = copy.deepcopy(template.encoder)
+        load_module_weights(encoder, weights)
+        parts.append(encoder)
+    return EncoderHeadNet(ConcatEncoder(parts), template.feature_dim * len(parts), template.num_classes)
+
+
+def module_weights(module: nn.Module) -> list[np.ndarray]:
+    return [t.detach().cpu().numpy().copy() for t in module.state_dict().values()]
+
+
+def load_module_weights(module: nn.Module, weights: list[np.ndarray]) -> None:
+    state = module.state_dict()
+    if len(weights) != len(state):
+        raise ValueError(f"expected {len(state)} arrays, got {len(weights)}")
+    module.load_state_dict(
+        {k: torch.as_tensor(np.asarray(w), dtype=v.dtype) for (k, v), w in zip(state.items(), weights)}
+    )
+
+
+def split_model_weights(template: EncoderHeadNet, weights: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Full-model arrays (state_dict order) -> (encoder arrays, head arrays)."""
+    keys = list(template.state_dict())
+    encoder = [w for k, w in zip(keys, weights) if k.startswith("encoder.")]
+    head = [w for k, w in zip(keys, weights) if k.startswith("head.")]
+    if len(encoder) + len(head) != len(weights):
+        raise ValueError("weights do not match the model's encoder/head split")
+    return encoder, head
