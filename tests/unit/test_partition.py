@@ -39,8 +39,9 @@ def _part(spec, num_clients, seed=0, labels=LABELS, num_classes=NUM_CLASSES):
 
 
 def test_specs_cover_every_partitioner():
-    # ``natural`` needs a data set with natural clients: tests/unit/test_ecg.py
-    assert set(SPECS) | {"natural"} == set(PARTITIONERS)
+    # ``natural`` needs a data set with natural clients: tests/unit/test_ecg.py; ``file``
+    # takes the clients' indices from the user: tests/integration/test_partition_file.py
+    assert set(SPECS) | {"natural", "file"} == set(PARTITIONERS)
 
 
 # ------------------------------------------------------------------ invariants
