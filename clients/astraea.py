@@ -16,8 +16,9 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from clients.base import BaseClient, ClientData
+from clients.base import BaseClient
 from fedimb.core import payload
+from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.stats import label_counts
 from fedimb.core.rebalance import apply_plan
 

@@ -9,18 +9,17 @@ goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, Context
-from flwr.common import NDArrays, Scalar
 from flwr.client import NumPyClient
+from flwr.common import NDArrays, Scalar
 from torch import nn
 
 from fedimb.core import payload
-from fedimb.core.errors import ConfigError
+from fedimb.core.data.client_data import ClientData
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
 from fedimb.core.training import (
     TrainConfig,
@@ -31,36 +30,6 @@ from fedimb.core.training import (
     seeded_generator,
     train_epochs,
 )
-
-
-@dataclass(frozen=True)
-class ClientData:
-    """A client's share of the training set (indices into tensors shared per process),
-    and the global balanced test set for client-side evaluations of personalised models."""
-
-    partition_id: int
-    x: torch.Tensor
-    y: torch.Tensor
-    indices: torch.Tensor
-    num_classes: int
-    label_counts: np.ndarray
-    x_test: torch.Tensor | None = None
-    y_test: torch.Tensor | None = None
-    test_indices: torch.Tensor | None = None  # the client's local test split (into x, y)
-    #: fingerprint of a device's own data when its node has no partition id: the server
-    #: then assigns the client id (and ``partition_id`` only seeds local randomness)
-    device_key: str | None = None
-
-    @property
-    def num_examples(self) -> int:
-        return int(self.indices.numel())
-
-    def global_test(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The global test set, for client-side evaluations of personalised models."""
-        if self.x_test is None or self.y_test is None:
-            raise ConfigError("this method evaluates on the global test set on the clients, "
-                              "but the data set is not available on this node")
-        return self.x_test, self.y_test
 
 
 class BaseClient(NumPyClient):

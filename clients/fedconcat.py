@@ -18,23 +18,10 @@ from clients.base import BaseClient
 from fedimb.core import payload
 from fedimb.core.clustering import inferred_distribution, noisy_distribution
 from fedimb.core.models import get_weights
-from fedimb.core.models.concat import concatenated_model
+from fedimb.core.models.concat import concatenated_model, encoders_from_arrays
 from fedimb.core.training import TrainConfig, make_optimizer, predict, train_epochs
 
 EXTRACTOR_STATE = "fedconcat_extractor"
-
-
-def encoders_to_payload(encoder_weights: list[list[np.ndarray]]) -> dict:
-    return payload.pack({f"encoder.{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)})
-
-
-def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]]:
-    grouped: dict[int, dict[int, np.ndarray]] = {}
-    for key, value in arrays.items():
-        if key.startswith("encoder."):
-            _, k, j = key.split(".")
-            grouped.setdefault(int(k), {})[int(j)] = value
-    return [[grouped[k][j] for j in sorted(grouped[k])] for k in sorted(grouped)]
 
 
 class FedConcatClient(BaseClient):

@@ -25,7 +25,6 @@ from fedimb.core.curvature import hessian_vector_product, trainable
 from fedimb.core.errors import ConfigError
 from fedimb.core.training import batch_indices, seeded_generator
 
-
 VARIANTS = ("fo", "hf")
 
 

@@ -18,7 +18,13 @@ import torch
 
 from clients.base import BaseClient
 from fedimb.core.losses import relaxed_balanced_softmax_loss
-from fedimb.core.prototypes import class_prototypes, cyclic_targets, from_payload, to_payload, transfer_features
+from fedimb.core.prototypes import (
+    class_prototypes,
+    cyclic_targets,
+    from_payload,
+    to_payload,
+    transfer_features,
+)
 
 
 class ReBaFLClient(BaseClient):

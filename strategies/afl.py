@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedimb.core.aggregate import project_simplex, weighted_average
-from strategies.base import BaseStrategy, ClientUpdate
-from strategies.grpfed import positive_metric
+from strategies.base import BaseStrategy, ClientUpdate, positive_metric
 
 
 class AFLStrategy(BaseStrategy):
@@ -18,7 +17,7 @@ class AFLStrategy(BaseStrategy):
 
     checkpoint_attributes = ("mixture",)
 
-    def __init__(self, *, run, lambda_lr: float = 0.01):
+    def __init__(self, *, run, lambda_lr: float):
         super().__init__(run=run)
         self.lambda_lr = float(lambda_lr)
         self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)

@@ -47,8 +47,8 @@ class AstraeaStrategy(BaseStrategy):
                              "mediator_trained", "mediator_latents", "sync_bytes")
 
     def __init__(
-        self, *, run, augment: bool = True, reschedule: bool = True, tau_d: float = 3.5, gamma: int = 10,
-        mediator_epochs: int = 2, schedule: str = "every_round",
+        self, *, run, augment: bool, reschedule: bool, tau_d: float, gamma: int, mediator_epochs: int,
+        schedule: str,
     ):
         super().__init__(run=run)
         if float(tau_d) <= 0 or int(gamma) < 1 or int(mediator_epochs) < 1:

@@ -27,10 +27,14 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedimb.core import payload
-from fedimb.core.aggregate import contribution_factors, weight_diversity, weighted_average
 from fedimb.app.registry import ClientFailure, ClientRegistry
 from fedimb.app.run_context import ServerRun
+from fedimb.core import payload
+from fedimb.core.aggregate import (
+    contribution_factors,
+    weight_diversity,
+    weighted_average,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +111,14 @@ class RoundLog:
         if self.messages:
             record["messages"] = self.messages
         return record
+
+
+def positive_metric(res, key: str) -> str | None:
+    """Why ``res.metrics[key]`` cannot serve as a loss, or None."""
+    value = payload.scalars(res.metrics).get(key)
+    if value is None or not math.isfinite(value) or value <= 0:
+        return f"{key} must be a positive number, got {res.metrics.get(key)!r}"
+    return None
 
 
 def parameters_nbytes(parameters: Parameters) -> int:

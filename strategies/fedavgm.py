@@ -11,7 +11,7 @@ from strategies.base import BaseStrategy, ClientUpdate
 class FedAvgMStrategy(BaseStrategy):
     """Server momentum on the averaged update."""
 
-    def __init__(self, *, run, server_lr: float = 1.0, server_momentum: float = 0.9):
+    def __init__(self, *, run, server_lr: float, server_momentum: float):
         super().__init__(run=run)
         self.optimizer = ServerMomentum(lr=server_lr, momentum=server_momentum)
 

@@ -21,22 +21,11 @@ Readings the paper leaves open (the defaults are the rule as implemented first):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from fedimb.core import payload
 from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 from fedimb.core.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate
-
-
-def positive_metric(res, key: str) -> str | None:
-    """Why ``res.metrics[key]`` cannot serve as a loss, or None."""
-    value = payload.scalars(res.metrics).get(key)
-    if value is None or not math.isfinite(value) or value <= 0:
-        return f"{key} must be a positive number, got {res.metrics.get(key)!r}"
-    return None
+from strategies.base import BaseStrategy, ClientUpdate, positive_metric
 
 
 class GRPFEDStrategy(BaseStrategy):

@@ -48,7 +48,7 @@ class LocalStrategy(BaseStrategy):
 class PFedMeStrategy(BaseStrategy):
     """pFedMe's server step with β."""
 
-    def __init__(self, *, run, beta: float = 1.0):
+    def __init__(self, *, run, beta: float):
         super().__init__(run=run)
         self.beta = float(beta)
 

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from fedimb.core.aggregate import loss_power_weights, qffl_update, weighted_average
 from fedimb.core.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate
-from strategies.grpfed import positive_metric
+from strategies.base import BaseStrategy, ClientUpdate, positive_metric
 
 
 class QFFLStrategy(BaseStrategy):
@@ -24,7 +23,7 @@ class QFFLStrategy(BaseStrategy):
 
     UPDATES = ("loss_power", "qfedavg")
 
-    def __init__(self, *, run, q: float = 10.0, update: str):
+    def __init__(self, *, run, q: float, update: str):
         super().__init__(run=run)
         if update not in self.UPDATES:
             raise ConfigError(f"method.strategy.update must be one of {', '.join(self.UPDATES)}, got {update!r}")

@@ -18,15 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from fedimb.core import payload
-from fedimb.core.errors import ConfigError
 from fedimb.core.aggregate import weighted_average
+from fedimb.core.errors import ConfigError
+from fedimb.core.models import trainable_indices
 from strategies.base import BaseStrategy, ClientUpdate
-
-
-def trainable_indices(model) -> list[int]:
-    """Positions of the trainable parameters in the model's state_dict order."""
-    names = {name for name, p in model.named_parameters() if p.requires_grad}
-    return [i for i, key in enumerate(model.state_dict()) if key in names]
 
 
 class ScaffoldStrategy(BaseStrategy):

@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import publish_table  # noqa: E402
+from fedimb.app.in_process import InProcessFederation  # noqa: E402
 from fedimb.cli.report import machine  # noqa: E402
 from fedimb.core.curvature import top_hessian_eigenvalue  # noqa: E402
-from fedimb.app.in_process import InProcessFederation  # noqa: E402
 from fedimb.core.models import set_weights  # noqa: E402
 
 #: set-up name -> fedimb overrides (the shipped experiments Per-FedAvg runs in, offline)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import publish_table  # noqa: E402
-from fedimb.cli.report import mean_std, metric_curve, machine  # noqa: E402
+from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
 from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
 
 SETTINGS = [

@@ -29,10 +29,16 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured  # noqa: E402
 from fedimb.app import config  # noqa: E402
-from fedimb.core.aggregate import weighted_average  # noqa: E402
 from fedimb.app.build import as_tensors, experiment_data, new_model  # noqa: E402
+from fedimb.core.aggregate import weighted_average  # noqa: E402
 from fedimb.core.models import get_weights, set_weights  # noqa: E402
-from fedimb.core.training import TrainConfig, evaluate_model, make_optimizer, seeded_generator, train_epochs  # noqa: E402
+from fedimb.core.training import (  # noqa: E402
+    TrainConfig,
+    evaluate_model,
+    make_optimizer,
+    seeded_generator,
+    train_epochs,
+)
 
 
 def overrides(args: argparse.Namespace) -> list[str]:

@@ -22,7 +22,6 @@ sys.path.insert(0, str(REPO))
 
 from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
 
-
 #: seconds between memory samples. Reading PSS costs about 40 ms of CPU per ~1 GB
 #: process, so on few cores frequent samples slow the run being timed; the memory of a
 #: run plateaus once its actors are up, so a sample every 2 s still finds the peak.

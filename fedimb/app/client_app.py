@@ -8,17 +8,22 @@ import threading
 import numpy as np
 import torch
 from flwr.app import Context
-from flwr.client import ClientApp
-from flwr.client import Client
+from flwr.client import Client, ClientApp
 from omegaconf import DictConfig, OmegaConf
 
-from clients.base import ClientData
 from fedimb.app import config
+from fedimb.app.build import (
+    as_tensors,
+    client_split,
+    experiment_data,
+    new_model,
+    resolve_device,
+)
+from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.datasets import dataset_info, load_dataset
 from fedimb.core.data.device import load_device_data
 from fedimb.core.data.stats import label_counts
 from fedimb.core.errors import ConfigError, DataUnavailableError
-from fedimb.app.build import as_tensors, client_split, experiment_data, new_model, resolve_device
 from fedimb.core.models import EncoderHeadNet
 
 _LOCK = threading.Lock()

@@ -169,8 +169,8 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None]) -> int:
     runtimes, so server and clients see exactly what they would see there."""
     import traceback
 
-    from fedimb.core import events
     from fedimb.app.server_app import build_server
+    from fedimb.core import events
 
     threads = int(cfg.runtime.get("torch_threads") or 0)
     if threads:

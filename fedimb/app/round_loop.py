@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import Server, SimpleClientManager
 from flwr.server.history import History
 
 from fedimb.app import checkpoint
-
 from fedimb.core import events
-from strategies.base import BaseStrategy
+
+if TYPE_CHECKING:  # the strategy is a plug-in: loaded by name, never imported here
+    from strategies.base import BaseStrategy
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,14 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from fedimb.app.build import (
+    ExperimentData,
+    as_tensors,
+    experiment_data,
+    new_model,
+    resolve_device,
+)
 from fedimb.core.dropout import Availability, availability_from_config
-from fedimb.app.build import ExperimentData, as_tensors, experiment_data, new_model, resolve_device
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
 from fedimb.core.training import evaluate_model
 

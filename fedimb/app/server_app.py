@@ -8,11 +8,10 @@ from flwr.app import Context
 from flwr.server import ServerApp, ServerAppComponents, ServerConfig
 
 from fedimb.app import config
-
-from fedimb.core import events
-from fedimb.core.errors import FedimbError
 from fedimb.app.round_loop import FedImbServer
 from fedimb.app.run_context import ServerRun
+from fedimb.core import events
+from fedimb.core.errors import FedimbError
 
 logger = logging.getLogger(__name__)
 

@@ -32,8 +32,6 @@ GLOBAL_RATIO = 3.0        # max/min class size from which global rebalancing pay
 LOCAL_KLD_SHARE = 0.25    # mean client KLD as a share of log C (its maximum)
 CLUSTER_RESIDUAL = 0.10   # K-means inertia left at K, relative to K = 1, to call K clusters
 SIZE_CV = 0.5             # coefficient of variation of client sizes called quantity skew
-TAU_D = 3.5               # Astraea's downsampling threshold (paper default)
-GAMMA = 10                # Astraea's clients per mediator (paper default)
 
 
 @dataclass
@@ -48,6 +46,8 @@ class Diagnosis:
     elbow: tuple[list[int], list[float]]
     clusters: int | None            # K of a clear cluster structure, else None
     cluster_sizes: list[int] = field(default_factory=list)
+    tau_d: float = 0.0              # the Astraea settings the plan and mediators assume
+    gamma: int = 0
 
     @property
     def num_classes(self) -> int:
@@ -63,16 +63,30 @@ class Diagnosis:
         return float(self.client_sizes.std() / self.client_sizes.mean())
 
 
-def diagnose_counts(counts: np.ndarray, seed: int = 0, max_k: int = 10) -> Diagnosis:
-    """The diagnosis of a federation given its per-client label counts (one row per client)."""
+def astraea_settings(method=None) -> tuple[float, int]:
+    """(tau_d, gamma) of ``method`` if it is an Astraea method, else of conf/method/astraea.yaml."""
+    from omegaconf import OmegaConf
+
+    from fedimb.app.config import CONF_DIR
+
+    strategy = method.strategy if method is not None and "tau_d" in method.get("strategy", {}) else \
+        OmegaConf.load(CONF_DIR / "method" / "astraea.yaml").strategy
+    return float(strategy.tau_d), int(strategy.gamma)
+
+
+def diagnose_counts(counts: np.ndarray, seed: int = 0, max_k: int = 10,
+                    astraea: tuple[float, int] | None = None) -> Diagnosis:
+    """The diagnosis of a federation given its per-client label counts (one row per client);
+    ``astraea`` = (tau_d, gamma), by default Astraea's own (:func:`astraea_settings`)."""
+    tau_d, gamma = astraea or astraea_settings()
     counts = np.asarray(counts, dtype=np.float64)
     global_counts = counts.sum(axis=0)
     sigma = global_counts.std()
     zscores = (global_counts - global_counts.mean()) / sigma if sigma > 0 else np.zeros_like(global_counts)
-    augment, downsample, _ = zscore_plan(global_counts, TAU_D)
+    augment, downsample, _ = zscore_plan(global_counts, tau_d)
     sizes = counts.sum(axis=1)
     nonempty = counts[sizes > 0]
-    mediators = schedule_mediators(nonempty, GAMMA)
+    mediators = schedule_mediators(nonempty, gamma)
     mediator_kl = np.array([kl_to_uniform(nonempty[m].sum(axis=0)) for m in mediators])
     distributions = np.stack([label_distribution(c) for c in nonempty])
     ks, inertias = elbow_inertias(distributions, max_k, seed)
@@ -84,7 +98,7 @@ def diagnose_counts(counts: np.ndarray, seed: int = 0, max_k: int = 10) -> Diagn
             labels = kmeans_clusters(distributions, clusters, seed)
             cluster_sizes = sorted(np.bincount(labels, minlength=clusters).tolist(), reverse=True)
     return Diagnosis(global_counts, zscores, augment, downsample, kl_to_uniform(nonempty), mediator_kl,
-                     sizes, (ks, inertias), clusters, cluster_sizes)
+                     sizes, (ks, inertias), clusters, cluster_sizes, tau_d, gamma)
 
 
 def advice(d: Diagnosis) -> list[str]:
@@ -95,7 +109,7 @@ def advice(d: Diagnosis) -> list[str]:
         out.append(
             f"global imbalance (largest/smallest class {d.class_ratio:.1f}x, z from {d.zscores.min():+.2f} "
             f"to {d.zscores.max():+.2f}; Astraea would augment classes {d.augment or 'none'} and downsample "
-            f"{d.downsample or 'none'} at tau_d = {TAU_D}): method=astraea (z-score rebalancing)"
+            f"{d.downsample or 'none'} at tau_d = {d.tau_d}): method=astraea (z-score rebalancing)"
         )
     mean_kl = float(np.mean(d.client_kl))
     if mean_kl >= LOCAL_KLD_SHARE * log_c:
@@ -105,7 +119,7 @@ def advice(d: Diagnosis) -> list[str]:
             f"normalize=latent_cosine on any weighted-average method"
         )
         out.append(
-            f"  mediators of {GAMMA} clients would bring the KLD to {float(np.mean(d.mediator_kl)):.2f} "
+            f"  mediators of {d.gamma} clients would bring the KLD to {float(np.mean(d.mediator_kl)):.2f} "
             f"(mean over {len(d.mediator_kl)}): method=astraea_sched"
         )
     if d.clusters is not None:
@@ -148,7 +162,7 @@ def report_lines(d: Diagnosis, title: str) -> list[str]:
         f"Per-client KLD to uniform ({len(d.client_kl)} clients with data; 0 = balanced, "
         f"log C = {np.log(d.num_classes):.2f} = one class):",
         f"  {_quantiles(d.client_kl)}  mean {float(np.mean(d.client_kl)):.3f}",
-        f"  Astraea mediators (gamma = {GAMMA}): {_quantiles(d.mediator_kl)}",
+        f"  Astraea mediators (gamma = {d.gamma}): {_quantiles(d.mediator_kl)}",
         "",
         f"Client sizes: {_quantiles(d.client_sizes, digits=0)}  CV {d.size_cv:.2f}",
         "",
@@ -169,4 +183,4 @@ def diagnose_config(cfg: DictConfig) -> tuple[Diagnosis, str]:
     partition = dict(cfg.partition)
     title = (f"Federation: {cfg.dataset.name}, {cfg.num_clients} clients, partition "
              + ", ".join(f"{k}={v}" for k, v in partition.items() if v is not None) + f", seed {cfg.seed}")
-    return diagnose_counts(data.partition.counts, int(cfg.seed)), title
+    return diagnose_counts(data.partition.counts, int(cfg.seed), astraea=astraea_settings(cfg.method)), title

@@ -19,13 +19,20 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app import config
+from fedimb.app.build import experiment_data
+from fedimb.app.in_process import run_in_process
+from fedimb.app.run_context import ServerRun
+from fedimb.cli.processes import (
+    FederationError,
+    SuperLink,
+    flower_env,
+    flwr_home,
+    flwr_run,
+    write_connection,
+)
+from fedimb.cli.run_folder import Echo, RunRecorder, _echo
 from fedimb.core.data import partition_summary
 from fedimb.core.errors import ConfigError, FedimbError
-from fedimb.app.build import experiment_data
-from fedimb.cli.processes import FederationError, SuperLink, flower_env, flwr_home, flwr_run, write_connection
-from fedimb.app.in_process import run_in_process
-from fedimb.cli.run_folder import Echo, RunRecorder, _echo
-from fedimb.app.run_context import ServerRun
 
 APP_DIR = Path(__file__).resolve().parents[2]
 FLWR_BASE = APP_DIR / ".flwr"

@@ -23,8 +23,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fedimb.core.errors import ConfigError
 from fedimb.cli.run_folder import read_metrics_csv
+from fedimb.core.errors import ConfigError
 
 # Settings that say where or how a run was executed, not what it computed.
 # (A file partition is told apart by its digest, not by its index lists.)

@@ -32,10 +32,9 @@ def inferred_distribution(model: torch.nn.Module, input_shape: tuple[int, ...], 
 
 def kmeans_clusters(distributions: np.ndarray, k: int, seed: int) -> np.ndarray:
     """K-means (Lloyd) cluster id of every row; K is capped at the number of rows."""
-    from sklearn.cluster import KMeans
-
     import warnings
 
+    from sklearn.cluster import KMeans
     from sklearn.exceptions import ConvergenceWarning
 
     k = min(int(k), len(distributions))
@@ -46,10 +45,9 @@ def kmeans_clusters(distributions: np.ndarray, k: int, seed: int) -> np.ndarray:
 
 def elbow_inertias(distributions: np.ndarray, max_k: int, seed: int) -> tuple[list[int], list[float]]:
     """Within-cluster sum of squares for K = 1..max_k (the elbow method for choosing K)."""
-    from sklearn.cluster import KMeans
-
     import warnings
 
+    from sklearn.cluster import KMeans
     from sklearn.exceptions import ConvergenceWarning
 
     ks = list(range(1, min(int(max_k), len(distributions)) + 1))

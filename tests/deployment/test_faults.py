@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.cli.processes import SuperNode, flower_env
 from fedimb.cli.local_federation import LocalFederation
+from fedimb.cli.processes import SuperNode, flower_env
 from fedimb.cli.security import make_node_keys
 from tests.conftest import REPO
 

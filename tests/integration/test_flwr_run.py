@@ -6,8 +6,14 @@ import subprocess
 
 import pytest
 
-from fedimb.cli.processes import SuperLink, executable, flower_env, flwr_home, write_connection
 from fedimb.cli.launch import APP_DIR
+from fedimb.cli.processes import (
+    SuperLink,
+    executable,
+    flower_env,
+    flwr_home,
+    write_connection,
+)
 from fedimb.core.events import parse_event
 
 pytestmark = pytest.mark.slow

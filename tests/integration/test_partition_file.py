@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.app.config import compose
-from fedimb.core.errors import ConfigError
 from fedimb.app.build import experiment_data
+from fedimb.app.config import compose
 from fedimb.cli.run_folder import read_metrics_csv
+from fedimb.core.errors import ConfigError
 from tests.conftest import run_fedimb
 
 DIGITS_TRAIN = 1437  # sklearn's 1,797 digits, 20% held out as the test set

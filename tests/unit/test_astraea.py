@@ -7,9 +7,9 @@ import pytest
 import torch
 from flwr.common import parameters_to_ndarrays
 
+from fedimb.app.in_process import InProcessFederation
 from fedimb.core import payload
 from fedimb.core.rebalance import apply_plan
-from fedimb.app.in_process import InProcessFederation
 
 AUG = {"rotation": 10.0, "shift": 0.1, "shear": 10.0, "zoom": 0.1}
 

@@ -9,9 +9,10 @@ from flwr.server import SimpleClientManager
 
 from fedimb.app import config
 from fedimb.app.in_process import OK, InProcessNode
-from fedimb.core.dropout import Availability
 from fedimb.app.run_context import ServerRun
+from fedimb.core.dropout import Availability
 from strategies.fedavg import FedAvgStrategy
+
 
 def make_strategy(*overrides: str, num_clients: int = 4):
     cfg = config.compose([f"num_clients={num_clients}", "partition=iid", *overrides])

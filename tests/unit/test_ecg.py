@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from fedimb.app import config
+from fedimb.app.build import experiment_data, new_model
 from fedimb.core.data.ecg import BEAT_CLASSES, WINDOW, record_beats
 from fedimb.core.errors import ConfigError
-from fedimb.app.build import experiment_data, new_model
 
 
 def test_beats_are_centred_standardised_windows_of_known_classes():

@@ -11,8 +11,8 @@ from flwr.common import parameters_to_ndarrays
 from torch import nn
 
 from clients.grpfed import STATE, discriminator_loss, regularizer_loss
-from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 from fedimb.app.in_process import InProcessFederation
+from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 
 COMMON = ["dataset=digits", "num_clients=4", "train.local_epochs=1", "dropout=none", "partition=quantity",
           "evaluation.local_test_fraction=0.2", "evaluation.personal=true"]

@@ -7,9 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedimb.core import payload
-
-from fedimb.core import events
+from fedimb.core import events, payload
 from fedimb.core.metrics import classification_metrics
 
 

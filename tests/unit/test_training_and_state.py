@@ -8,7 +8,8 @@ import torch
 from flwr.app import Context, MetricRecord, RecordDict
 from torch import nn
 
-from clients.base import BaseClient, ClientData
+from clients.base import BaseClient
+from fedimb.core.data.client_data import ClientData
 from fedimb.core.errors import ConfigError
 from fedimb.core.models import build_model
 from fedimb.core.training import (

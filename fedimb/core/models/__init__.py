@@ -8,7 +8,13 @@ import torch
 from torch import nn
 
 from fedimb.core.errors import ConfigError
-from fedimb.core.models.base import EncoderHeadNet, get_weights, num_parameters, set_weights
+from fedimb.core.models.base import (
+    EncoderHeadNet,
+    get_weights,
+    num_parameters,
+    set_weights,
+    trainable_indices,
+)
 from fedimb.core.models.zoo import astraea_cnn, cnn28, cnn32, ecg_cnn1d, mlp, resnet
 
 MODELS: dict[str, Callable[..., EncoderHeadNet]] = {
@@ -59,4 +65,5 @@ def with_projection(model: EncoderHeadNet, dim: int) -> EncoderHeadNet:
     return EncoderHeadNet(encoder, dim, model.num_classes)
 
 
-__all__ = ["MODELS", "EncoderHeadNet", "build_model", "get_weights", "num_parameters", "set_weights"]
+__all__ = ["MODELS", "EncoderHeadNet", "build_model", "get_weights", "num_parameters", "set_weights",
+           "trainable_indices"]

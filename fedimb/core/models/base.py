@@ -55,3 +55,9 @@ def set_weights(model: nn.Module, weights: list[np.ndarray]) -> None:
 
 def num_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def trainable_indices(model) -> list[int]:
+    """Positions of the trainable parameters in the model's state_dict order."""
+    names = {name for name, p in model.named_parameters() if p.requires_grad}
+    return [i for i, key in enumerate(model.state_dict()) if key in names]

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedimb.core import payload
 from fedimb.core.models.base import EncoderHeadNet
 
 
@@ -55,3 +56,18 @@ def split_model_weights(template: EncoderHeadNet, weights: list[np.ndarray]) -> 
     if len(encoder) + len(head) != len(weights):
         raise ValueError("weights do not match the model's encoder/head split")
     return encoder, head
+
+
+def encoders_to_payload(encoder_weights: list[list[np.ndarray]]) -> dict:
+    """The K encoders' weights as named payload arrays ``encoder.<k>.<j>``."""
+    return payload.pack({f"encoder.{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)})
+
+
+def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]]:
+    """The K encoders' weights back from :func:`encoders_to_payload`'s arrays."""
+    grouped: dict[int, dict[int, np.ndarray]] = {}
+    for key, value in arrays.items():
+        if key.startswith("encoder."):
+            _, k, j = key.split(".")
+            grouped.setdefault(int(k), {})[int(j)] = value
+    return [[grouped[k][j] for j in sorted(grouped[k])] for k in sorted(grouped)]

@@ -1,0 +1,87 @@
+"""The package's layers import only downwards, methods stay apart, and every method
+setting has one source (its YAML)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedimb.app.config import CONF_DIR, import_class
+
+REPO = Path(__file__).resolve().parents[2]
+#: lowest first; a module may import from its own layer and the layers below it
+LAYERS = ("fedimb.core", "fedimb.app", "methods", "fedimb.cli")
+
+
+def layer_of(module: str) -> str | None:
+    if module.startswith(("strategies", "clients")):
+        return "methods"
+    if module in ("fedimb", "fedimb.__main__"):
+        return "fedimb.cli"
+    return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for root in ("fedimb", "strategies", "clients"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def static_imports(path: Path) -> set[str]:
+    """Modules ``path`` imports at run time (``if TYPE_CHECKING:`` blocks left out)."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(node) for node in ast.walk(tree) if isinstance(node, ast.If)
+               and "TYPE_CHECKING" in ast.unparse(node.test) for node in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {m for m in found if m.split(".")[0] in ("fedimb", "strategies", "clients")}
+
+
+IMPORTS = {module: static_imports(path) for module, path in modules().items()}
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in IMPORTS if layer_of(m) is None] == []
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTS))
+def test_imports_run_only_downwards(module):
+    rank = LAYERS.index(layer_of(module))
+    upward = sorted(m for m in IMPORTS[module] if layer_of(m) and LAYERS.index(layer_of(m)) > rank)
+    assert upward == [], f"{module} imports from a higher layer"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in IMPORTS if m.startswith(("strategies.", "clients."))))
+def test_methods_import_no_other_method(module):
+    own = module.split(".")[0]
+    other = {"strategies": "clients", "clients": "strategies"}[own]
+    wrong = sorted(m for m in IMPORTS[module]
+                   if m.startswith(other) or (m.startswith(own + ".") and not m.startswith(own + ".base")))
+    assert wrong == [], f"{module} imports another method's module"
+
+
+METHOD_FILES = sorted((CONF_DIR / "method").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", METHOD_FILES, ids=[p.stem for p in METHOD_FILES])
+def test_strategy_signatures_hold_no_defaults(path):
+    """A strategy's settings come from its YAML only: no keyword default to drift from it."""
+    target = (yaml.safe_load(path.read_text()) or {}).get("strategy", {}).get("_target_")
+    if target is None:  # a variant that inherits its method's strategy
+        return
+    parameters = inspect.signature(import_class(target).__init__).parameters.values()
+    with_defaults = [p.name for p in parameters if p.default is not inspect.Parameter.empty]
+    assert with_defaults == [], f"{target} has defaults for {with_defaults}; they belong in {path.name}"
