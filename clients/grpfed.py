@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from clients.base import BaseClient
+from clients.base import BaseClient, PersonalEvaluation
 from fedimb.core.errors import ConfigError
 from fedimb.core.models.concat import load_module_weights, module_weights
 from fedimb.core.training import TrainConfig, make_optimizer
@@ -56,7 +56,7 @@ def regularizer_loss(d: nn.Module, f_local: torch.Tensor) -> torch.Tensor:
 LOSS_AT = ("training", "received")
 
 
-class GRPFEDClient(BaseClient):
+class GRPFEDClient(PersonalEvaluation, BaseClient):
     """Global model + adversarially regularised personal extractor."""
 
     @staticmethod

@@ -5,13 +5,13 @@ the head."""
 
 from __future__ import annotations
 
-from clients.base import BaseClient
+from clients.base import BaseClient, PersonalEvaluation
 from fedimb.core.models.concat import load_module_weights, module_weights
 
 STATE = "lg_encoder"
 
 
-class LGFedAvgClient(BaseClient):
+class LGFedAvgClient(PersonalEvaluation, BaseClient):
     """Local representation, global head."""
 
     def get_parameters(self, config):

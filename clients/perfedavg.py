@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from clients.base import BaseClient
+from clients.base import BaseClient, PersonalEvaluation
 from fedimb.core.curvature import hessian_vector_product, trainable
 from fedimb.core.errors import ConfigError
 from fedimb.core.training import batch_indices, seeded_generator
@@ -28,7 +28,7 @@ from fedimb.core.training import batch_indices, seeded_generator
 VARIANTS = ("fo", "hf")
 
 
-class PerFedAvgClient(BaseClient):
+class PerFedAvgClient(PersonalEvaluation, BaseClient):
     """MAML-style local update."""
 
     @staticmethod

@@ -4,10 +4,10 @@ mixture gradient in AFL), measured before training and reported as ``initial_los
 
 from __future__ import annotations
 
-from clients.base import BaseClient
+from clients.base import BaseClient, PersonalEvaluation
 
 
-class InitialLossClient(BaseClient):
+class InitialLossClient(PersonalEvaluation, BaseClient):
     """Reports the received model's loss on the local training data."""
 
     def before_training(self, config):

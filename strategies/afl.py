@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from fedimb.core.aggregate import project_simplex, weighted_average
-from strategies.base import BaseStrategy, ClientUpdate, positive_metric
+from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation, positive_metric
 
 
-class AFLStrategy(BaseStrategy):
+class AFLStrategy(PersonalEvaluation, BaseStrategy):
     """Agnostic FL with mixture weights over clients."""
 
     checkpoint_attributes = ("mixture",)

@@ -25,10 +25,10 @@ import numpy as np
 
 from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 from fedimb.core.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate, positive_metric
+from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation, positive_metric
 
 
-class GRPFEDStrategy(BaseStrategy):
+class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
     """Aggregation weights (L^g_m)^q with an adaptive q."""
 
     checkpoint_attributes = ("q", "sigma", "last_loss")

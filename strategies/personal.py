@@ -13,10 +13,10 @@ from __future__ import annotations
 from flwr.common import ndarrays_to_parameters
 
 from fedimb.core.models.concat import module_weights
-from strategies.base import BaseStrategy, ClientUpdate
+from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation
 
 
-class LGFedAvgStrategy(BaseStrategy):
+class LGFedAvgStrategy(PersonalEvaluation, BaseStrategy):
     """FedAvg of the classifier heads."""
 
     ensemble_global_test = True
@@ -29,7 +29,7 @@ class LGFedAvgStrategy(BaseStrategy):
         return None  # no global model: see aggregate_evaluate (ensemble)
 
 
-class LocalStrategy(BaseStrategy):
+class LocalStrategy(PersonalEvaluation, BaseStrategy):
     """Clients train alone; nothing is aggregated."""
 
     ensemble_global_test = True
@@ -45,7 +45,7 @@ class LocalStrategy(BaseStrategy):
         return None
 
 
-class PFedMeStrategy(BaseStrategy):
+class PFedMeStrategy(PersonalEvaluation, BaseStrategy):
     """pFedMe's server step with β."""
 
     def __init__(self, *, run, beta: float):

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from fedimb.core.aggregate import loss_power_weights, qffl_update, weighted_average
 from fedimb.core.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate, positive_metric
+from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation, positive_metric
 
 
-class QFFLStrategy(BaseStrategy):
+class QFFLStrategy(PersonalEvaluation, BaseStrategy):
     """q-FFL with a fixed q; ``update`` (from the method config) picks the rule."""
 
     UPDATES = ("loss_power", "qfedavg")

@@ -143,10 +143,15 @@ def validate(cfg: DictConfig) -> None:
         _need(key in cfg.method and "_target_" in cfg.method[key],
               f"method '{cfg.method.get('name')}' must name method.{key}._target_")
 
-    settings = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
-    check_settings = getattr(import_class(str(cfg.method.client._target_)), "check_settings", None)
+    client_cls = import_class(str(cfg.method.client._target_))
+    check_settings = getattr(client_cls, "check_settings", None)
     if check_settings is not None:  # a client's own choices (e.g. SCAFFOLD's control rule)
-        check_settings(settings)
+        check_settings({k: v for k, v in cfg.method.client.items() if k != "_target_"})
+    if cfg.get("evaluation", {}).get("personal"):
+        _need(all(getattr(c, "personal_evaluation", False)
+                  for c in (client_cls, import_class(str(cfg.method.strategy._target_)))),
+              f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
+              f"methods with one: {', '.join(methods_with_personal_evaluation())}")
 
     info = dataset_info(str(cfg.dataset.name))
     _need(cfg.model.name in MODELS,
@@ -221,6 +226,17 @@ def validate(cfg: DictConfig) -> None:
     target = cfg.evaluation.get("target_accuracy")
     _need(target is None or (_is_number(target) and 0 < target <= 1),
           f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
+
+
+def methods_with_personal_evaluation() -> list[str]:
+    """The methods whose strategy and client both opt into the personal evaluation."""
+    found = []
+    for name in group_choices("method"):
+        method = compose([f"method={name}"]).method
+        if all(getattr(import_class(str(method[part]._target_)), "personal_evaluation", False)
+               for part in ("strategy", "client")):
+            found.append(name)
+    return found
 
 
 def build_component(node: DictConfig, **runtime_objects: Any) -> Any:

@@ -44,6 +44,8 @@ class TrainConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+#: the training settings every fit instruction carries (``train`` in conf/config.yaml)
+TRAIN_KEYS = tuple(f.name for f in fields(TrainConfig))
 OPTIMIZERS = ("sgd", "adam")
 
 

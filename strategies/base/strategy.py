@@ -1,4 +1,4 @@
-"""The base strategy: sampling, dropout, validation of updates, metrics, evaluation.
+"""The base strategy: sampling, dropout, instructions, aggregation, evaluation.
 
 Every method's strategy subclasses :class:`BaseStrategy` and overrides the one step
 it changes (usually :meth:`fit_instructions` or :meth:`aggregate`), calling
@@ -7,9 +7,7 @@ it changes (usually :meth:`fit_instructions` or :meth:`aggregate`), calling
 
 from __future__ import annotations
 
-import logging
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,111 +25,25 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedimb.app.registry import ClientFailure, ClientRegistry
+from fedimb.app.registry import ClientRegistry
 from fedimb.app.run_context import ServerRun
-from fedimb.core import payload
-from fedimb.core.aggregate import (
-    contribution_factors,
-    weight_diversity,
-    weighted_average,
-)
-
-logger = logging.getLogger(__name__)
-
-TRAIN_KEYS = ("local_epochs", "batch_size", "lr", "momentum", "weight_decay", "optimizer")
-#: how every rejection for NaN/Inf values ends, so that they are counted apart (``nonfinite``)
-NONFINITE = "holds NaN or Inf"
+from fedimb.core import payload, protocol
+from fedimb.core.aggregate import contribution_factors, weight_diversity, weighted_average
+from fedimb.core.training import TRAIN_KEYS
+from strategies.base.round_log import ClientUpdate, RoundLog
+from strategies.base.updates import UpdateChecks, parameters_nbytes
 
 
-@dataclass
-class ClientUpdate:
-    """One client's accepted fit result."""
-
-    partition_id: int
-    arrays: list[np.ndarray]
-    num_examples: int
-    metrics: dict[str, Scalar]
-
-    @property
-    def payload(self) -> dict[str, np.ndarray]:
-        """Named arrays the client attached (DESIGN §4.5)."""
-        return payload.unpack(self.metrics)
-
-
-@dataclass
-class RoundLog:
-    """What happened in one round, reported as one event line."""
-
-    round: int
-    stage: str
-    sampled: int = 0
-    dropped: int = 0
-    succeeded: int = 0
-    errors: int = 0
-    rejected: int = 0
-    nonfinite: int = 0  # of the rejected: updates with NaN or Inf values (a diverging client)
-    bytes_down: int = 0
-    bytes_up: int = 0
-    weight_diversity: float | None = None
-    client_metrics: dict[str, float] = field(default_factory=dict)
-    test: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-    messages: list[str] = field(default_factory=list)
-
-    @property
-    def failures(self) -> int:
-        """Dropped, failed and rejected clients all count as failures of the round."""
-        return self.dropped + self.errors + self.rejected
-
-    def note(self, message: str) -> None:
-        logger.warning("round %s: %s", self.round, message)
-        if len(self.messages) < 10:
-            self.messages.append(message[:300])
-
-    def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"round": self.round, "stage": self.stage, "test": self.test}
-        if self.round == 0:  # the initial evaluation: nothing was trained
-            return record
-        record.update({
-            "clients": {
-                "sampled": self.sampled,
-                "dropped": self.dropped,
-                "succeeded": self.succeeded,
-                "errors": self.errors,
-                "rejected": self.rejected,
-                "nonfinite": self.nonfinite,
-                "failures": self.failures,
-            },
-            "bytes": {"down": self.bytes_down, "up": self.bytes_up},
-            "weight_diversity": self.weight_diversity,
-            "train": self.client_metrics,
-        })
-        if self.extra:
-            record["extra"] = self.extra
-        if self.messages:
-            record["messages"] = self.messages
-        return record
-
-
-def positive_metric(res, key: str) -> str | None:
-    """Why ``res.metrics[key]`` cannot serve as a loss, or None."""
-    value = payload.scalars(res.metrics).get(key)
-    if value is None or not math.isfinite(value) or value <= 0:
-        return f"{key} must be a positive number, got {res.metrics.get(key)!r}"
-    return None
-
-
-def parameters_nbytes(parameters: Parameters) -> int:
-    return sum(len(t) for t in parameters.tensors)
-
-
-class BaseStrategy(Strategy):
+class BaseStrategy(UpdateChecks, Strategy):
     """Shared server behaviour of every fedimb method.
 
     Sampling is seeded and done over partition ids; the availability model (dropout)
     is applied to the sampled clients; updates with wrong shapes or non-finite values
     are rejected and counted; the global model is evaluated on the balanced test set.
     """
+
+    #: whether the strategy scores personal models (:class:`strategies.base.PersonalEvaluation`)
+    personal_evaluation = False
 
     def __init__(self, *, run: ServerRun):
         self.run = run
@@ -249,14 +161,14 @@ class BaseStrategy(Strategy):
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Settings every client receives: round, stage, training and method settings."""
         config = {
-            "server_round": server_round,
-            "stage": self.stage_of(server_round),
-            "seed": self.run.seed,
+            protocol.SERVER_ROUND: server_round,
+            protocol.STAGE: self.stage_of(server_round),
+            protocol.SEED: self.run.seed,
             **self.train_hparams,
             **self.client_hparams,
         }
         if self.normalize_temperature is not None:
-            config["report_latent"] = True
+            config[protocol.REPORT_LATENT] = True
         return config
 
     def fit_instructions(
@@ -292,64 +204,6 @@ class BaseStrategy(Strategy):
         self.current_weights = new_weights
         return ndarrays_to_parameters(new_weights), self.round_log.client_metrics
 
-    def accept_updates(self, results, failures) -> list[ClientUpdate]:
-        """Turn Flower results into validated :class:`ClientUpdate` objects."""
-        for failure in failures:
-            self.round_log.errors += 1
-            if isinstance(failure, ClientFailure):
-                self.round_log.note(str(failure))
-            elif isinstance(failure, BaseException):
-                self.round_log.note(f"client failed: {type(failure).__name__}: {failure}")
-            else:
-                proxy, res = failure
-                self.round_log.note(f"client {self.registry.partition_of(proxy)} failed: {res.status.message}")
-        updates = []
-        for proxy, res in self.in_partition_order(results):
-            pid = self.registry.partition_of(proxy)
-            self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
-            try:
-                arrays = parameters_to_ndarrays(res.parameters)
-            except Exception as err:
-                arrays, problem = [], f"undecodable parameters ({err})"
-            else:
-                problem = self.check_update(pid, arrays, res)
-            if problem:
-                self.round_log.rejected += 1
-                self.round_log.nonfinite += problem.endswith(NONFINITE)
-                self.round_log.note(f"update of client {pid} rejected: {problem}")
-                continue
-            updates.append(ClientUpdate(int(pid), arrays, int(res.num_examples), dict(res.metrics)))
-        self.round_log.succeeded = len(updates)
-        return updates
-
-    def in_partition_order(self, results: list[tuple[ClientProxy, Any]]) -> list[tuple[ClientProxy, Any]]:
-        """``results`` sorted by partition id. Flower lists replies in the order they
-        arrive, which varies from run to run; floating-point sums over clients in a fixed
-        order make a seeded run repeat to the last bit (unknown senders go last)."""
-        def key(item):
-            pid = self.registry.partition_of(item[0])
-            return (pid is None, -1 if pid is None else int(pid))
-
-        return sorted(results, key=key)
-
-    def check_update(self, pid: int | None, arrays: list[np.ndarray], res: FitRes) -> str | None:
-        """Why an update must not be aggregated, or None if it is acceptable."""
-        if pid is None or pid not in self._sent_shapes:
-            return "from a client that was not asked to train"
-        expected = self._sent_shapes[pid]
-        shapes = [a.shape for a in arrays]
-        if shapes != expected:
-            return f"expected {len(expected)} arrays of shapes {expected[:3]}..., got {len(shapes)} of {shapes[:3]}..."
-        for i, arr in enumerate(arrays):
-            if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
-                return f"array {i} {NONFINITE}"
-        if not isinstance(res.num_examples, int) or res.num_examples <= 0:
-            return f"num_examples must be a positive integer, got {res.num_examples!r}"
-        for name, arr in payload.unpack(res.metrics).items():
-            if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
-                return f"payload '{name}' {NONFINITE}"
-        return None
-
     def aggregate(self, server_round: int, updates: list[ClientUpdate]) -> list[np.ndarray] | None:
         """New global weights from accepted updates: FedAvg weighting by sample count."""
         weights = self.aggregation_weights(updates, [u.num_examples for u in updates])
@@ -363,7 +217,7 @@ class BaseStrategy(Strategy):
         base = np.asarray(base_weights, dtype=np.float64)
         if self.normalize_temperature is None:
             return base
-        latents = [u.payload.get("latent_mean") for u in updates]
+        latents = [u.payload.get(protocol.LATENT_MEAN) for u in updates]
         if any(z is None for z in latents):
             self.round_log.note("normalisation skipped: an update carries no latent_mean")
             return base
@@ -390,46 +244,15 @@ class BaseStrategy(Strategy):
         return {k: v / total for k, v in sums.items()}
 
     # ---------------------------------------------------------- Flower: evaluate
-    #: local-only methods have no global model: their global-test output is the ensemble
-    #: (mean probabilities) of the clients' personal models (GRP-FED §4.1, after LG-FedAvg)
-    ensemble_global_test = False
+    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager
+                           ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        """No federated evaluation: the server tests the global model (:meth:`evaluate`)."""
+        return []
 
-    def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
-    ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """Federated evaluation for ``evaluation.personal`` (and always for methods whose
-        global output is an ensemble of personal models): every connected client
-        tests its personal model on its local test split and on the global test set.
-        (Evaluation is a measurement: dropout does not apply.)"""
-        personal = self.run.cfg.evaluation.get("personal") or self.ensemble_global_test
-        if not personal or server_round == 0 or not self.should_evaluate(server_round):
-            return []
-        config = {**self.fit_config(server_round), "personal_eval": True, "return_probs": self.ensemble_global_test}
-        ins = EvaluateIns(parameters, config)
-        return [(self.registry.proxy(pid), ins) for pid in self.registry.partition_ids()]
-
-    def aggregate_evaluate(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, EvaluateRes]],
-        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
-    ) -> tuple[float | None, dict[str, Scalar]]:
-        """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores."""
-        if not results:
-            return None, {}
-        results = self.in_partition_order(results)
-        scores = [payload.scalars(res.metrics) for _, res in results]
-        t_p = [s["personal_local_f1"] for s in scores if "personal_local_f1" in s]
-        t_r = [s["personal_global_f1"] for s in scores if "personal_global_f1" in s]
-        if self.ensemble_global_test:
-            probs = [payload.unpack(res.metrics)["global_test_probs"] for _, res in results]
-            self.round_log.test = self.run.score_probabilities(np.mean(probs, axis=0))
-        metrics = {"T_g": self.round_log.test.get("macro_f1")}
-        if t_p and t_r:
-            tp, tr = float(np.mean(t_p)), float(np.mean(t_r))
-            metrics.update(T_p=tp, T_r=tr, T_l=2 * tp * tr / (tp + tr) if tp + tr > 0 else 0.0)
-        self.round_log.extra.update({k: v for k, v in metrics.items() if v is not None})
-        return float(np.mean([res.loss for _, res in results])), {k: v for k, v in metrics.items() if v is not None}
+    def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
+                           failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+                           ) -> tuple[float | None, dict[str, Scalar]]:
+        return None, {}
 
     def should_evaluate(self, server_round: int) -> bool:
         every = int(self.run.cfg.evaluation.every)
