@@ -6,9 +6,8 @@
   the method's client directly, one client after the other. Its events and run folder
   are those of a simulation. It needs no Ray and uses one core, so several runs (seeds,
   methods of a benchmark) can go side by side on a small machine.
-- :class:`InProcessFederation` drives a strategy round by round for unit tests and is
-  the "plain loop" of the performance benchmark (the same local training and
-  aggregation as a fedimb run, so the difference in time is the framework)."""
+- :class:`InProcessFederation` drives the same loop round by round (unit tests, the
+  per-method benchmarks)."""
 
 from __future__ import annotations
 
@@ -67,41 +66,34 @@ class InProcessNode(ClientProxy):
 
 
 class InProcessFederation:
-    """Drives a strategy and its clients round by round in this process."""
+    """A federation driven round by round in this process, through the same round loop
+    (:meth:`fedimb.app.round_loop.FedImbServer.run_round`) as every runtime: the unit
+    tests and the per-method benchmarks. Checkpointing is off unless asked for."""
 
     def __init__(self, overrides: list[str]):
-        self.cfg = config.compose(overrides)
-        self.run = ServerRun.build(self.cfg)
-        self.strategy = config.build_component(self.cfg.method.strategy, run=self.run)
-        self.manager = SimpleClientManager()
+        from fedimb.app.server_app import build_server
+
+        cfg = config.compose(["checkpoint.enabled=false", *overrides])
+        self.server = build_server({"config": config.encode(cfg)}, max_workers=1)
+        self.strategy = self.server.strategy
+        self.run = self.strategy.run
+        self.cfg = self.run.cfg
+        self.manager = self.server.client_manager()
         self.nodes = [InProcessNode(f"node-{pid}", pid, self.client) for pid in range(int(self.cfg.num_clients))]
         for node in self.nodes:
             self.manager.register(node)
-        self.strategy.begin_round(0)
-        self.parameters = self.strategy.initialize_parameters(self.manager)
+        self.server.start()
+
+    @property
+    def parameters(self):
+        return self.server.parameters
 
     def client(self, node: InProcessNode):
         return make_client(self.cfg, node.context, node.partition_id)
 
     def round(self, server_round: int) -> dict:
-        """One round as :class:`fedimb.app.round_loop.FedImbServer` runs it, clients in turn."""
-        s = self.strategy
-        s.begin_round(server_round)
-        fits = s.configure_fit(server_round=server_round, parameters=self.parameters, client_manager=self.manager)
-        results = [(proxy, proxy.fit(ins, None, None)) for proxy, ins in fits]
-        if results:
-            new, _ = s.aggregate_fit(server_round, results, [])
-            if new is not None:
-                self.parameters = new
-        ended = s.end_round(server_round)
-        if ended is not None:
-            self.parameters = ended
-        s.evaluate(server_round, self.parameters)
-        evaluations = s.configure_evaluate(server_round=server_round, parameters=self.parameters, client_manager=self.manager)
-        scores = [(proxy, proxy.evaluate(ins, None, None)) for proxy, ins in evaluations]
-        if scores:
-            s.aggregate_evaluate(server_round, scores, [])
-        return s.round_record()
+        """One round, as every runtime runs it; the round's record."""
+        return self.server.run_round(server_round)
 
 
 class _LineWriter(io.TextIOBase):

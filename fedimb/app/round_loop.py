@@ -32,46 +32,53 @@ class FedImbServer(Server):
         self.strategy: BaseStrategy = strategy
         self.set_max_workers(max_workers)
         cfg = strategy.run.cfg
-        self.checkpointing = bool(cfg.get("checkpoint", {}).get("enabled", False))
+        self.checkpointing = bool(cfg.checkpoint.enabled)
         self.checkpoint_file = checkpoint.checkpoint_path(cfg)
-        self.resume = bool(cfg.get("resume", False))
+        self.resume = bool(cfg.resume)
+        self.history = History()
+        self.started = time.perf_counter()
 
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
-        history = History()
-        start = time.perf_counter()
-        first_round = self._start(history, timeout)
-
+        self.history = History()
+        self.started = time.perf_counter()
+        first_round = self.start(timeout)
         for server_round in range(first_round, num_rounds + 1):
-            round_start = time.perf_counter()
-            self.strategy.begin_round(server_round)
-            res_fit = self.fit_round(server_round=server_round, timeout=timeout)
-            if res_fit is not None:
-                parameters, fit_metrics, _ = res_fit
-                if parameters is not None:
-                    self.parameters = parameters
-                history.add_metrics_distributed_fit(server_round=server_round, metrics=fit_metrics)
-            ended = self.strategy.end_round(server_round)
-            if ended is not None:
-                self.parameters = ended
-            self._evaluate_centrally(server_round, history)
-            res_fed = self.evaluate_round(server_round=server_round, timeout=timeout)
-            if res_fed is not None and res_fed[0] is not None:
-                history.add_loss_distributed(server_round=server_round, loss=res_fed[0])
-                history.add_metrics_distributed(server_round=server_round, metrics=res_fed[1])
-            self._checkpoint(server_round)
-            now = time.perf_counter()
-            events.emit(
-                "round", **self.strategy.round_record(), seconds=now - round_start, elapsed=now - start
-            )
-
-        elapsed = time.perf_counter() - start
+            self.run_round(server_round, timeout)
+        elapsed = time.perf_counter() - self.started
         if self.checkpointing:  # the run is complete: nothing left to recover
             self.checkpoint_file.unlink(missing_ok=True)
         events.emit("end", rounds=num_rounds, seconds=elapsed)
-        return history, elapsed
+        return self.history, elapsed
 
-    def _start(self, history: History, timeout: float | None) -> int:
-        """Initial parameters (fresh, or from the checkpoint); the first round to run."""
+    def run_round(self, server_round: int, timeout: float | None = None) -> dict:
+        """One round: fit, the strategy's end of round, central and federated evaluation,
+        checkpoint, and its event; returns the round's record. Every runtime (and every
+        test that drives a federation round by round) runs rounds through here."""
+        round_start = time.perf_counter()
+        self.strategy.begin_round(server_round)
+        res_fit = self.fit_round(server_round=server_round, timeout=timeout)
+        if res_fit is not None:
+            parameters, fit_metrics, _ = res_fit
+            if parameters is not None:
+                self.parameters = parameters
+            self.history.add_metrics_distributed_fit(server_round=server_round, metrics=fit_metrics)
+        ended = self.strategy.end_round(server_round)
+        if ended is not None:
+            self.parameters = ended
+        self._evaluate_centrally(server_round)
+        res_fed = self.evaluate_round(server_round=server_round, timeout=timeout)
+        if res_fed is not None and res_fed[0] is not None:
+            self.history.add_loss_distributed(server_round=server_round, loss=res_fed[0])
+            self.history.add_metrics_distributed(server_round=server_round, metrics=res_fed[1])
+        self._checkpoint(server_round)
+        now = time.perf_counter()
+        record = self.strategy.round_record()
+        events.emit("round", **record, seconds=now - round_start, elapsed=now - self.started)
+        return record
+
+    def start(self, timeout: float | None = None) -> int:
+        """Initial parameters (fresh, or from the checkpoint) and the initial evaluation;
+        the first round to run."""
         self.strategy.begin_round(0)
         if self.resume and self.checkpoint_file.exists():
             state = checkpoint.load(self.checkpoint_file)
@@ -84,7 +91,7 @@ class FedImbServer(Server):
             events.emit("warning", message=f"no checkpoint at {self.checkpoint_file}: starting from round 1")
         self.parameters = self._get_initial_parameters(server_round=0, timeout=timeout)
         events.emit("start", **self.strategy.describe())
-        self._evaluate_centrally(0, history)
+        self._evaluate_centrally(0)
         events.emit("round", **self.strategy.round_record(), seconds=0.0)
         return 1
 
@@ -97,8 +104,8 @@ class FedImbServer(Server):
             "strategy": self.strategy.state_dict(),
         })
 
-    def _evaluate_centrally(self, server_round: int, history: History) -> None:
+    def _evaluate_centrally(self, server_round: int) -> None:
         res = self.strategy.evaluate(server_round, parameters=self.parameters)
         if res is not None:
-            history.add_loss_centralized(server_round=server_round, loss=res[0])
-            history.add_metrics_centralized(server_round=server_round, metrics=res[1])
+            self.history.add_loss_centralized(server_round=server_round, loss=res[0])
+            self.history.add_metrics_centralized(server_round=server_round, metrics=res[1])
