@@ -43,6 +43,8 @@ SCHEDULES = ("every_round", "once")
 class AstraeaStrategy(BaseStrategy):
     """Z-score rebalancing and KLD-scheduled mediators with sequential chains."""
 
+    round_unit = "synchronization round"  # num_rounds counts them
+
     checkpoint_attributes = ("ratios", "counts", "fixed_mediators", "mediators", "mediator_of", "mediator_weights",
                              "mediator_trained", "mediator_latents", "sync_bytes")
 

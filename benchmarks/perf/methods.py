@@ -32,19 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.common import publish_table  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
-from fedimb.app.config import group_choices  # noqa: E402
+from fedimb.app.config import group_choices, smoke_overrides  # noqa: E402
 from fedimb.app.in_process import InProcessFederation  # noqa: E402
-
-# Settings that keep a method's run to a few Flower rounds: FedConcat's stages and
-# Astraea's synchronization rounds (each = mediator_epochs x min(gamma, clients) rounds).
-METHOD_OVERRIDES = {
-    "fedconcat": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=2"],
-    "fedconcat_id": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=1"],
-    "astraea": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
-    "astraea_sched": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
-    "astraea_aug": ["++method.strategy.gamma=2"],
-}
-SYNC_ROUNDS = {"astraea": 2, "astraea_sched": 2}  # x 2 Flower rounds each with gamma 2
 
 # What each method sends besides the model parameters. Every client also reports its
 # label counts once (client discovery) and, with normalize=latent_cosine, its mean latent.
@@ -62,10 +51,14 @@ PAYLOADS = {
 
 
 def method_overrides(method: str, rounds: int, seed: int) -> list[str]:
+    """The benchmark's set-up; multi-stage methods with their shortest stages (``smoke``
+    in their YAML) and at least ``rounds`` rounds."""
+    smoke = smoke_overrides(method)
+    least = max([int(o.split("=")[1]) for o in smoke if o.startswith("num_rounds=")] + [rounds])
     return [
         f"method={method}", "dataset=mnist5k", "partition=pathological", "dropout=none", "num_clients=20",
-        f"num_rounds={SYNC_ROUNDS.get(method, rounds)}", "train.local_epochs=1", f"seed={seed}",
-        *METHOD_OVERRIDES.get(method, []),
+        "train.local_epochs=1", f"seed={seed}", *[o for o in smoke if not o.startswith("num_rounds=")],
+        f"num_rounds={least}",
     ]
 
 
@@ -111,7 +104,8 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         "# Time per round and traffic of every method: fedimb simulation vs the same rounds in one process",
         "",
         f"20 clients, all taking part, 1 local epoch, mnist5k, cnn28, no dropout, seed {args.seed}; "
-        f"{args.rounds} rounds (Astraea: 2 synchronization rounds with gamma 2; FedConcat: K = 2, 2 classifier rounds, FedConcat-ID 1).",
+        f"{args.rounds} rounds (synchronization rounds for Astraea); multi-stage methods with the settings of their YAML's "
+        "`smoke` list (Astraea: gamma 2, one mediator epoch; FedConcat: K = 2, 1 classifier round).",
         f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
         f"torch {torch.__version__}. The one-process loop is the faster of 1 and 2 torch threads.",
         "",

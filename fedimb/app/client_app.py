@@ -11,7 +11,7 @@ from flwr.app import Context
 from flwr.client import Client, ClientApp
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app import config
+from fedimb.app import components, transport
 from fedimb.app.build import (
     as_tensors,
     client_split,
@@ -119,7 +119,7 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
 def make_client(cfg: DictConfig, context: Context, pid: int):
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
     node's own data when its node config has a ``data-path``."""
-    client_cls = config.import_class(str(cfg.method.client._target_))
+    client_cls = components.import_class(str(cfg.method.client._target_))
     data_path = context.node_config.get("data-path")
     data = _device_client_data(cfg, pid, str(data_path)) if data_path else _client_data(cfg, pid)
     return client_cls(
@@ -129,7 +129,7 @@ def make_client(cfg: DictConfig, context: Context, pid: int):
 
 
 def client_fn(context: Context) -> Client:
-    cfg = config.from_run_config(context.run_config)
+    cfg = transport.from_run_config(context.run_config)
     return make_client(cfg, context, partition_id_of(context, cfg)).to_client()
 
 

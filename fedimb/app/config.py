@@ -1,27 +1,19 @@
-"""Experiment configuration: compose (Hydra), resolve, validate, and carry it in a run.
-
-The resolved configuration travels inside the Flower run (``--run-config``) so that a
-ServerApp or ClientApp on another machine needs no file from the launching machine.
-"""
+"""Experiment configuration: compose ``conf/`` with Hydra overrides, resolve, validate
+(:mod:`fedimb.app.validation`); it travels in a run through :mod:`fedimb.app.transport`."""
 
 from __future__ import annotations
 
-import base64
-import importlib
-import json
-import shlex
 import threading
-import zlib
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from fedimb.app.validation import validate
 from fedimb.core.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "experiment")
-RUNTIMES = ("simulation", "deployment", "in_process")
 
 
 def group_choices(group: str) -> list[str]:
@@ -93,7 +85,7 @@ def finalize(cfg: DictConfig) -> DictConfig:
     data.pop("hydra", None)
     partition = data.get("partition") or {}
     if partition.get("name") == "file" and partition.get("clients") is None:
-        from fedimb.core.data.partition import read_partition_file
+        from fedimb.core.data.partition_file import read_partition_file
 
         partition.update(read_partition_file(partition.get("path")))
     if data.get("model", {}).get("name") == "auto":
@@ -103,215 +95,9 @@ def finalize(cfg: DictConfig) -> DictConfig:
     return resolved
 
 
-# ---------------------------------------------------------------------- validation
-def _need(condition: bool, message: str) -> None:
-    if not condition:
-        raise ConfigError(message)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def validate(cfg: DictConfig) -> None:
-    """Check every value a run depends on; raise a one-line :class:`ConfigError`."""
-    from fedimb.core.data.datasets import dataset_info
-    from fedimb.core.data.partition import PARTITIONERS
-    from fedimb.core.models import MODELS
-    from fedimb.core.training import OPTIMIZERS
-
-    for key in ("method", "dataset", "model", "partition", "dropout", "runtime", "train"):
-        _need(key in cfg and isinstance(cfg[key], DictConfig), f"the configuration lacks the '{key}' section")
-    for key in ("seed", "num_clients", "num_rounds"):
-        _need(_is_int(cfg.get(key)), f"{key} must be an integer, got {cfg.get(key)!r}")
-    _need(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}")
-    _need(cfg.num_clients >= 1, f"num_clients must be >= 1, got {cfg.num_clients}")
-    _need(cfg.num_rounds >= 1, f"num_rounds must be >= 1, got {cfg.num_rounds}")
-    _need(_is_number(cfg.fraction_fit) and 0 < cfg.fraction_fit <= 1,
-          f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}")
-    _need(_is_int(cfg.min_fit_clients) and cfg.min_fit_clients >= 1,
-          f"min_fit_clients must be an integer >= 1, got {cfg.min_fit_clients!r}")
-    minimum = cfg.get("min_successful_clients", 1)
-    _need(_is_int(minimum) and minimum >= 1, f"min_successful_clients must be an integer >= 1, got {minimum!r}")
-    _need(cfg.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {cfg.device!r}")
-
-    for key in ("strategy", "client"):
-        _need(key in cfg.method and "_target_" in cfg.method[key],
-              f"method '{cfg.method.get('name')}' must name method.{key}._target_")
-
-    client_cls = import_class(str(cfg.method.client._target_))
-    check_settings = getattr(client_cls, "check_settings", None)
-    if check_settings is not None:  # a client's own choices (e.g. SCAFFOLD's control rule)
-        check_settings({k: v for k, v in cfg.method.client.items() if k != "_target_"})
-    if cfg.get("evaluation", {}).get("personal"):
-        _need(all(getattr(c, "personal_evaluation", False)
-                  for c in (client_cls, import_class(str(cfg.method.strategy._target_)))),
-              f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
-              f"methods with one: {', '.join(methods_with_personal_evaluation())}")
-
-    info = dataset_info(str(cfg.dataset.name))
-    _need(cfg.model.name in MODELS,
-          f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})")
-
-    t = cfg.train
-    _need(_is_int(t.local_epochs) and t.local_epochs >= 1, f"train.local_epochs must be an integer >= 1, got {t.local_epochs!r}")
-    _need(_is_int(t.batch_size) and t.batch_size >= 1, f"train.batch_size must be an integer >= 1, got {t.batch_size!r}")
-    _need(_is_number(t.lr) and t.lr > 0, f"train.lr must be > 0, got {t.lr!r}")
-    _need(_is_number(t.momentum) and 0 <= t.momentum < 1, f"train.momentum must be in [0, 1), got {t.momentum!r}")
-    _need(_is_number(t.weight_decay) and t.weight_decay >= 0, f"train.weight_decay must be >= 0, got {t.weight_decay!r}")
-    _need(t.optimizer in OPTIMIZERS, f"unknown train.optimizer '{t.optimizer}' (choose from: {', '.join(OPTIMIZERS)})")
-
-    p = cfg.partition
-    _need(p.name in PARTITIONERS, f"unknown partition '{p.name}' (choose from: {', '.join(sorted(PARTITIONERS))})")
-    if "alpha" in p:
-        _need(_is_number(p.alpha) and p.alpha > 0, f"partition.alpha must be > 0, got {p.alpha!r}")
-    if "classes_per_client" in p:
-        _need(_is_int(p.classes_per_client) and 1 <= p.classes_per_client <= info.num_classes,
-              f"partition.classes_per_client must be in [1, {info.num_classes}], got {p.classes_per_client!r}")
-    if p.get("samples_per_client") is not None:
-        _need(_is_int(p.samples_per_client) and p.samples_per_client >= 1,
-              f"partition.samples_per_client must be an integer >= 1 or null, got {p.samples_per_client!r}")
-    if "classes_per_group" in p:
-        groups = list(p.classes_per_group or [])
-        _need(len(groups) >= 1 and all(_is_int(k) and 1 <= k <= info.num_classes for k in groups),
-              f"partition.classes_per_group entries must be integers in [1, {info.num_classes}], got {groups}")
-        _need(len(groups) <= cfg.num_clients, f"{len(groups)} client groups need at least {len(groups)} clients")
-    for key in ("rho", "tau"):
-        if key in p:
-            _need(_is_number(p[key]) and 0 < p[key] <= 1, f"partition.{key} must be in (0, 1], got {p[key]!r}")
-    if "imbalance_ratio" in p:
-        _need(_is_number(p.imbalance_ratio) and p.imbalance_ratio >= 1,
-              f"partition.imbalance_ratio must be >= 1, got {p.imbalance_ratio!r}")
-
-    from fedimb.core.data.partition import client_groups
-    from fedimb.core.dropout import availability_from_config
-
-    groups = client_groups(cfg.num_clients, len(p.classes_per_group)) if p.name == "clustered" else None
-    availability_from_config(cfg.dropout, cfg.num_clients, groups, cfg.seed)
-
-    norm = cfg.get("normalize") or {}
-    _need(norm.get("name", "none") in ("none", "latent_cosine"),
-          f"unknown normalize '{norm.get('name')}' (choose from: latent_cosine, none)")
-    if norm.get("name") == "latent_cosine":
-        _need(_is_number(norm.get("temperature")) and norm.temperature > 0,
-              f"normalize.temperature must be > 0, got {norm.get('temperature')!r}")
-
-    r = cfg.runtime
-    _need(r.get("name") in RUNTIMES, f"unknown runtime '{r.get('name')}' (choose from: {', '.join(RUNTIMES)})")
-    if r.name == "simulation":
-        _need(_is_int(r.num_cpus_per_client) and r.num_cpus_per_client >= 1,
-              f"runtime.num_cpus_per_client must be an integer >= 1, got {r.num_cpus_per_client!r}")
-        address = r.get("ray_address")
-        _need(address is None or (isinstance(address, str) and (address == "auto" or ":" in address)),
-              f"runtime.ray_address must be host:port, auto or null, got {address!r}")
-    elif r.name == "deployment":
-        _need(isinstance(r.get("address"), str) and ":" in r.address,
-              f"runtime.address must be host:port, got {r.get('address')!r}")
-    for key in ("round_timeout", "connect_timeout"):
-        value = r.get(key)
-        _need(value is None or (_is_number(value) and value > 0),
-              f"runtime.{key} must be a positive number of seconds or null, got {value!r}")
-    _need(_is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
-          f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}")
-    fraction = cfg.evaluation.get("local_test_fraction", 0.0)
-    _need(_is_number(fraction) and 0 <= fraction < 1,
-          f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}")
-    _need(not cfg.evaluation.get("personal") or fraction > 0,
-          "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0")
-    _need(isinstance(cfg.get("resume", False), bool), f"resume must be true or false, got {cfg.get('resume')!r}")
-    target = cfg.evaluation.get("target_accuracy")
-    _need(target is None or (_is_number(target) and 0 < target <= 1),
-          f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
-
-
-def methods_with_personal_evaluation() -> list[str]:
-    """The methods whose strategy and client both opt into the personal evaluation."""
-    found = []
-    for name in group_choices("method"):
-        method = compose([f"method={name}"]).method
-        if all(getattr(import_class(str(method[part]._target_)), "personal_evaluation", False)
-               for part in ("strategy", "client")):
-            found.append(name)
-    return found
-
-
-def build_component(node: DictConfig, **runtime_objects: Any) -> Any:
-    """Instantiate ``node._target_`` with the node's other keys plus ``runtime_objects``.
-
-    (Hydra's ``instantiate`` would try to merge live objects such as the run into the
-    config, so we resolve the class and call it directly.)
-    """
-    params = OmegaConf.to_container(node, resolve=True)
-    assert isinstance(params, dict)
-    return import_class(str(params.pop("_target_")))(**params, **runtime_objects)
-
-
-def import_class(target: str) -> type:
-    """The class named by a dotted ``_target_`` path. Plain importlib rather than Hydra:
-    a deployed ClientApp starts a process per message, and Hydra's import was
-    ~0.9 s of its ~11 s import (measured with ``-X importtime`` on a busy 2-core machine)."""
-    module_name, _, name = target.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), name) if module_name else None
-    except Exception as err:
-        raise ConfigError(f"cannot import '{target}': {err}") from None
-    if not isinstance(cls, type):
-        raise ConfigError(f"cannot import '{target}': not a class")
-    return cls
-
-
-# -------------------------------------------------------------- transport in a run
-def encode(cfg: DictConfig) -> str:
-    """The resolved configuration as one compact ASCII string (for ``--run-config``)."""
-    raw = json.dumps(OmegaConf.to_container(cfg, resolve=True), separators=(",", ":"), sort_keys=True)
-    return base64.b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode("ascii")
-
-
-def decode(text: str) -> DictConfig:
-    try:
-        raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
-        return OmegaConf.create(json.loads(raw))
-    except Exception as err:
-        raise ConfigError(f"the 'config' run-config value is not a fedimb configuration ({err})") from None
-
-
-SIMPLE_KEYS = {
-    "method": "method",
-    "dataset": "dataset",
-    "partition": "partition",
-    "dropout": "dropout",
-    "num-clients": "num_clients",
-    "num-rounds": "num_rounds",
-    "seed": "seed",
-}
-
-_FROM_RUN: dict[str, DictConfig] = {}
-
-
-def from_run_config(run_config: Mapping[str, Any]) -> DictConfig:
-    """The experiment a Flower run carries (cached per process).
-
-    The ``fedimb`` front end sends the whole resolved configuration in ``config``. With
-    plain ``flwr run .`` the simple keys (method, dataset, partition, dropout,
-    num-clients, num-rounds, seed) and free-form ``overrides`` are composed with the
-    packaged ``conf/``.
-    """
-    key = json.dumps(dict(run_config), sort_keys=True, default=str)
-    if key not in _FROM_RUN:
-        if run_config.get("config"):
-            cfg = decode(str(run_config["config"]))
-            validate(cfg)
-        else:
-            overrides = [
-                f"{target}={run_config[source]}"
-                for source, target in SIMPLE_KEYS.items()
-                if source in run_config and run_config[source] != ""
-            ]
-            overrides += shlex.split(str(run_config.get("overrides", "")))
-            cfg = compose(overrides)
-        _FROM_RUN[key] = cfg
-    return _FROM_RUN[key]
+def smoke_overrides(method: str) -> list[str]:
+    """The overrides of the shortest run that passes through every stage of ``method``
+    (its YAML's ``smoke`` list; nothing for single-stage methods), for tests and
+    benchmarks. Method keys get ``++`` so that they also apply in a sweep over methods."""
+    smoke = compose([f"method={method}"]).method.get("smoke") or []
+    return [f"++{item}" if item.startswith("method.") else str(item) for item in smoke]

@@ -20,13 +20,11 @@ from typing import Callable
 import torch
 from flwr.app import Context, RecordDict
 from flwr.common import Code, GetPropertiesRes, Status
-from flwr.server import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from omegaconf import DictConfig
 
-from fedimb.app import config
+from fedimb.app import config, transport
 from fedimb.app.client_app import make_client
-from fedimb.app.run_context import ServerRun
 
 OK = Status(code=Code.OK, message="ok")
 
@@ -74,7 +72,7 @@ class InProcessFederation:
         from fedimb.app.server_app import build_server
 
         cfg = config.compose(["checkpoint.enabled=false", *overrides])
-        self.server = build_server({"config": config.encode(cfg)}, max_workers=1)
+        self.server = build_server({"config": transport.encode(cfg)}, max_workers=1)
         self.strategy = self.server.strategy
         self.run = self.strategy.run
         self.cfg = self.run.cfg
@@ -152,28 +150,32 @@ def _server_output_to(writer: _LineWriter):
         writer.flush_pending()
 
 
-def run_in_process(cfg: DictConfig, on_line: Callable[[str], None]) -> int:
-    """Run the experiment ``cfg`` (``runtime=in_process``) with fedimb's server loop and
+def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=None) -> int:
+    """Run the experiment ``cfg`` (``runtime=in_process``) with fedimb's round loop and
     one in-process node per client; every line the server prints or logs (its events
     among them) goes to ``on_line``. Returns 0, or 1 after reporting an error event.
+    ``strategy``: the run's strategy if the caller built it already (the front end does).
 
     The configuration makes the same round trip through the run config as in the Flower
     runtimes, so server and clients see exactly what they would see there."""
     import traceback
 
+    from fedimb.app.round_loop import FedImbServer
     from fedimb.app.server_app import build_server
     from fedimb.core import events
 
     threads = int(cfg.runtime.get("torch_threads") or 0)
     if threads:
         torch.set_num_threads(threads)
+    run_config = {"config": transport.encode(cfg)}
     with _server_output_to(_LineWriter(on_line, sys.stdout)):
         try:
             # one client at a time: the clients of a process share one model object
-            server = build_server({"config": config.encode(cfg)}, max_workers=1)
+            server = FedImbServer(strategy, max_workers=1) if strategy is not None else \
+                build_server(run_config, max_workers=1)
         except Exception:  # build_server has reported it
             return 1
-        run_cfg = server.strategy.run.cfg
+        run_cfg = transport.from_run_config(run_config)
         for pid in range(int(run_cfg.num_clients)):
             server.client_manager().register(InProcessNode(
                 f"in-process-{pid}", pid, lambda node: make_client(run_cfg, node.context, node.partition_id)))

@@ -7,7 +7,7 @@ import logging
 from flwr.app import Context
 from flwr.server import ServerApp, ServerAppComponents, ServerConfig
 
-from fedimb.app import config
+from fedimb.app import components, transport
 from fedimb.app.round_loop import FedImbServer
 from fedimb.app.run_context import ServerRun
 from fedimb.core import events
@@ -20,8 +20,8 @@ def build_server(run_config, max_workers: int | None = None) -> FedImbServer:
     """The run's server with its method's strategy; a failure is reported as one line
     to the front end, then raised. By default one worker per client (at most 256)."""
     try:
-        cfg = config.from_run_config(run_config)
-        strategy = config.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+        cfg = transport.from_run_config(run_config)
+        strategy = components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
     except Exception as err:
         events.emit("error", message=str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}")
         raise

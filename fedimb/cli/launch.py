@@ -18,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app import config
+from fedimb.app import components, config, transport
 from fedimb.app.build import experiment_data
 from fedimb.app.in_process import run_in_process
 from fedimb.app.run_context import ServerRun
@@ -58,25 +58,27 @@ def stage_app(dest: Path) -> Path:
     return dest
 
 
-def preflight(cfg: DictConfig) -> None:
-    """Build the strategy once here, so that a bad method setting fails before Flower starts."""
+def preflight(cfg: DictConfig):
+    """The run's strategy, built here so that a bad method setting fails before Flower
+    starts (``runtime=in_process`` then runs with it)."""
     try:
-        config.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+        return components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
     except FedimbError:
         raise
     except (TypeError, ValueError) as err:
         raise ConfigError(f"method '{cfg.method.name}': {err}") from None
 
 
-def prepare_run_dir(cfg: DictConfig, run_dir: Path) -> None:
+def prepare_run_dir(cfg: DictConfig, run_dir: Path):
     """Write config.yaml and partition.json; fails early (before writing anything) on bad
-    data, partitions or method settings."""
+    data, partitions or method settings. Returns the strategy :func:`preflight` built."""
     data = experiment_data(cfg)
-    preflight(cfg)
+    strategy = preflight(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
     summary = partition_summary(data.partition.counts, data.partition.groups)
     (run_dir / "partition.json").write_text(partition_json(summary, data.partition.indices))
+    return strategy
 
 
 def partition_json(summary: dict[str, Any], indices) -> str:
@@ -113,9 +115,9 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     if cfg.checkpoint.get("run_id") is None:  # names this run's checkpoint; kept in config.yaml
         cfg.checkpoint.run_id = uuid.uuid4().hex[:12]
     run_dir = run_dir.resolve()
-    prepare_run_dir(cfg, run_dir)
+    strategy = prepare_run_dir(cfg, run_dir)
     recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")))
-    run_config = {"config": config.encode(cfg)}
+    run_config = {"config": transport.encode(cfg)}
     runtime = cfg.runtime
     try:
         if runtime.name == "simulation":
@@ -130,7 +132,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
                     federation_config=federation_config(cfg), on_line=recorder.feed,
                 )
         elif runtime.name == "in_process":
-            code = run_in_process(cfg, recorder.feed)
+            code = run_in_process(cfg, recorder.feed, strategy)
         else:
             with flwr_home(
                 str(runtime.address), insecure=bool(runtime.insecure),

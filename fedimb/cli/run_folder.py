@@ -174,8 +174,12 @@ class RunRecorder:
             "runtime": str(cfg.runtime.name),
             "num_clients": int(cfg.num_clients),
             "seed": int(cfg.seed),
+            # rounds and rounds_planned count Flower rounds; num_rounds is the configuration's
+            # value in the method's own unit (Astraea: synchronization rounds)
             "rounds": len(trained),
-            "rounds_planned": int(cfg.num_rounds),
+            "rounds_planned": int(self.start.get("num_rounds") or cfg.num_rounds),
+            "num_rounds": int(cfg.num_rounds),
+            "num_rounds_unit": str(self.start.get("round_unit", "Flower round")),
             "completed": self.end is not None,
             "final_accuracy": final["test"]["accuracy"] if final else None,
             "final_macro_f1": final["test"].get("macro_f1") if final else None,

@@ -43,6 +43,31 @@ class TrainConfig:
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @classmethod
+    def check(cls, values: Mapping[str, Any]) -> None:
+        """One-line :class:`ConfigError` for the first bad training setting (``train.*``)."""
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise ConfigError(f"training settings lack {missing}")
+
+        def number(key, integer=False):
+            value = values[key]
+            ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+            return value if ok else None
+
+        rules = [
+            ("local_epochs", number("local_epochs", True), lambda v: v >= 1, "an integer >= 1"),
+            ("batch_size", number("batch_size", True), lambda v: v >= 1, "an integer >= 1"),
+            ("lr", number("lr"), lambda v: v > 0, "> 0"),
+            ("momentum", number("momentum"), lambda v: 0 <= v < 1, "in [0, 1)"),
+            ("weight_decay", number("weight_decay"), lambda v: v >= 0, ">= 0"),
+        ]
+        for key, value, ok, what in rules:
+            if value is None or not ok(value):
+                raise ConfigError(f"train.{key} must be {what}, got {values[key]!r}")
+        if values["optimizer"] not in OPTIMIZERS:
+            raise ConfigError(f"unknown train.optimizer '{values['optimizer']}' (choose from: {', '.join(OPTIMIZERS)})")
+
 
 #: the training settings every fit instruction carries (``train`` in conf/config.yaml)
 TRAIN_KEYS = tuple(f.name for f in fields(TrainConfig))

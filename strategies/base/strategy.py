@@ -75,14 +75,18 @@ class BaseStrategy(UpdateChecks, Strategy):
         (sequential chains, stages) override this."""
         return int(self.run.cfg.num_rounds)
 
+    #: what ``num_rounds`` counts for this method (:meth:`total_rounds` gives Flower rounds)
+    round_unit = "Flower round"
+
     def describe(self) -> dict[str, Any]:
-        """Facts about the run reported once at the start."""
+        """Facts about the run reported once at the start (``num_rounds``: Flower rounds)."""
         model = self.run.new_model()
         return {
             "method": str(self.run.cfg.method.name),
             "num_parameters": int(sum(p.numel() for p in model.parameters())),
             "num_clients": self.run.num_clients,
             "num_rounds": self.total_rounds(),
+            "round_unit": self.round_unit,
         }
 
     #: attributes that make up the strategy's state besides the global weights; they are

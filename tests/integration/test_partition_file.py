@@ -89,7 +89,7 @@ def test_the_file_partition_travels_inside_the_configuration(tmp_path):
     path.write_text(json.dumps({"clients": [[0, 1], [2, 3]]}))
     cfg = compose(["dataset=digits", "partition=file", f"partition.path={path}", "num_clients=2"])
     path.unlink()  # a node on another machine has no such file: the indices are in the config
-    from fedimb.app import config
+    from fedimb.app import transport
 
-    again = config.decode(config.encode(cfg))
+    again = transport.decode(transport.encode(cfg))
     assert np.array_equal(experiment_data(again).partition.indices[1], [2, 3])

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedimb.app.config import CONF_DIR, import_class
+from fedimb.app.components import import_class
+from fedimb.app.config import CONF_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 #: lowest first; a module may import from its own layer and the layers below it

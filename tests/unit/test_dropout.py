@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb.core.data.partition import client_groups
+from fedimb.core.data.partitioners import client_groups
 from fedimb.core.dropout import Availability, availability_from_config
 from fedimb.core.errors import ConfigError
 
