@@ -3,53 +3,14 @@ setting has one source (its YAML)."""
 
 from __future__ import annotations
 
-import ast
 import inspect
-from pathlib import Path
 
 import pytest
 import yaml
 
 from fedimb.app.components import import_class
 from fedimb.app.config import CONF_DIR
-
-REPO = Path(__file__).resolve().parents[2]
-#: lowest first; a module may import from its own layer and the layers below it
-LAYERS = ("fedimb.core", "fedimb.app", "methods", "fedimb.cli")
-
-
-def layer_of(module: str) -> str | None:
-    if module.startswith(("strategies", "clients")):
-        return "methods"
-    if module in ("fedimb", "fedimb.__main__"):
-        return "fedimb.cli"
-    return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
-
-
-def modules() -> dict[str, Path]:
-    found = {}
-    for root in ("fedimb", "strategies", "clients"):
-        for path in sorted((REPO / root).rglob("*.py")):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return found
-
-
-def static_imports(path: Path) -> set[str]:
-    """Modules ``path`` imports at run time (``if TYPE_CHECKING:`` blocks left out)."""
-    tree = ast.parse(path.read_text())
-    skipped = {id(node) for node in ast.walk(tree) if isinstance(node, ast.If)
-               and "TYPE_CHECKING" in ast.unparse(node.test) for node in ast.walk(node)}
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return {m for m in found if m.split(".")[0] in ("fedimb", "strategies", "clients")}
-
+from tests.imports import DOC, LAYERS, document, layer_of, modules, static_imports
 
 IMPORTS = {module: static_imports(path) for module, path in modules().items()}
 
@@ -86,3 +47,7 @@ def test_strategy_signatures_hold_no_defaults(path):
     parameters = inspect.signature(import_class(target).__init__).parameters.values()
     with_defaults = [p.name for p in parameters if p.default is not inspect.Parameter.empty]
     assert with_defaults == [], f"{target} has defaults for {with_defaults}; they belong in {path.name}"
+
+
+def test_the_architecture_document_matches_the_code():
+    assert DOC.read_text() == document(), "docs/architecture.md is out of date: run python -m tests.imports"
