@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core import protocol
 from fedimb.core.errors import ConfigError
 from fedimb.core.models.concat import load_module_weights, module_weights
 from fedimb.core.training import TrainConfig, make_optimizer
@@ -72,7 +73,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         """θ^l_F and D from ``Context.state``; θ^l_F is the model's current (received)
         extractor when there is no state yet or with ``resync``."""
         encoder = copy.deepcopy(self.model.encoder)
-        torch.manual_seed(int(config.get("seed", 0)) * 100003 + self.data.partition_id)
+        torch.manual_seed(int(config.get(protocol.SEED, 0)) * 100003 + self.data.partition_id)
         disc = discriminator(self.model.feature_dim, int(config["disc_hidden"])).to(self.device)
         stored = self.load_state(STATE)
         if stored is not None:
@@ -89,7 +90,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         stored = self.load_state(STATE)
         if stored is None or every <= 0:
             return False
-        return int(config["server_round"]) - int(stored["synced_round"]) >= every
+        return int(config[protocol.SERVER_ROUND]) - int(stored["synced_round"]) >= every
 
     def before_training(self, config):
         self.beta = float(config["beta"])
@@ -97,7 +98,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         self.global_encoder = copy.deepcopy(self.model.encoder).eval().requires_grad_(False)
         stored = self.load_state(STATE)
         resync = self.resync_due(config)
-        self.synced_round = int(config["server_round"]) if stored is None or resync else int(stored["synced_round"])
+        self.synced_round = int(config[protocol.SERVER_ROUND]) if stored is None or resync else int(stored["synced_round"])
         self.personal_encoder, self.discriminator = self._personal_parts(config, resync)
         hp = TrainConfig.from_mapping(config)
         self.personal_optimizer = make_optimizer(self.personal_encoder.parameters(), hp)
@@ -130,7 +131,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         arrays = module_weights(self.personal_encoder) + module_weights(self.discriminator)
         self.save_state(STATE, {**{f"a{i}": a for i, a in enumerate(arrays)},
                                 "synced_round": np.array(self.synced_round)})
-        return {} if self.initial_loss is None else {"initial_loss": self.initial_loss}
+        return {} if self.initial_loss is None else {protocol.INITIAL_LOSS: self.initial_loss}
 
     def personal_model(self, parameters, config):
         self.set_parameters(parameters)

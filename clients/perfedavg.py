@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core import protocol
 from fedimb.core.curvature import hessian_vector_product, trainable
 from fedimb.core.errors import ConfigError
 from fedimb.core.training import batch_indices, seeded_generator
@@ -45,7 +46,7 @@ class PerFedAvgClient(PersonalEvaluation, BaseClient):
         self.variant = str(config["variant"])  # one of VARIANTS (checked with the configuration)
         self.batch_size = int(config["batch_size"])
         # the extra batches D', D'' have their own seeded stream (any runtime draws the same)
-        self.extra_batches = seeded_generator(int(config.get("seed", 0)), int(config.get("server_round", 0)),
+        self.extra_batches = seeded_generator(int(config.get(protocol.SEED, 0)), int(config.get(protocol.SERVER_ROUND, 0)),
                                               self.data.partition_id, 1)
 
     def draw_batch(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,6 +5,7 @@ mixture gradient in AFL), measured before training and reported as ``initial_los
 from __future__ import annotations
 
 from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core import protocol
 
 
 class InitialLossClient(PersonalEvaluation, BaseClient):
@@ -14,4 +15,4 @@ class InitialLossClient(PersonalEvaluation, BaseClient):
         self.initial_loss = self.local_loss()
 
     def after_training(self, config, result):
-        return {"initial_loss": self.initial_loss}
+        return {protocol.INITIAL_LOSS: self.initial_loss}

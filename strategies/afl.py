@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedimb.core import protocol
 from fedimb.core.aggregate import project_simplex, weighted_average
-from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation, positive_metric
+from strategies.base import (
+    BaseStrategy,
+    ClientUpdate,
+    PersonalEvaluation,
+    positive_metric,
+)
 
 
 class AFLStrategy(PersonalEvaluation, BaseStrategy):
@@ -23,7 +29,7 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
         self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, "initial_loss")
+        return super().check_update(pid, arrays, res) or positive_metric(res, protocol.INITIAL_LOSS)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         pids = [u.partition_id for u in updates]
@@ -33,7 +39,7 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
         weights = self.aggregation_weights(updates, weights)
         new = weighted_average([u.arrays for u in updates], weights)
         gradient = np.zeros_like(self.mixture)
-        gradient[pids] = [float(u.metrics["initial_loss"]) for u in updates]
+        gradient[pids] = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
         self.mixture = project_simplex(self.mixture + self.lambda_lr * gradient)
         self.round_log.extra.update(mixture_max=float(self.mixture.max()), mixture_min=float(self.mixture.min()))
         return new

@@ -32,7 +32,7 @@ import math
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
-from fedimb.core import payload
+from fedimb.core import payload, protocol
 from fedimb.core.aggregate import schedule_mediators, weighted_average, zscore_plan
 from fedimb.core.data.stats import kl_to_uniform
 from strategies.base import BaseStrategy, ClientUpdate, parameters_nbytes
@@ -111,7 +111,7 @@ class AstraeaStrategy(BaseStrategy):
             augmented, downsampled, self.ratios = [], [], np.ones(self.run.num_classes)
         answers = self.registry.query(pids, self.fit_config(0))
         self.counts = {
-            p: payload.unpack(answers[p])["label_counts"] if p in answers else original[p] for p in pids
+            p: payload.unpack(answers[p])[protocol.LABEL_COUNTS] if p in answers else original[p] for p in pids
         }
         self.round_log.extra.update(
             augment_classes=len(augmented), downsample_classes=len(downsampled),
@@ -175,8 +175,8 @@ class AstraeaStrategy(BaseStrategy):
             m = self.mediator_of[update.partition_id]
             self.mediator_weights[m] = update.arrays
             self.mediator_trained[m].add(update.partition_id)
-            if "latent_mean" in update.payload:
-                self.mediator_latents[m][update.partition_id] = update.payload["latent_mean"]
+            if protocol.LATENT_MEAN in update.payload:
+                self.mediator_latents[m][update.partition_id] = update.payload[protocol.LATENT_MEAN]
         return None
 
     def end_round(self, server_round: int):

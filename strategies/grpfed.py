@@ -23,9 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedimb.core import protocol
 from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 from fedimb.core.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation, positive_metric
+from strategies.base import (
+    BaseStrategy,
+    ClientUpdate,
+    PersonalEvaluation,
+    positive_metric,
+)
 
 
 class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
@@ -46,7 +52,7 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         self.q = float(np.clip(float(q0), *self.q_bounds))
         self.eta_q = float(eta_q)
         self.lambda_over = lambda_over
-        self.loss_key = "initial_loss" if self.client_hparams.get("loss_at") == "received" else "train_loss"
+        self.loss_key = protocol.INITIAL_LOSS if self.client_hparams.get("loss_at") == "received" else protocol.TRAIN_LOSS
         self.sigma: float | None = None
         self.last_loss: dict[int, float] = {}
 

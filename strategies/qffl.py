@@ -13,9 +13,15 @@ their data). Two update rules:
 
 from __future__ import annotations
 
+from fedimb.core import protocol
 from fedimb.core.aggregate import loss_power_weights, qffl_update, weighted_average
 from fedimb.core.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation, positive_metric
+from strategies.base import (
+    BaseStrategy,
+    ClientUpdate,
+    PersonalEvaluation,
+    positive_metric,
+)
 
 
 class QFFLStrategy(PersonalEvaluation, BaseStrategy):
@@ -31,10 +37,10 @@ class QFFLStrategy(PersonalEvaluation, BaseStrategy):
         self.update = update
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, "initial_loss")
+        return super().check_update(pid, arrays, res) or positive_metric(res, protocol.INITIAL_LOSS)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
-        losses = [float(u.metrics["initial_loss"]) for u in updates]
+        losses = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
         if self.update == "qfedavg":
             return qffl_update(
                 self.current_weights, [u.arrays for u in updates], losses, self.q, float(self.train_hparams["lr"])

@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from fedimb.app import config, transport
 from fedimb.app.client_app import make_client
+from fedimb.core import protocol
 
 OK = Status(code=Code.OK, message="ok")
 
@@ -47,7 +48,7 @@ class InProcessNode(ClientProxy):
 
     def get_properties(self, ins, timeout, group_id):
         if self.make_client is None:
-            return GetPropertiesRes(status=OK, properties={"partition_id": self.partition_id, "num_examples": 10})
+            return GetPropertiesRes(status=OK, properties={protocol.PARTITION_ID: self.partition_id, protocol.NUM_EXAMPLES: 10})
         return self._client().get_properties(ins)
 
     def get_parameters(self, ins, timeout, group_id):

@@ -17,7 +17,7 @@ from flwr.common import GetPropertiesIns
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from fedimb.core import payload
+from fedimb.core import payload, protocol
 
 log = logging.getLogger(__name__)
 
@@ -108,16 +108,16 @@ class ClientRegistry:
             return
         answers = [(proxy, props) for proxy, props in zip(new, self._ask(new, {})) if props is not None]
         # nodes with a partition id claim it before nodes with their own data get free ids
-        answers.sort(key=lambda answer: int(answer[1]["partition_id"]) < 0)
+        answers.sort(key=lambda answer: int(answer[1][protocol.PARTITION_ID]) < 0)
         for proxy, props in answers:
-            pid = int(props["partition_id"])
+            pid = int(props[protocol.PARTITION_ID])
             if pid < 0:
-                pid = self._device_client_id(str(props.get("device_key")))
+                pid = self._device_client_id(str(props.get(protocol.DEVICE_KEY)))
                 if pid is None:
                     log.warning("node %s has its own data but all %s client ids are taken", proxy.cid, self.capacity)
                     continue
-            counts = payload.unpack(props).get("label_counts")
-            self._by_pid[pid] = ClientInfo(pid, LabelledProxy(proxy, pid), int(props.get("num_examples", 0)), counts)
+            counts = payload.unpack(props).get(protocol.LABEL_COUNTS)
+            self._by_pid[pid] = ClientInfo(pid, LabelledProxy(proxy, pid), int(props.get(protocol.NUM_EXAMPLES, 0)), counts)
             self._pid_by_cid[proxy.cid] = pid
 
     def _device_client_id(self, device_key: str) -> int | None:

@@ -28,7 +28,11 @@ from flwr.server.strategy import Strategy
 from fedimb.app.registry import ClientRegistry
 from fedimb.app.run_context import ServerRun
 from fedimb.core import payload, protocol
-from fedimb.core.aggregate import contribution_factors, weight_diversity, weighted_average
+from fedimb.core.aggregate import (
+    contribution_factors,
+    weight_diversity,
+    weighted_average,
+)
 from fedimb.core.training import TRAIN_KEYS
 from strategies.base.round_log import ClientUpdate, RoundLog
 from strategies.base.updates import UpdateChecks, parameters_nbytes

@@ -10,7 +10,6 @@ import numpy as np
 from fedimb.core.data.partitioners import Split, dirichlet, iid
 from fedimb.core.errors import ConfigError
 
-
 # English letter frequencies (percent), the common reference table.
 LETTER_FREQUENCIES = {
     "a": 8.167, "b": 1.492, "c": 2.782, "d": 4.253, "e": 12.702, "f": 2.228, "g": 2.015,
