@@ -20,6 +20,7 @@ from torch import nn
 
 from fedimb.core import payload, protocol
 from fedimb.core.data.client_data import ClientData
+from fedimb.core.errors import check_rules
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
 from fedimb.core.training import (
     TrainConfig,
@@ -37,6 +38,15 @@ class BaseClient(NumPyClient):
 
     #: whether the client scores a personal model (:class:`PersonalEvaluation`)
     personal_evaluation = False
+    #: rules for the method's client settings (``method.client``), by name, e.g.
+    #: ``{"variant": one_of("fo", "hf")}`` (:mod:`fedimb.core.errors`); checked with the
+    #: configuration, before any training
+    setting_rules: dict = {}
+
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        """One-line ``ConfigError`` for the first setting that breaks its rule."""
+        check_rules(cls.setting_rules, settings, "method.client")
 
     def __init__(
         self, *, context: Context, data: ClientData, model: EncoderHeadNet, device: torch.device,

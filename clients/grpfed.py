@@ -33,8 +33,8 @@ from torch import nn
 
 from clients.base import BaseClient, PersonalEvaluation
 from fedimb.core import protocol
-from fedimb.core.errors import ConfigError
-from fedimb.core.models.concat import load_module_weights, module_weights
+from fedimb.core.errors import at_least, one_of
+from fedimb.core.models import get_weights, set_weights
 from fedimb.core.training import TrainConfig, make_optimizer
 
 STATE = "grpfed_personal"
@@ -54,20 +54,10 @@ def regularizer_loss(d: nn.Module, f_local: torch.Tensor) -> torch.Tensor:
     return nn.functional.logsigmoid(-d(f_local)).mean()
 
 
-LOSS_AT = ("training", "received")
-
-
 class GRPFEDClient(PersonalEvaluation, BaseClient):
     """Global model + adversarially regularised personal extractor."""
 
-    @staticmethod
-    def check_settings(settings) -> None:
-        if settings.get("loss_at") not in LOSS_AT:
-            raise ConfigError(f"unknown method.client.loss_at {settings.get('loss_at')!r} "
-                              f"(choose from: {', '.join(LOSS_AT)})")
-        every = settings.get("personal_resync_every")
-        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
-            raise ConfigError(f"method.client.personal_resync_every must be an integer >= 0, got {every!r}")
+    setting_rules = {"loss_at": one_of("training", "received"), "personal_resync_every": at_least(0, integer=True)}
 
     def _personal_parts(self, config, resync: bool = False) -> tuple[nn.Module, nn.Module]:
         """θ^l_F and D from ``Context.state``; θ^l_F is the model's current (received)
@@ -80,8 +70,8 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
             n_enc = len(encoder.state_dict())
             arrays = [stored[f"a{i}"] for i in range(sum(k.startswith("a") for k in stored))]
             if not resync:
-                load_module_weights(encoder, arrays[:n_enc])
-            load_module_weights(disc, arrays[n_enc:])
+                set_weights(encoder, arrays[:n_enc])
+            set_weights(disc, arrays[n_enc:])
         return encoder, disc
 
     def resync_due(self, config) -> bool:
@@ -128,7 +118,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         self.discriminator_optimizer.step()
 
     def after_training(self, config, result):
-        arrays = module_weights(self.personal_encoder) + module_weights(self.discriminator)
+        arrays = get_weights(self.personal_encoder) + get_weights(self.discriminator)
         self.save_state(STATE, {**{f"a{i}": a for i, a in enumerate(arrays)},
                                 "synced_round": np.array(self.synced_round)})
         return {} if self.initial_loss is None else {protocol.INITIAL_LOSS: self.initial_loss}

@@ -47,7 +47,7 @@ import torch
 from clients.base import BaseClient
 from fedimb.core import payload
 from fedimb.core.aggregate import fednova_normaliser
-from fedimb.core.errors import ConfigError
+from fedimb.core.errors import one_of
 from fedimb.core.training import TrainConfig, batch_indices
 
 STATE = "scaffold_control"
@@ -57,14 +57,10 @@ CONTROLS = ("option2_normalised", "option2", "option1", "gradient_mean")
 class ScaffoldClient(BaseClient):
     """Control-variate corrected local training."""
 
-    @staticmethod
-    def check_settings(settings) -> None:
-        if settings.get("control") not in CONTROLS:
-            raise ConfigError(f"unknown method.client.control {settings.get('control')!r} "
-                              f"(choose from: {', '.join(CONTROLS)})")
+    setting_rules = {"control": one_of(*CONTROLS)}
 
     def before_training(self, config):
-        self.control = str(config["control"])  # one of CONTROLS (checked with the configuration)
+        self.control = str(config["control"])  # one of CONTROLS (setting_rules)
         hp = TrainConfig.from_mapping(config)
         self.lr, self.weight_decay, self.batch_size = hp.lr, hp.weight_decay, hp.batch_size
         self.momentum = hp.momentum if hp.optimizer == "sgd" else 0.0

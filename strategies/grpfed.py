@@ -25,7 +25,7 @@ import numpy as np
 
 from fedimb.core import protocol
 from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
-from fedimb.core.errors import ConfigError
+from fedimb.core.errors import ConfigError, one_of
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
@@ -38,14 +38,11 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
     """Aggregation weights (L^g_m)^q with an adaptive q."""
 
     checkpoint_attributes = ("q", "sigma", "last_loss")
-    LAMBDA_OVER = ("participants", "all")
+    setting_rules = {"lambda_over": one_of("participants", "all")}
 
     def __init__(self, *, run, q0: float, eta_q: float, lambda_over: str, q_min: float | None,
                  q_max: float | None):
         super().__init__(run=run)
-        if lambda_over not in self.LAMBDA_OVER:
-            raise ConfigError(f"unknown method.strategy.lambda_over {lambda_over!r} "
-                              f"(choose from: {', '.join(self.LAMBDA_OVER)})")
         if q_min is not None and q_max is not None and q_min > q_max:
             raise ConfigError(f"method.strategy.q_min ({q_min}) must not exceed q_max ({q_max})")
         self.q_bounds = (-np.inf if q_min is None else float(q_min), np.inf if q_max is None else float(q_max))

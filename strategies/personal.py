@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from flwr.common import ndarrays_to_parameters
 
-from fedimb.core.models.concat import module_weights
+from fedimb.core.models import get_weights
 from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation
 
 
@@ -22,7 +22,7 @@ class LGFedAvgStrategy(PersonalEvaluation, BaseStrategy):
     ensemble_global_test = True
 
     def initialize_parameters(self, client_manager):
-        self.current_weights = module_weights(self.run.new_model().head)
+        self.current_weights = get_weights(self.run.new_model().head)
         return ndarrays_to_parameters(self.current_weights)
 
     def evaluate(self, server_round, parameters):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fedimb.core import protocol
 from fedimb.core.aggregate import loss_power_weights, qffl_update, weighted_average
-from fedimb.core.errors import ConfigError
+from fedimb.core.errors import one_of
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
@@ -27,12 +27,10 @@ from strategies.base import (
 class QFFLStrategy(PersonalEvaluation, BaseStrategy):
     """q-FFL with a fixed q; ``update`` (from the method config) picks the rule."""
 
-    UPDATES = ("loss_power", "qfedavg")
+    setting_rules = {"update": one_of("loss_power", "qfedavg")}
 
     def __init__(self, *, run, q: float, update: str):
         super().__init__(run=run)
-        if update not in self.UPDATES:
-            raise ConfigError(f"method.strategy.update must be one of {', '.join(self.UPDATES)}, got {update!r}")
         self.q = float(q)
         self.update = update
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from fedimb.core import payload
 from fedimb.core.aggregate import weighted_average
-from fedimb.core.errors import ConfigError
+from fedimb.core.errors import one_of
 from fedimb.core.models import trainable_indices
 from strategies.base import BaseStrategy, ClientUpdate
 
@@ -28,13 +28,10 @@ class ScaffoldStrategy(BaseStrategy):
     """Stochastic controlled averaging."""
 
     checkpoint_attributes = ("control",)
-
-    WEIGHTINGS = ("uniform", "samples")
+    setting_rules = {"weighting": one_of("uniform", "samples")}
 
     def __init__(self, *, run, server_lr: float, weighting: str):
         super().__init__(run=run)
-        if weighting not in self.WEIGHTINGS:
-            raise ConfigError(f"unknown method.strategy.weighting '{weighting}' (choose from: {', '.join(self.WEIGHTINGS)})")
         self.server_lr = float(server_lr)
         self.weighting = weighting
         initial = run.initial_weights()

@@ -66,12 +66,14 @@ def _check(cfg: DictConfig) -> None:
               f"method '{cfg.method.get('name')}' must name method.{key}._target_")
 
     client_cls = import_class(str(cfg.method.client._target_))
-    check_settings = getattr(client_cls, "check_settings", None)
-    if check_settings is not None:  # a client's own choices (e.g. SCAFFOLD's control rule)
-        check_settings({k: v for k, v in cfg.method.client.items() if k != "_target_"})
+    strategy_cls = import_class(str(cfg.method.strategy._target_))
+    for part, cls in (("client", client_cls), ("strategy", strategy_cls)):  # the method's own rules
+        check_settings = getattr(cls, "check_settings", None)
+        if check_settings is not None:
+            check_settings({k: v for k, v in cfg.method[part].items() if k != "_target_"})
     if cfg.get("evaluation", {}).get("personal"):
         _need(all(getattr(c, "personal_evaluation", False)
-                  for c in (client_cls, import_class(str(cfg.method.strategy._target_)))),
+                  for c in (client_cls, strategy_cls)),
               f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
               f"methods with one: {', '.join(methods_with_personal_evaluation())}")
 

@@ -33,6 +33,7 @@ from fedimb.core.aggregate import (
     weight_diversity,
     weighted_average,
 )
+from fedimb.core.errors import check_rules
 from fedimb.core.training import TRAIN_KEYS
 from strategies.base.round_log import ClientUpdate, RoundLog
 from strategies.base.updates import UpdateChecks, parameters_nbytes
@@ -48,6 +49,14 @@ class BaseStrategy(UpdateChecks, Strategy):
 
     #: whether the strategy scores personal models (:class:`strategies.base.PersonalEvaluation`)
     personal_evaluation = False
+    #: rules for the method's strategy settings (``method.strategy``), by name, e.g.
+    #: ``{"weighting": one_of("uniform", "samples")}``; checked with the configuration
+    setting_rules: dict = {}
+
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        """One-line ``ConfigError`` for the first setting that breaks its rule."""
+        check_rules(cls.setting_rules, settings, "method.strategy")
 
     def __init__(self, *, run: ServerRun):
         self.run = run

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import finish_fedimb, run_fedimb, smoke_groups, start_fedimb, with_rounds
+from tests.conftest import (
+    finish_fedimb,
+    run_fedimb,
+    smoke_groups,
+    start_fedimb,
+    with_rounds,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -177,5 +177,5 @@ def test_qffl_qfedavg_follows_algorithm_2_and_bad_update_names_fail():
                                         (nodes[1], loss_result(locals_[1], 2.0))], [])
     expected = qffl_update(base, locals_, [1.0, 2.0], q=1.0, lr=0.01)
     assert all(np.allclose(m, e, atol=1e-6) for m, e in zip(parameters_to_ndarrays(new), expected))
-    with pytest.raises(ConfigError, match="update must be one of"):
-        make_qffl("qffl")
+    with pytest.raises(ConfigError, match="method.strategy.update"):
+        config.compose(["method=qffl", "method.strategy.update=qffl"])

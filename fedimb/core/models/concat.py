@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from fedimb.core import payload
-from fedimb.core.models.base import EncoderHeadNet
+from fedimb.core.models.base import EncoderHeadNet, set_weights
 
 
 class ConcatEncoder(nn.Module):
@@ -30,22 +30,9 @@ def concatenated_model(template: EncoderHeadNet, encoder_weights: list[list[np.n
     parts = []
     for weights in encoder_weights:
         encoder = copy.deepcopy(template.encoder)
-        load_module_weights(encoder, weights)
+        set_weights(encoder, weights)
         parts.append(encoder)
     return EncoderHeadNet(ConcatEncoder(parts), template.feature_dim * len(parts), template.num_classes)
-
-
-def module_weights(module: nn.Module) -> list[np.ndarray]:
-    return [t.detach().cpu().numpy().copy() for t in module.state_dict().values()]
-
-
-def load_module_weights(module: nn.Module, weights: list[np.ndarray]) -> None:
-    state = module.state_dict()
-    if len(weights) != len(state):
-        raise ValueError(f"expected {len(state)} arrays, got {len(weights)}")
-    module.load_state_dict(
-        {k: torch.as_tensor(np.asarray(w), dtype=v.dtype) for (k, v), w in zip(state.items(), weights)}
-    )
 
 
 def split_model_weights(template: EncoderHeadNet, weights: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
