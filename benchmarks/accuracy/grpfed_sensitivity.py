@@ -12,7 +12,8 @@ and FedAvg, q-FFL and AFL are the reference rows. Writes
 
     python benchmarks/accuracy/grpfed_sensitivity.py [--seeds 0,1,2] [--jobs 2]
 
-Finished runs are reused (``<out>/runs``), so an interrupted call resumes.
+Finished runs are reused (``--runs``, shared with ``run.sh grpfed``), so an interrupted
+call resumes.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "grpfed_sensitivity")
+    parser.add_argument("--runs", type=Path, default=REPO / "results" / "grpfed_mnist5k" / "runs",
+                        help="where the runs go; the default shares FedAvg, q-FFL and AFL with run.sh grpfed")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -103,7 +106,7 @@ def main() -> None:
     for label, (method, overrides) in table.items():
         for seed in seeds:
             keys.append((label, seed))
-            requests.append((args.out / "runs", method, seed, [*SETUP, *overrides], run_name(label)))
+            requests.append((args.runs, method, seed, [*SETUP, *overrides], run_name(label)))
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
     lines = ["| row | final T_g (%) | final T_p (%) | final T_r (%) | final T_l (%) | final accuracy (%) | q over rounds |",
              "|---|---|---|---|---|---|---|"]
