@@ -14,7 +14,6 @@ run already completed, so an interrupted benchmark resumes), then writes
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import json
 import subprocess
@@ -25,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
+from benchmarks.common import argument_parser, publish_table  # noqa: E402
 from fedimb.cli.report import accuracy_plot, comparison_table, machine  # noqa: E402
 
 
@@ -94,7 +93,7 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, m
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--name", required=True)
     parser.add_argument("--methods", required=True, help="comma-separated method names")
     parser.add_argument("--seeds", default="0,1,2")

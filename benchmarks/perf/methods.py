@@ -30,7 +30,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
 from fedimb.app.config import group_choices, smoke_overrides  # noqa: E402
 from fedimb.app.in_process import InProcessFederation  # noqa: E402
@@ -94,11 +94,6 @@ def measure(method: str, args: argparse.Namespace) -> dict:
 
 
 def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fedavg_kb = next((r["kb_client"] for r in results if r["method"] == "fedavg"), None)
     lines = [
         "# Time per round and traffic of every method: fedimb simulation vs the same rounds in one process",
@@ -128,21 +123,20 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         f"Command: `python benchmarks/perf/methods.py --methods {','.join(r['method'] for r in results)} "
         f"--rounds {args.rounds} --seed {args.seed}`",
     ]
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = figure(figsize=(9, 4))
     x = np.arange(len(results))
     ax.bar(x - 0.2, [r["fedimb"] for r in results], 0.4, label="fedimb (simulation)")
     ax.bar(x + 0.2, [r["plain"] for r in results], 0.4, label="one process")
     ax.set_xticks(x, [r["method"] for r in results], rotation=60, ha="right", fontsize=8)
     ax.set(ylabel="seconds per round (rounds 2+)", title="Time per round by method")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out / "perf_methods.png", dpi=110)
+    save_figure(fig, args.out / "perf_methods.png")
     (args.out / "perf_methods.json").write_text(json.dumps(results, indent=1))
     return publish_table(args.out / "perf_methods.md", lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--methods", default=",".join(group_choices("method")))
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)

@@ -38,12 +38,9 @@ class PersonalEvaluation:
         ins = EvaluateIns(parameters, config)
         return [(self.registry.proxy(pid), ins) for pid in self.registry.partition_ids()]
 
-    def aggregate_evaluate(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, EvaluateRes]],
-        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
-    ) -> tuple[float | None, dict[str, Scalar]]:
+    def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
+                           failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+                           ) -> tuple[float | None, dict[str, Scalar]]:
         """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores."""
         if not results:
             return None, {}
