@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.core.data.datasets import cache_dir
+from fedimb.core.data.cache import cache_dir
 
 
 def _encode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:

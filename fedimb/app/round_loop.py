@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import Server, SimpleClientManager
 from flwr.server.history import History
+from flwr.server.strategy import Strategy
 
 from fedimb.app import checkpoint
 from fedimb.core import events
-
-if TYPE_CHECKING:  # the strategy is a plug-in: loaded by name, never imported here
-    from strategies.base import BaseStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -27,9 +24,13 @@ class FedImbServer(Server):
     (sampling, dropout and local shuffling are keyed by the round number, so the rounds
     after it are the ones an uninterrupted run would have had)."""
 
-    def __init__(self, strategy: BaseStrategy, max_workers: int | None = None):
+    def __init__(self, strategy: Strategy, max_workers: int | None = None):
+        """``strategy``: a method's strategy (``strategies.base.BaseStrategy``, loaded by
+        name, never imported here): besides Flower's hooks the loop calls its
+        ``run``, ``begin_round``, ``end_round``, ``round_record``, ``describe`` and
+        ``state_dict``/``load_state_dict``."""
         super().__init__(client_manager=SimpleClientManager(), strategy=strategy)
-        self.strategy: BaseStrategy = strategy
+        self.strategy = strategy
         self.set_max_workers(max_workers)
         cfg = strategy.run.cfg
         self.checkpointing = bool(cfg.checkpoint.enabled)

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
+from fedimb.app.config import compose, validate
 from fedimb.core.errors import ConfigError
 
 
@@ -55,8 +56,6 @@ def from_run_config(run_config: Mapping[str, Any]) -> DictConfig:
     if key not in _FROM_RUN:
         if run_config.get("config"):
             cfg = decode(str(run_config["config"]))
-            from fedimb.app.validation import validate
-
             validate(cfg)
         else:
             overrides = [
@@ -65,8 +64,6 @@ def from_run_config(run_config: Mapping[str, Any]) -> DictConfig:
                 if source in run_config and run_config[source] != ""
             ]
             overrides += shlex.split(str(run_config.get("overrides", "")))
-            from fedimb.app.config import compose
-
             cfg = compose(overrides)
         _FROM_RUN[key] = cfg
     return _FROM_RUN[key]

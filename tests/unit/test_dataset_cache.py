@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from fedimb.core.data import datasets
+from fedimb.core.data.cache import disk_cached
 
 SPEC = {"name": "mnist5k", "test_fraction": 0.2, "split_seed": 0}
 
@@ -19,7 +20,7 @@ def test_cached_split_equals_a_fresh_split(tmp_path, monkeypatch):
     first = datasets._raw_mnist5k(SPEC)
     assert (tmp_path / "mnist5k-v1-split-0.2-0.npz").is_file()
     cached = datasets._raw_mnist5k(SPEC)
-    raw = datasets._disk_cached("mnist5k-v1", lambda: None)
+    raw = disk_cached("mnist5k-v1", lambda: None)
     fresh = datasets._stratified_split(raw["x"], raw["y"], 0.2, 0)
     for key in ("x_train", "y_train", "x_test", "y_test"):
         np.testing.assert_array_equal(cached[key], fresh[key])

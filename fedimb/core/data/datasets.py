@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from fedimb.core.data.cache import cache_dir, disk_cached, save_npz
 from fedimb.core.errors import ConfigError, DataUnavailableError
 
 
@@ -48,11 +49,6 @@ class DatasetInfo:
     load_raw: Callable[[Mapping[str, Any]], dict[str, np.ndarray]]
 
 
-def cache_dir() -> Path:
-    """Where raw arrays are cached on this machine."""
-    return Path(os.environ.get("FEDIMB_CACHE", Path.home() / ".cache" / "fedimb"))
-
-
 # ----------------------------------------------------------------- embedded sources
 def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int):
     from sklearn.model_selection import train_test_split
@@ -75,12 +71,12 @@ def _raw_mnist5k(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     fraction, seed = float(spec["test_fraction"]), int(spec["split_seed"])
 
     def split() -> dict[str, np.ndarray]:
-        raw = _disk_cached("mnist5k-v1", load)
+        raw = disk_cached("mnist5k-v1", load)
         return _stratified_split(raw["x"], raw["y"], fraction, seed)
 
     # the split is cached too: every process that loads the data (a Ray actor, a deployed
     # ClientApp per message) then skips importing scikit-learn, about 2 s of its start
-    return _disk_cached(f"mnist5k-v1-split-{fraction!r}-{seed}", split)
+    return disk_cached(f"mnist5k-v1-split-{fraction!r}-{seed}", split)
 
 
 def _raw_digits(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -195,7 +191,7 @@ def _online(name: str, download: Callable[[str, Mapping[str, Any]], dict[str, np
         if local is not None:
             return local
         raw = download(name, spec)
-        _save_npz(cache_dir() / f"{name}.npz", raw)
+        save_npz(cache_dir() / f"{name}.npz", raw)
         return raw
 
     return load_raw
@@ -252,26 +248,3 @@ def _normalise(name: str, raw: Mapping[str, np.ndarray], num_classes: int) -> Ar
         num_classes=num_classes,
         groups_train=np.asarray(raw["groups_train"], dtype=np.int64) if "groups_train" in raw else None,
     )
-
-
-def _save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
-
-
-def _disk_cached(key: str, load: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    path = cache_dir() / f"{key}.npz"
-    if path.is_file():
-        try:
-            with np.load(path) as npz:
-                return {k: npz[k] for k in npz.files}
-        except (OSError, ValueError):
-            pass  # a corrupt cache file is rebuilt below
-    arrays = load()
-    try:
-        _save_npz(path, arrays)
-    except OSError:
-        pass  # a read-only home only costs speed
-    return arrays

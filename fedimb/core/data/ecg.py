@@ -60,7 +60,7 @@ def load_mitbih(
     if root is None or not (root / "100.hea").is_file():
         if not reachable:
             raise offline_error("mitbih", "PhysioNet (physionet.org)")
-        from fedimb.core.data.datasets import cache_dir
+        from fedimb.core.data.cache import cache_dir
 
         root = cache_dir() / "mitdb"
         wfdb.dl_database("mitdb", dl_dir=str(root), records=list(RECORDS))
