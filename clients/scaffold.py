@@ -7,9 +7,11 @@ the paper's step exactly; under momentum the correction never enters the momentu
 buffer (it is not amplified by up to 1/(1 − β), nor carried into later steps) and
 weight decay never acts on it as a gradient.
 
-**Control variate** c_i⁺ (line 12), ``method.client.control``:
+**Control variate** c_i⁺ (line 12), ``method.client.control``; the default ``auto`` is
+``option2_normalised`` under SGD (with or without momentum) and ``gradient_mean`` under
+Adam, the rules that were stable and best in the README's measurements for each:
 
-- ``option2_normalised`` (default): option II with the displacement measured per
+- ``option2_normalised``: option II with the displacement measured per
   momentum-weighted step. The optimiser's share of the displacement is
   (x − y_i) − K·η_l·(c − c_i) = η_l·Σ_j w_j·g_j, whose weights w_j sum to
   a_i = Σ_{k=1..K} (1 − β^k)/(1 − β) (FedNova's normaliser), so
@@ -28,12 +30,12 @@ weight decay never acts on it as a gradient.
   L2 term) at the server model, from one extra pass over the local data in
   mini-batches (training mode, buffers restored). The paper notes it can be more stable
   than option II but costs the extra pass; on mnist5k Dir(0.1) under plain SGD it learnt
-  far slower than option II (its control variate is one round older).
+  far slower than option II (README, the stability matrix).
 - ``gradient_mean``: c_i⁺ = mean of the K raw mini-batch gradients along the local path,
   and the correction is added to the gradient *before* the optimiser step, so Adam
   normalises correction and gradient together. Caveat: under SGD with momentum the
   buffer amplifies the correction as well, and this rule collapsed in 3 of 6 runs with
-  momentum 0.9 (README); use it with Adam only.
+  momentum 0.9 (README); under Adam it was the best rule (README, the Adam table).
 
 The client keeps c_i⁺ in ``Context.state`` (c_i starts at zero) and returns
 Δc_i = c_i⁺ − c_i as named payloads ``control_delta.<j>``.
@@ -51,7 +53,15 @@ from fedimb.core.errors import one_of
 from fedimb.core.training import TrainConfig, batch_indices
 
 STATE = "scaffold_control"
-CONTROLS = ("option2_normalised", "option2", "option1", "gradient_mean")
+CONTROLS = ("auto", "option2_normalised", "option2", "option1", "gradient_mean")
+
+
+def resolve_control(control: str, optimizer: str) -> str:
+    """The c_i⁺ rule ``control`` names; ``auto`` is ``gradient_mean`` under Adam and
+    ``option2_normalised`` under SGD (see the module docstring)."""
+    if control != "auto":
+        return control
+    return "gradient_mean" if optimizer == "adam" else "option2_normalised"
 
 
 class ScaffoldClient(BaseClient):
@@ -60,8 +70,8 @@ class ScaffoldClient(BaseClient):
     setting_rules = {"control": one_of(*CONTROLS)}
 
     def before_training(self, config):
-        self.control = str(config["control"])  # one of CONTROLS (setting_rules)
         hp = TrainConfig.from_mapping(config)
+        self.control = resolve_control(str(config["control"]), hp.optimizer)
         self.lr, self.weight_decay, self.batch_size = hp.lr, hp.weight_decay, hp.batch_size
         self.momentum = hp.momentum if hp.optimizer == "sgd" else 0.0
         arrays = payload.unpack(config)

@@ -44,11 +44,11 @@ stateful() {
       --runs "results/normalization_mnist5k/alpha$alpha/none" \
       --methods fedavg,scaffold,feddyn,moon,fednova,fedavgm --jobs "$JOBS" \
       -- +experiment=contrib_mnist5k "partition.alpha=$alpha" normalize=none "runtime=$RUNTIME"
-    # SCAFFOLD's control variate for Adam (the correction inside the gradient)
-    "$PY" benchmarks/accuracy/compare_methods.py --name "stateful_mnist5k_alpha${alpha}_scaffold_gradient_mean" \
+    # SCAFFOLD's SGD control rule under Adam, beside the default (auto: gradient_mean under Adam)
+    "$PY" benchmarks/accuracy/compare_methods.py --name "stateful_mnist5k_alpha${alpha}_scaffold_option2_normalised" \
       --seeds "$SEEDS" --methods scaffold --jobs "$JOBS" \
       -- +experiment=contrib_mnist5k "partition.alpha=$alpha" normalize=none "runtime=$RUNTIME" \
-      method.client.control=gradient_mean
+      method.client.control=option2_normalised
   done
 }
 normalization() {

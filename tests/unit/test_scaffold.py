@@ -146,3 +146,12 @@ def test_default_control_stays_bounded_under_sgd_with_momentum(seed):
     assert sum(r["clients"]["rejected"] for r in records) == 0
     assert max(norms) < 10 * norms[0], f"control norm grew: {norms}"
     assert records[-1]["test"]["accuracy"] > 0.6  # FedAvg on this set-up: see the README's stability matrix
+
+
+def test_auto_control_is_option2_normalised_under_sgd_and_gradient_mean_under_adam():
+    from clients.scaffold import resolve_control
+
+    assert resolve_control("auto", "sgd") == "option2_normalised"
+    assert resolve_control("auto", "adam") == "gradient_mean"
+    assert resolve_control("option1", "adam") == "option1"
+    np.testing.assert_array_equal(fit("auto", momentum=0.9)[0], fit("option2_normalised", momentum=0.9)[0])
