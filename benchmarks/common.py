@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -14,3 +15,42 @@ def publish_table(table: Path, lines: list[str]) -> Path:
     print(table.read_text())
     print(table)
     return table
+
+
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+    """A command-line parser described by the first line of a script's docstring."""
+    return argparse.ArgumentParser(description=doc.splitlines()[0])
+
+
+def figure(*args, **kwargs):
+    """``plt.subplots(*args, **kwargs)`` drawn off screen: (figure, axes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*args, **kwargs)
+
+
+def save_figure(fig, path: Path) -> None:
+    """Lay out, write at 110 dpi and close ``fig``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def panels(count: int, width: float):
+    """``count`` plots side by side sharing the y axis: (figure, list of axes)."""
+    fig, axes = figure(1, count, figsize=(width * count, 4), sharey=True, squeeze=False)
+    return fig, list(axes[0])
+
+
+def save_panels(fig, axes, ylabel: str, path: Path) -> None:
+    """Grid on every panel, ``ylabel`` on the first, the legend on the last; then save."""
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(ylabel)
+    axes[-1].legend(fontsize=7)
+    save_figure(fig, path)

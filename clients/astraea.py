@@ -16,10 +16,11 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
-from clients.base import BaseClient, ClientData
-from fedimb import payload
-from fedimb.data.stats import label_counts
-from fedimb.rebalance import apply_plan
+from clients.base import BaseClient
+from fedimb.core import payload, protocol
+from fedimb.core.data.client_data import ClientData
+from fedimb.core.data.stats import label_counts
+from fedimb.core.rebalance import apply_plan
 
 AUGMENT_KEYS = ("rotation", "shift", "shear", "zoom")
 _REBALANCED: OrderedDict[tuple, ClientData] = OrderedDict()
@@ -35,7 +36,7 @@ class AstraeaClient(BaseClient):
         if ratios is None or np.all(ratios == 1.0):
             return self.data
         params = {k: float(config[k]) for k in AUGMENT_KEYS}
-        seed = int(np.random.SeedSequence([int(config.get("seed", 0)), self.data.partition_id]).generate_state(1)[0])
+        seed = int(np.random.SeedSequence([int(config.get(protocol.SEED, 0)), self.data.partition_id]).generate_state(1)[0])
         key = (self.data.partition_id, ratios.tobytes(), seed, tuple(params.values()), self.data.x.data_ptr())
         if key not in _REBALANCED:
             x, y = apply_plan(self.data.x, self.data.y, self.data.indices, ratios, params, seed)
@@ -51,8 +52,8 @@ class AstraeaClient(BaseClient):
         """Identity and label histogram — after the plan, when the query carries one."""
         props = super().get_properties(config)
         data = self.rebalanced(config)
-        props["num_examples"] = data.num_examples
-        props.update(payload.pack({"label_counts": data.label_counts}))
+        props[protocol.NUM_EXAMPLES] = data.num_examples
+        props.update(payload.pack({protocol.LABEL_COUNTS: data.label_counts}))
         return props
 
     def before_training(self, config):

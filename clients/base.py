@@ -9,20 +9,20 @@ goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, Context
-from flwr.common import NDArrays, Scalar
 from flwr.client import NumPyClient
+from flwr.common import NDArrays, Scalar
 from torch import nn
 
-from fedimb import payload
-from fedimb.errors import ConfigError
-from fedimb.models import EncoderHeadNet, get_weights, set_weights
-from fedimb.training import (
+from fedimb.core import payload, protocol
+from fedimb.core.data.client_data import ClientData
+from fedimb.core.errors import check_rules
+from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
+from fedimb.core.training import (
     TrainConfig,
     TrainResult,
     evaluate_model,
@@ -33,38 +33,20 @@ from fedimb.training import (
 )
 
 
-@dataclass(frozen=True)
-class ClientData:
-    """A client's share of the training set (indices into tensors shared per process),
-    and the global balanced test set for client-side evaluations of personalised models."""
-
-    partition_id: int
-    x: torch.Tensor
-    y: torch.Tensor
-    indices: torch.Tensor
-    num_classes: int
-    label_counts: np.ndarray
-    x_test: torch.Tensor | None = None
-    y_test: torch.Tensor | None = None
-    test_indices: torch.Tensor | None = None  # the client's local test split (into x, y)
-    #: fingerprint of a device's own data when its node has no partition id: the server
-    #: then assigns the client id (and ``partition_id`` only seeds local randomness)
-    device_key: str | None = None
-
-    @property
-    def num_examples(self) -> int:
-        return int(self.indices.numel())
-
-    def global_test(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The global test set, for client-side evaluations of personalised models."""
-        if self.x_test is None or self.y_test is None:
-            raise ConfigError("this method evaluates on the global test set on the clients, "
-                              "but the data set is not available on this node")
-        return self.x_test, self.y_test
-
-
 class BaseClient(NumPyClient):
     """Local side of FedAvg; the hooks below are what methods change."""
+
+    #: whether the client scores a personal model (:class:`PersonalEvaluation`)
+    personal_evaluation = False
+    #: rules for the method's client settings (``method.client``), by name, e.g.
+    #: ``{"variant": one_of("fo", "hf")}`` (:mod:`fedimb.core.errors`); checked with the
+    #: configuration, before any training
+    setting_rules: dict = {}
+
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        """One-line ``ConfigError`` for the first setting that breaks its rule."""
+        check_rules(cls.setting_rules, settings, "method.client")
 
     def __init__(
         self, *, context: Context, data: ClientData, model: EncoderHeadNet, device: torch.device,
@@ -86,12 +68,12 @@ class BaseClient(NumPyClient):
     # ------------------------------------------------------------------ plumbing
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:
         """Identity and label histogram, asked once by the server (partition id)."""
-        identity = {"partition_id": -1, "device_key": self.data.device_key} if self.data.device_key else {
-            "partition_id": self.data.partition_id}
+        identity = {protocol.PARTITION_ID: -1, protocol.DEVICE_KEY: self.data.device_key} if self.data.device_key \
+            else {protocol.PARTITION_ID: self.data.partition_id}
         return {
             **identity,
-            "num_examples": self.data.num_examples,
-            **payload.pack({"label_counts": self.data.label_counts}),
+            protocol.NUM_EXAMPLES: self.data.num_examples,
+            **payload.pack({protocol.LABEL_COUNTS: self.data.label_counts}),
         }
 
     def get_parameters(self, config: dict[str, Scalar]) -> NDArrays:
@@ -112,48 +94,20 @@ class BaseClient(NumPyClient):
             loss_fn=self.loss, generator=self.generator(config), device=self.device,
             after_backward=self.after_backward, after_step=self.after_step,
         )
-        metrics: dict[str, Scalar] = {"train_loss": result.mean_loss, "local_steps": result.steps}
+        metrics: dict[str, Scalar] = {protocol.TRAIN_LOSS: result.mean_loss, protocol.LOCAL_STEPS: result.steps}
         metrics.update(self.after_training(config, result))
-        if config.get("report_latent"):
-            metrics.update(payload.pack({"latent_mean": self.mean_latent()}))
+        if config.get(protocol.REPORT_LATENT):
+            metrics.update(payload.pack({protocol.LATENT_MEAN: self.mean_latent()}))
         return self.get_parameters({}), self.data.num_examples, metrics
 
     def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
-        """Loss and accuracy of the received model on this client's data, or with
-        ``personal_eval`` the scores of its personal model (GRP-FED §4.1)."""
-        if config.get("personal_eval"):
-            return self.evaluate_personal(parameters, config)
+        """Loss and accuracy of the received model on this client's data."""
         self.set_parameters(parameters)
         idx = self.data.indices
         result = evaluate_model(
             self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device), self.data.num_classes
         )
         return float(result["loss"]), self.data.num_examples, {"accuracy": float(result["accuracy"])}
-
-    def evaluate_personal(self, parameters: NDArrays, config: dict[str, Scalar]):
-        """Macro-F1 of :meth:`personal_model` on the local test split (T_p) and on the
-        global test set (T_r); with ``return_probs`` also its global-test probabilities
-        (for the ensemble that is the global output of local-only methods)."""
-        model = self.personal_model(parameters, config)
-        local_idx = self.data.test_indices if self.data.test_indices is not None else self.data.indices[:0]
-        metrics: dict[str, Scalar] = {}
-        if len(local_idx):
-            local = evaluate_model(model, self.data.x[local_idx].to(self.device), self.data.y[local_idx].to(self.device),
-                                   self.data.num_classes)
-            metrics.update(personal_local_f1=local["macro_f1"], personal_local_accuracy=local["accuracy"])
-        x_test, y_test = (t.to(self.device) for t in self.data.global_test())
-        result = evaluate_model(model, x_test, y_test, self.data.num_classes)
-        metrics.update(personal_global_f1=result["macro_f1"], personal_global_accuracy=result["accuracy"])
-        if config.get("return_probs"):
-            probs = torch.softmax(predict(model, x_test), dim=1).cpu().numpy().astype(np.float32)
-            metrics.update(payload.pack({"global_test_probs": probs}))
-        return float(result["loss"]), max(int(len(local_idx)), 1), metrics
-
-    def personal_model(self, parameters: NDArrays, config: dict[str, Scalar]) -> nn.Module:
-        """The model this client uses on its own data; for global-only methods the
-        received global model."""
-        self.set_parameters(parameters)
-        return self.model
 
     def local_loss(self) -> float:
         """Mean cross-entropy of the current model on the local training data (e.g. of
@@ -170,7 +124,8 @@ class BaseClient(NumPyClient):
 
     def generator(self, config: dict[str, Scalar]) -> torch.Generator:
         """Shuffling order seeded by (seed, round, client): reproducible in any runtime."""
-        return seeded_generator(int(config.get("seed", 0)), int(config.get("server_round", 0)), self.data.partition_id)
+        return seeded_generator(int(config.get(protocol.SEED, 0)), int(config.get(protocol.SERVER_ROUND, 0)),
+                                self.data.partition_id)
 
     # --------------------------------------------------------------------- hooks
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -191,7 +146,7 @@ class BaseClient(NumPyClient):
         """Runs after every optimiser step."""
 
     def after_training(self, config: dict[str, Scalar], result: TrainResult) -> dict[str, Scalar]:
-        """Extra metrics or named payloads (``fedimb.payload.pack``) to return."""
+        """Extra metrics or named payloads (``fedimb.core.payload.pack``) to return."""
         return {}
 
     # --------------------------------------------------------------------- state
@@ -205,3 +160,44 @@ class BaseClient(NumPyClient):
     def save_state(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         """Persist named arrays in ``Context.state`` (kept by Flower across rounds)."""
         self.context.state[name] = ArrayRecord(array_dict={k: Array(np.asarray(v)) for k, v in arrays.items()})
+
+
+class PersonalEvaluation:
+    """Client side of GRP-FED §4.1's personal evaluation, a mixin for methods with a
+    personal model (pairs with :class:`strategies.base.PersonalEvaluation`): with
+    ``personal_eval`` :meth:`evaluate` scores :meth:`personal_model` instead of the
+    received model. Put it before :class:`BaseClient` in the bases."""
+
+    personal_evaluation = True
+
+    def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
+        if config.get(protocol.PERSONAL_EVAL):
+            return self.evaluate_personal(parameters, config)
+        return super().evaluate(parameters, config)
+
+    def evaluate_personal(self, parameters: NDArrays, config: dict[str, Scalar]):
+        """Macro-F1 of :meth:`personal_model` on the local test split (T_p) and on the
+        global test set (T_r); with ``return_probs`` also its global-test probabilities
+        (for the ensemble that is the global output of local-only methods)."""
+        model = self.personal_model(parameters, config)
+        local_idx = self.data.test_indices if self.data.test_indices is not None else self.data.indices[:0]
+        metrics: dict[str, Scalar] = {}
+        if len(local_idx):
+            local = evaluate_model(model, self.data.x[local_idx].to(self.device), self.data.y[local_idx].to(self.device),
+                                   self.data.num_classes)
+            metrics.update({protocol.PERSONAL_LOCAL_F1: local["macro_f1"],
+                            protocol.PERSONAL_LOCAL_ACCURACY: local["accuracy"]})
+        x_test, y_test = (t.to(self.device) for t in self.data.global_test())
+        result = evaluate_model(model, x_test, y_test, self.data.num_classes)
+        metrics.update({protocol.PERSONAL_GLOBAL_F1: result["macro_f1"],
+                        protocol.PERSONAL_GLOBAL_ACCURACY: result["accuracy"]})
+        if config.get(protocol.RETURN_PROBS):
+            probs = torch.softmax(predict(model, x_test), dim=1).cpu().numpy().astype(np.float32)
+            metrics.update(payload.pack({protocol.GLOBAL_TEST_PROBS: probs}))
+        return float(result["loss"]), max(int(len(local_idx)), 1), metrics
+
+    def personal_model(self, parameters: NDArrays, config: dict[str, Scalar]) -> nn.Module:
+        """The model this client uses on its own data; for global-only methods the
+        received global model."""
+        self.set_parameters(parameters)
+        return self.model

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from clients.base import BaseClient
-from fedimb.losses import relaxed_balanced_softmax_loss
+from fedimb.core.losses import relaxed_balanced_softmax_loss
 
 
 class BalancedSoftmaxClient(BaseClient):

@@ -12,7 +12,13 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb.training import TrainConfig, evaluate_model, make_optimizer, predict, train_epochs
+from fedimb.core.training import (
+    TrainConfig,
+    evaluate_model,
+    make_optimizer,
+    predict,
+    train_epochs,
+)
 
 
 class FedBABUClient(BaseClient):

@@ -15,26 +15,13 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb import payload
-from fedimb.clustering import inferred_distribution, noisy_distribution
-from fedimb.models import get_weights
-from fedimb.models.concat import concatenated_model
-from fedimb.training import TrainConfig, make_optimizer, predict, train_epochs
+from fedimb.core import payload, protocol
+from fedimb.core.clustering import inferred_distribution, noisy_distribution
+from fedimb.core.models import get_weights
+from fedimb.core.models.concat import concatenated_model, encoders_from_arrays
+from fedimb.core.training import TrainConfig, make_optimizer, predict, train_epochs
 
 EXTRACTOR_STATE = "fedconcat_extractor"
-
-
-def encoders_to_payload(encoder_weights: list[list[np.ndarray]]) -> dict:
-    return payload.pack({f"encoder.{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)})
-
-
-def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]]:
-    grouped: dict[int, dict[int, np.ndarray]] = {}
-    for key, value in arrays.items():
-        if key.startswith("encoder."):
-            _, k, j = key.split(".")
-            grouped.setdefault(int(k), {})[int(j)] = value
-    return [[grouped[k][j] for j in sorted(grouped[k])] for k in sorted(grouped)]
 
 
 class FedConcatClient(BaseClient):
@@ -44,21 +31,21 @@ class FedConcatClient(BaseClient):
         props = super().get_properties(config)
         epsilon = config.get("laplace_epsilon")
         if epsilon is not None:
-            seed = int(np.random.SeedSequence([int(config.get("seed", 0)), self.data.partition_id]).generate_state(1)[0])
+            seed = int(np.random.SeedSequence([int(config.get(protocol.SEED, 0)), self.data.partition_id]).generate_state(1)[0])
             noisy = noisy_distribution(self.data.label_counts, float(epsilon), np.random.default_rng(seed))
             props.update(payload.pack({"label_distribution": noisy}))
         return props
 
     def fit(self, parameters, config):
-        if config.get("stage") == "classifier":
+        if config.get(protocol.STAGE) == "classifier":
             return self.fit_classifier(parameters, config)
         return super().fit(parameters, config)
 
     def after_training(self, config, result):
-        if config.get("stage") != "cluster":
+        if config.get(protocol.STAGE) != "cluster":
             return {}
         distribution = inferred_distribution(
-            self.model, tuple(self.data.x.shape[1:]), int(config["infer_samples"]), int(config.get("seed", 0))
+            self.model, tuple(self.data.x.shape[1:]), int(config["infer_samples"]), int(config.get(protocol.SEED, 0))
         )
         return payload.pack({"inferred_distribution": distribution})
 
@@ -89,5 +76,5 @@ class FedConcatClient(BaseClient):
             loss_fn=lambda fb, yb: nn.functional.cross_entropy(head(fb), yb),
             generator=self.generator(config), device=self.device,
         )
-        metrics = {"train_loss": result.mean_loss, "local_steps": result.steps}
+        metrics = {protocol.TRAIN_LOSS: result.mean_loss, protocol.LOCAL_STEPS: result.steps}
         return get_weights(head), self.data.num_examples, metrics

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from clients.base import BaseClient
-from fedimb.losses import logit_calibration_loss
+from fedimb.core.losses import logit_calibration_loss
 
 
 class FedLCClient(BaseClient):

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb.losses import restricted_softmax_logits
+from fedimb.core.losses import restricted_softmax_logits
 
 
 class FedRSClient(BaseClient):

@@ -31,10 +31,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from clients.base import BaseClient
-from fedimb.errors import ConfigError
-from fedimb.models.concat import load_module_weights, module_weights
-from fedimb.training import TrainConfig, make_optimizer
+from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core import protocol
+from fedimb.core.errors import at_least, one_of
+from fedimb.core.models import get_weights, set_weights
+from fedimb.core.training import TrainConfig, make_optimizer
 
 STATE = "grpfed_personal"
 
@@ -53,34 +54,24 @@ def regularizer_loss(d: nn.Module, f_local: torch.Tensor) -> torch.Tensor:
     return nn.functional.logsigmoid(-d(f_local)).mean()
 
 
-LOSS_AT = ("training", "received")
-
-
-class GRPFEDClient(BaseClient):
+class GRPFEDClient(PersonalEvaluation, BaseClient):
     """Global model + adversarially regularised personal extractor."""
 
-    @staticmethod
-    def check_settings(settings) -> None:
-        if settings.get("loss_at") not in LOSS_AT:
-            raise ConfigError(f"unknown method.client.loss_at {settings.get('loss_at')!r} "
-                              f"(choose from: {', '.join(LOSS_AT)})")
-        every = settings.get("personal_resync_every")
-        if not isinstance(every, int) or isinstance(every, bool) or every < 0:
-            raise ConfigError(f"method.client.personal_resync_every must be an integer >= 0, got {every!r}")
+    setting_rules = {"loss_at": one_of("training", "received"), "personal_resync_every": at_least(0, integer=True)}
 
     def _personal_parts(self, config, resync: bool = False) -> tuple[nn.Module, nn.Module]:
         """θ^l_F and D from ``Context.state``; θ^l_F is the model's current (received)
         extractor when there is no state yet or with ``resync``."""
         encoder = copy.deepcopy(self.model.encoder)
-        torch.manual_seed(int(config.get("seed", 0)) * 100003 + self.data.partition_id)
+        torch.manual_seed(int(config.get(protocol.SEED, 0)) * 100003 + self.data.partition_id)
         disc = discriminator(self.model.feature_dim, int(config["disc_hidden"])).to(self.device)
         stored = self.load_state(STATE)
         if stored is not None:
             n_enc = len(encoder.state_dict())
             arrays = [stored[f"a{i}"] for i in range(sum(k.startswith("a") for k in stored))]
             if not resync:
-                load_module_weights(encoder, arrays[:n_enc])
-            load_module_weights(disc, arrays[n_enc:])
+                set_weights(encoder, arrays[:n_enc])
+            set_weights(disc, arrays[n_enc:])
         return encoder, disc
 
     def resync_due(self, config) -> bool:
@@ -89,7 +80,7 @@ class GRPFEDClient(BaseClient):
         stored = self.load_state(STATE)
         if stored is None or every <= 0:
             return False
-        return int(config["server_round"]) - int(stored["synced_round"]) >= every
+        return int(config[protocol.SERVER_ROUND]) - int(stored["synced_round"]) >= every
 
     def before_training(self, config):
         self.beta = float(config["beta"])
@@ -97,7 +88,7 @@ class GRPFEDClient(BaseClient):
         self.global_encoder = copy.deepcopy(self.model.encoder).eval().requires_grad_(False)
         stored = self.load_state(STATE)
         resync = self.resync_due(config)
-        self.synced_round = int(config["server_round"]) if stored is None or resync else int(stored["synced_round"])
+        self.synced_round = int(config[protocol.SERVER_ROUND]) if stored is None or resync else int(stored["synced_round"])
         self.personal_encoder, self.discriminator = self._personal_parts(config, resync)
         hp = TrainConfig.from_mapping(config)
         self.personal_optimizer = make_optimizer(self.personal_encoder.parameters(), hp)
@@ -127,10 +118,10 @@ class GRPFEDClient(BaseClient):
         self.discriminator_optimizer.step()
 
     def after_training(self, config, result):
-        arrays = module_weights(self.personal_encoder) + module_weights(self.discriminator)
+        arrays = get_weights(self.personal_encoder) + get_weights(self.discriminator)
         self.save_state(STATE, {**{f"a{i}": a for i, a in enumerate(arrays)},
                                 "synced_round": np.array(self.synced_round)})
-        return {} if self.initial_loss is None else {"initial_loss": self.initial_loss}
+        return {} if self.initial_loss is None else {protocol.INITIAL_LOSS: self.initial_loss}
 
     def personal_model(self, parameters, config):
         self.set_parameters(parameters)

@@ -5,24 +5,24 @@ the head."""
 
 from __future__ import annotations
 
-from clients.base import BaseClient
-from fedimb.models.concat import load_module_weights, module_weights
+from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core.models import get_weights, set_weights
 
 STATE = "lg_encoder"
 
 
-class LGFedAvgClient(BaseClient):
+class LGFedAvgClient(PersonalEvaluation, BaseClient):
     """Local representation, global head."""
 
     def get_parameters(self, config):
-        return module_weights(self.model.head)
+        return get_weights(self.model.head)
 
     def set_parameters(self, parameters):
-        load_module_weights(self.model.head, parameters)
+        set_weights(self.model.head, parameters)
         stored = self.load_state(STATE)
-        encoder = [stored[f"a{i}"] for i in range(len(stored))] if stored else module_weights(self.fresh_model().encoder)
-        load_module_weights(self.model.encoder, encoder)
+        encoder = [stored[f"a{i}"] for i in range(len(stored))] if stored else get_weights(self.fresh_model().encoder)
+        set_weights(self.model.encoder, encoder)
 
     def after_training(self, config, result):
-        self.save_state(STATE, {f"a{i}": a for i, a in enumerate(module_weights(self.model.encoder))})
+        self.save_state(STATE, {f"a{i}": a for i, a in enumerate(get_weights(self.model.encoder))})
         return {}

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from clients.base import BaseClient
-from fedimb.models import get_weights, set_weights
+from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core.models import get_weights, set_weights
 
 STATE = "local_model"
 
 
-class LocalClient(BaseClient):
+class LocalClient(PersonalEvaluation, BaseClient):
     """No federation: the received (empty) parameters are ignored."""
 
     def get_parameters(self, config):

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
-from fedimb.models import get_weights, set_weights
+from fedimb.core.models import get_weights, set_weights
 
 STATE = "moon_previous"
 

@@ -20,33 +20,24 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from clients.base import BaseClient
-from fedimb.curvature import hessian_vector_product, trainable
-from fedimb.errors import ConfigError
-from fedimb.training import batch_indices, seeded_generator
+from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core import protocol
+from fedimb.core.curvature import hessian_vector_product, trainable
+from fedimb.core.errors import at_least, one_of
+from fedimb.core.training import batch_indices, seeded_generator
 
 
-VARIANTS = ("fo", "hf")
-
-
-class PerFedAvgClient(BaseClient):
+class PerFedAvgClient(PersonalEvaluation, BaseClient):
     """MAML-style local update."""
 
-    @staticmethod
-    def check_settings(settings) -> None:
-        if settings.get("variant") not in VARIANTS:
-            raise ConfigError(f"unknown method.client.variant {settings.get('variant')!r} "
-                              f"(choose from: {', '.join(VARIANTS)})")
-        alpha = settings.get("alpha")
-        if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha <= 0:
-            raise ConfigError(f"method.client.alpha must be > 0, got {alpha!r}")
+    setting_rules = {"variant": one_of("fo", "hf"), "alpha": at_least(0, strict=True)}
 
     def before_training(self, config):
         self.alpha = float(config["alpha"])
-        self.variant = str(config["variant"])  # one of VARIANTS (checked with the configuration)
+        self.variant = str(config["variant"])  # checked with the configuration (setting_rules)
         self.batch_size = int(config["batch_size"])
         # the extra batches D', D'' have their own seeded stream (any runtime draws the same)
-        self.extra_batches = seeded_generator(int(config.get("seed", 0)), int(config.get("server_round", 0)),
+        self.extra_batches = seeded_generator(int(config.get(protocol.SEED, 0)), int(config.get(protocol.SERVER_ROUND, 0)),
                                               self.data.partition_id, 1)
 
     def draw_batch(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,13 +14,13 @@ import copy
 import torch
 from torch import nn
 
-from clients.base import BaseClient
-from fedimb.models import get_weights, set_weights
+from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core.models import get_weights, set_weights
 
 STATE = "pfedme_personal"
 
 
-class PFedMeClient(BaseClient):
+class PFedMeClient(PersonalEvaluation, BaseClient):
     """Moreau-envelope personalisation."""
 
     def before_training(self, config):

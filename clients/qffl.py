@@ -4,14 +4,15 @@ mixture gradient in AFL), measured before training and reported as ``initial_los
 
 from __future__ import annotations
 
-from clients.base import BaseClient
+from clients.base import BaseClient, PersonalEvaluation
+from fedimb.core import protocol
 
 
-class InitialLossClient(BaseClient):
+class InitialLossClient(PersonalEvaluation, BaseClient):
     """Reports the received model's loss on the local training data."""
 
     def before_training(self, config):
         self.initial_loss = self.local_loss()
 
     def after_training(self, config, result):
-        return {"initial_loss": self.initial_loss}
+        return {protocol.INITIAL_LOSS: self.initial_loss}

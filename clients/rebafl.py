@@ -17,8 +17,14 @@ from __future__ import annotations
 import torch
 
 from clients.base import BaseClient
-from fedimb.losses import relaxed_balanced_softmax_loss
-from fedimb.prototypes import class_prototypes, cyclic_targets, from_payload, to_payload, transfer_features
+from fedimb.core.losses import relaxed_balanced_softmax_loss
+from fedimb.core.prototypes import (
+    class_prototypes,
+    cyclic_targets,
+    from_payload,
+    to_payload,
+    transfer_features,
+)
 
 
 class ReBaFLClient(BaseClient):

@@ -47,10 +47,10 @@ import numpy as np
 import torch
 
 from clients.base import BaseClient
-from fedimb import payload
-from fedimb.aggregate import fednova_normaliser
-from fedimb.errors import ConfigError
-from fedimb.training import TrainConfig, batch_indices
+from fedimb.core import payload
+from fedimb.core.aggregate import fednova_normaliser
+from fedimb.core.errors import one_of
+from fedimb.core.training import TrainConfig, batch_indices
 
 STATE = "scaffold_control"
 CONTROLS = ("auto", "option2_normalised", "option2", "option1", "gradient_mean")
@@ -67,11 +67,7 @@ def resolve_control(control: str, optimizer: str) -> str:
 class ScaffoldClient(BaseClient):
     """Control-variate corrected local training."""
 
-    @staticmethod
-    def check_settings(settings) -> None:
-        if settings.get("control") not in CONTROLS:
-            raise ConfigError(f"unknown method.client.control {settings.get('control')!r} "
-                              f"(choose from: {', '.join(CONTROLS)})")
+    setting_rules = {"control": one_of(*CONTROLS)}
 
     def before_training(self, config):
         hp = TrainConfig.from_mapping(config)

@@ -1,5 +1,5 @@
 """``python -m fedimb`` is the ``fedimb`` command."""
 
-from fedimb.cli import main
+from fedimb.cli.main import main
 
 main()

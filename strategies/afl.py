@@ -8,23 +8,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedimb.aggregate import project_simplex, weighted_average
-from strategies.base import BaseStrategy, ClientUpdate
-from strategies.grpfed import positive_metric
+from fedimb.core import protocol
+from fedimb.core.aggregate import project_simplex, weighted_average
+from strategies.base import (
+    BaseStrategy,
+    ClientUpdate,
+    PersonalEvaluation,
+    positive_metric,
+)
 
 
-class AFLStrategy(BaseStrategy):
+class AFLStrategy(PersonalEvaluation, BaseStrategy):
     """Agnostic FL with mixture weights over clients."""
 
     checkpoint_attributes = ("mixture",)
 
-    def __init__(self, *, run, lambda_lr: float = 0.01):
+    def __init__(self, *, run, lambda_lr: float):
         super().__init__(run=run)
         self.lambda_lr = float(lambda_lr)
         self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, "initial_loss")
+        return super().check_update(pid, arrays, res) or positive_metric(res, protocol.INITIAL_LOSS)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         pids = [u.partition_id for u in updates]
@@ -34,7 +39,7 @@ class AFLStrategy(BaseStrategy):
         weights = self.aggregation_weights(updates, weights)
         new = weighted_average([u.arrays for u in updates], weights)
         gradient = np.zeros_like(self.mixture)
-        gradient[pids] = [float(u.metrics["initial_loss"]) for u in updates]
+        gradient[pids] = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
         self.mixture = project_simplex(self.mixture + self.lambda_lr * gradient)
         self.round_log.extra.update(mixture_max=float(self.mixture.max()), mixture_min=float(self.mixture.min()))
         return new

@@ -2,13 +2,13 @@
 Data in Mobile Systems", Algorithms 1–3, §3.3).
 
 Initialization (§3.3): the label histograms the clients reported on joining give the
-global class counts; the z-score plan (Algorithm 2, :func:`fedimb.aggregate.zscore_plan`)
+global class counts; the z-score plan (Algorithm 2, :func:`fedimb.core.aggregate.zscore_plan`)
 goes to every client, which rebalances its data and reports its new histogram. No
 data moves.
 
 Mapping onto Flower rounds. ``num_rounds`` counts synchronization rounds. Each one
 samples c clients, groups them into mediators of at most γ clients by KLD
-(Algorithm 3, :func:`fedimb.aggregate.schedule_mediators`; ``schedule: once`` groups all
+(Algorithm 3, :func:`fedimb.core.aggregate.schedule_mediators`; ``schedule: once`` groups all
 clients once and keeps the groups), and takes E_m·L Flower rounds, L being the longest
 mediator chain. In the s-th Flower round of a synchronization round, every mediator m
 whose chain is not finished (s < E_m·|m|) sends its current model to client
@@ -32,9 +32,9 @@ import math
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
-from fedimb import payload
-from fedimb.aggregate import schedule_mediators, weighted_average, zscore_plan
-from fedimb.data.stats import kl_to_uniform
+from fedimb.core import payload, protocol
+from fedimb.core.aggregate import schedule_mediators, weighted_average, zscore_plan
+from fedimb.core.data.stats import kl_to_uniform
 from strategies.base import BaseStrategy, ClientUpdate, parameters_nbytes
 
 SCHEDULES = ("every_round", "once")
@@ -43,12 +43,14 @@ SCHEDULES = ("every_round", "once")
 class AstraeaStrategy(BaseStrategy):
     """Z-score rebalancing and KLD-scheduled mediators with sequential chains."""
 
+    round_unit = "synchronization round"  # num_rounds counts them
+
     checkpoint_attributes = ("ratios", "counts", "fixed_mediators", "mediators", "mediator_of", "mediator_weights",
                              "mediator_trained", "mediator_latents", "sync_bytes")
 
     def __init__(
-        self, *, run, augment: bool = True, reschedule: bool = True, tau_d: float = 3.5, gamma: int = 10,
-        mediator_epochs: int = 2, schedule: str = "every_round",
+        self, *, run, augment: bool, reschedule: bool, tau_d: float, gamma: int, mediator_epochs: int,
+        schedule: str,
     ):
         super().__init__(run=run)
         if float(tau_d) <= 0 or int(gamma) < 1 or int(mediator_epochs) < 1:
@@ -109,7 +111,7 @@ class AstraeaStrategy(BaseStrategy):
             augmented, downsampled, self.ratios = [], [], np.ones(self.run.num_classes)
         answers = self.registry.query(pids, self.fit_config(0))
         self.counts = {
-            p: payload.unpack(answers[p])["label_counts"] if p in answers else original[p] for p in pids
+            p: payload.unpack(answers[p])[protocol.LABEL_COUNTS] if p in answers else original[p] for p in pids
         }
         self.round_log.extra.update(
             augment_classes=len(augmented), downsample_classes=len(downsampled),
@@ -173,8 +175,8 @@ class AstraeaStrategy(BaseStrategy):
             m = self.mediator_of[update.partition_id]
             self.mediator_weights[m] = update.arrays
             self.mediator_trained[m].add(update.partition_id)
-            if "latent_mean" in update.payload:
-                self.mediator_latents[m][update.partition_id] = update.payload["latent_mean"]
+            if protocol.LATENT_MEAN in update.payload:
+                self.mediator_latents[m][update.partition_id] = update.payload[protocol.LATENT_MEAN]
         return None
 
     def end_round(self, server_round: int):

@@ -4,8 +4,8 @@ Local models are averaged weighted by the clients' sample counts n_k / n; sampli
 dropout, validation and evaluation come from :class:`strategies.base.BaseStrategy`.
 """
 
-from strategies.base import BaseStrategy
+from strategies.base import BaseStrategy, PersonalEvaluation
 
 
-class FedAvgStrategy(BaseStrategy):
+class FedAvgStrategy(PersonalEvaluation, BaseStrategy):
     """Server side of FedAvg."""

@@ -1,17 +1,17 @@
 """FedAvgM / SGDM (Hsu et al., "Measuring the Effects of Non-Identical Data
 Distribution", 2019): FedAvg's average becomes a pseudo-gradient for server SGD with
-momentum (:class:`fedimb.aggregate.ServerMomentum`)."""
+momentum (:class:`fedimb.core.aggregate.ServerMomentum`)."""
 
 from __future__ import annotations
 
-from fedimb.aggregate import ServerMomentum
+from fedimb.core.aggregate import ServerMomentum
 from strategies.base import BaseStrategy, ClientUpdate
 
 
 class FedAvgMStrategy(BaseStrategy):
     """Server momentum on the averaged update."""
 
-    def __init__(self, *, run, server_lr: float = 1.0, server_momentum: float = 0.9):
+    def __init__(self, *, run, server_lr: float, server_momentum: float):
         super().__init__(run=run)
         self.optimizer = ServerMomentum(lr=server_lr, momentum=server_momentum)
 

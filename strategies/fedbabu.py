@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from flwr.common import EvaluateIns
 
-from fedimb import payload
+from fedimb.core import payload
 from strategies.base import BaseStrategy
 
 
 class FedBABUStrategy(BaseStrategy):
     """FedAvg with head fine-tuning at evaluation."""
 
-    def __init__(self, *, run, finetune_epochs: int = 5, finetune_every: int = 10):
+    def __init__(self, *, run, finetune_epochs: int, finetune_every: int):
         super().__init__(run=run)
         if int(finetune_epochs) < 1 or int(finetune_every) < 1:
             raise ValueError("finetune_epochs and finetune_every must be >= 1")

@@ -26,12 +26,15 @@ from __future__ import annotations
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
-from clients.fedconcat import encoders_to_payload
-from fedimb import payload, report
-from fedimb.aggregate import weighted_average
-from fedimb.clustering import elbow_inertias, kmeans_clusters, label_distribution
-from fedimb.models import get_weights, num_parameters
-from fedimb.models.concat import concatenated_model, split_model_weights
+from fedimb.core import events, payload
+from fedimb.core.aggregate import weighted_average
+from fedimb.core.clustering import elbow_inertias, kmeans_clusters, label_distribution
+from fedimb.core.models import get_weights, num_parameters
+from fedimb.core.models.concat import (
+    concatenated_model,
+    encoders_to_payload,
+    split_model_weights,
+)
 from strategies.base import BaseStrategy, ClientUpdate
 
 
@@ -42,8 +45,8 @@ class FedConcatStrategy(BaseStrategy):
                              "has_extractor")
 
     def __init__(
-        self, *, run, num_clusters: int = 5, classifier_rounds: int = 10, inferred: bool = False,
-        infer_samples: int = 1000, laplace_epsilon: float | None = None, elbow_max_k: int = 10,
+        self, *, run, num_clusters: int, classifier_rounds: int, inferred: bool, infer_samples: int,
+        laplace_epsilon: float | None, elbow_max_k: int,
     ):
         super().__init__(run=run)
         self.num_clusters = int(num_clusters)
@@ -104,9 +107,9 @@ class FedConcatStrategy(BaseStrategy):
         self.clusters = {p: int(k) for p, k in zip(pids, labels)}
         self.cluster_weights = [list(self.run.initial_weights()) for _ in range(int(labels.max()) + 1)]
         ks, inertias = elbow_inertias(matrix, self.elbow_max_k, self.run.seed)
-        report.emit("artifact", name="elbow", data={"x": ks, "y": inertias, "xlabel": "K", "ylabel": "inertia",
+        events.emit("artifact", name="elbow", data={"x": ks, "y": inertias, "xlabel": "K", "ylabel": "inertia",
                                                      "title": "K-means elbow"})
-        report.emit("artifact", name="clusters", data={
+        events.emit("artifact", name="clusters", data={
             "inferred": self.inferred,
             "assignments": {str(p): k for p, k in self.clusters.items()},
             "distributions": {str(p): distributions[p].round(6).tolist() for p in pids},

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedimb.core.models import trainable_indices
 from strategies.base import BaseStrategy, ClientUpdate
-from strategies.scaffold import trainable_indices
 
 
 class FedDynStrategy(BaseStrategy):

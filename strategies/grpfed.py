@@ -1,7 +1,7 @@
 """GRP-FED server (Wang et al., Algorithm 1 lines 1–14): adaptive loss-power aggregation.
 
 After each round, σ_t is the standard deviation (population) of the participants'
-global training losses L^g_m; q moves by eq. 2 (:func:`fedimb.aggregate.adaptive_q`;
+global training losses L^g_m; q moves by eq. 2 (:func:`fedimb.core.aggregate.adaptive_q`;
 round 1 keeps q_0), and the new global model is Σ λ_m·θ_m with
 λ_m = (L^g_m)^q / Σ_i (L^g_i)^q over the participants (eq. 3). An update whose
 loss is missing, non-finite or not positive is rejected.
@@ -21,43 +21,35 @@ Readings the paper leaves open (the defaults are the rule as implemented first):
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from fedimb import payload
-from fedimb.aggregate import adaptive_q, loss_power_weights, weighted_average
-from fedimb.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate
+from fedimb.core import protocol
+from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
+from fedimb.core.errors import ConfigError, one_of
+from strategies.base import (
+    BaseStrategy,
+    ClientUpdate,
+    PersonalEvaluation,
+    positive_metric,
+)
 
 
-def positive_metric(res, key: str) -> str | None:
-    """Why ``res.metrics[key]`` cannot serve as a loss, or None."""
-    value = payload.scalars(res.metrics).get(key)
-    if value is None or not math.isfinite(value) or value <= 0:
-        return f"{key} must be a positive number, got {res.metrics.get(key)!r}"
-    return None
-
-
-class GRPFEDStrategy(BaseStrategy):
+class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
     """Aggregation weights (L^g_m)^q with an adaptive q."""
 
     checkpoint_attributes = ("q", "sigma", "last_loss")
-    LAMBDA_OVER = ("participants", "all")
+    setting_rules = {"lambda_over": one_of("participants", "all")}
 
     def __init__(self, *, run, q0: float, eta_q: float, lambda_over: str, q_min: float | None,
                  q_max: float | None):
         super().__init__(run=run)
-        if lambda_over not in self.LAMBDA_OVER:
-            raise ConfigError(f"unknown method.strategy.lambda_over {lambda_over!r} "
-                              f"(choose from: {', '.join(self.LAMBDA_OVER)})")
         if q_min is not None and q_max is not None and q_min > q_max:
             raise ConfigError(f"method.strategy.q_min ({q_min}) must not exceed q_max ({q_max})")
         self.q_bounds = (-np.inf if q_min is None else float(q_min), np.inf if q_max is None else float(q_max))
         self.q = float(np.clip(float(q0), *self.q_bounds))
         self.eta_q = float(eta_q)
         self.lambda_over = lambda_over
-        self.loss_key = "initial_loss" if self.client_hparams.get("loss_at") == "received" else "train_loss"
+        self.loss_key = protocol.INITIAL_LOSS if self.client_hparams.get("loss_at") == "received" else protocol.TRAIN_LOSS
         self.sigma: float | None = None
         self.last_loss: dict[int, float] = {}
 

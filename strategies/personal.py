@@ -12,24 +12,24 @@ from __future__ import annotations
 
 from flwr.common import ndarrays_to_parameters
 
-from fedimb.models.concat import module_weights
-from strategies.base import BaseStrategy, ClientUpdate
+from fedimb.core.models import get_weights
+from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation
 
 
-class LGFedAvgStrategy(BaseStrategy):
+class LGFedAvgStrategy(PersonalEvaluation, BaseStrategy):
     """FedAvg of the classifier heads."""
 
     ensemble_global_test = True
 
     def initialize_parameters(self, client_manager):
-        self.current_weights = module_weights(self.run.new_model().head)
+        self.current_weights = get_weights(self.run.new_model().head)
         return ndarrays_to_parameters(self.current_weights)
 
     def evaluate(self, server_round, parameters):
         return None  # no global model: see aggregate_evaluate (ensemble)
 
 
-class LocalStrategy(BaseStrategy):
+class LocalStrategy(PersonalEvaluation, BaseStrategy):
     """Clients train alone; nothing is aggregated."""
 
     ensemble_global_test = True
@@ -45,10 +45,10 @@ class LocalStrategy(BaseStrategy):
         return None
 
 
-class PFedMeStrategy(BaseStrategy):
+class PFedMeStrategy(PersonalEvaluation, BaseStrategy):
     """pFedMe's server step with β."""
 
-    def __init__(self, *, run, beta: float = 1.0):
+    def __init__(self, *, run, beta: float):
         super().__init__(run=run)
         self.beta = float(beta)
 

@@ -4,8 +4,8 @@ their data). Two update rules:
 
 - ``loss_power`` (default): the model average with weights F_k^q / Σ F_k^q — q-FFL as
   GRP-FED compares against it (GRP-FED eq. 3 with a constant q, "the same q = 10 as
-  q-FFL"), :func:`fedimb.aggregate.loss_power_weights`;
-- ``qfedavg``: Li et al.'s Algorithm 2 (:func:`fedimb.aggregate.qffl_update`) with the
+  q-FFL"), :func:`fedimb.core.aggregate.loss_power_weights`;
+- ``qfedavg``: Li et al.'s Algorithm 2 (:func:`fedimb.core.aggregate.qffl_update`) with the
   Lipschitz estimate L = 1/lr. Its step is about F/(q·‖Δw‖) of the local update, so
   with q = 10 and several local epochs with momentum the model hardly moves (12% test
   accuracy after 30 rounds on mnist5k in the GRP-FED set-up); use it with small q.
@@ -13,29 +13,32 @@ their data). Two update rules:
 
 from __future__ import annotations
 
-from fedimb.aggregate import loss_power_weights, qffl_update, weighted_average
-from fedimb.errors import ConfigError
-from strategies.base import BaseStrategy, ClientUpdate
-from strategies.grpfed import positive_metric
+from fedimb.core import protocol
+from fedimb.core.aggregate import loss_power_weights, qffl_update, weighted_average
+from fedimb.core.errors import one_of
+from strategies.base import (
+    BaseStrategy,
+    ClientUpdate,
+    PersonalEvaluation,
+    positive_metric,
+)
 
 
-class QFFLStrategy(BaseStrategy):
+class QFFLStrategy(PersonalEvaluation, BaseStrategy):
     """q-FFL with a fixed q; ``update`` (from the method config) picks the rule."""
 
-    UPDATES = ("loss_power", "qfedavg")
+    setting_rules = {"update": one_of("loss_power", "qfedavg")}
 
-    def __init__(self, *, run, q: float = 10.0, update: str):
+    def __init__(self, *, run, q: float, update: str):
         super().__init__(run=run)
-        if update not in self.UPDATES:
-            raise ConfigError(f"method.strategy.update must be one of {', '.join(self.UPDATES)}, got {update!r}")
         self.q = float(q)
         self.update = update
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, "initial_loss")
+        return super().check_update(pid, arrays, res) or positive_metric(res, protocol.INITIAL_LOSS)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
-        losses = [float(u.metrics["initial_loss"]) for u in updates]
+        losses = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
         if self.update == "qfedavg":
             return qffl_update(
                 self.current_weights, [u.arrays for u in updates], losses, self.q, float(self.train_hparams["lr"])

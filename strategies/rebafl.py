@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedimb.aggregate import aggregate_prototypes
-from fedimb.prototypes import from_payload, to_payload
+from fedimb.core.aggregate import aggregate_prototypes
+from fedimb.core.prototypes import from_payload, to_payload
 from strategies.base import BaseStrategy, ClientUpdate
 
 

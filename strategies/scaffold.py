@@ -17,29 +17,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedimb import payload
-from fedimb.errors import ConfigError
-from fedimb.aggregate import weighted_average
+from fedimb.core import payload
+from fedimb.core.aggregate import weighted_average
+from fedimb.core.errors import one_of
+from fedimb.core.models import trainable_indices
 from strategies.base import BaseStrategy, ClientUpdate
-
-
-def trainable_indices(model) -> list[int]:
-    """Positions of the trainable parameters in the model's state_dict order."""
-    names = {name for name, p in model.named_parameters() if p.requires_grad}
-    return [i for i, key in enumerate(model.state_dict()) if key in names]
 
 
 class ScaffoldStrategy(BaseStrategy):
     """Stochastic controlled averaging."""
 
     checkpoint_attributes = ("control",)
-
-    WEIGHTINGS = ("uniform", "samples")
+    setting_rules = {"weighting": one_of("uniform", "samples")}
 
     def __init__(self, *, run, server_lr: float, weighting: str):
         super().__init__(run=run)
-        if weighting not in self.WEIGHTINGS:
-            raise ConfigError(f"unknown method.strategy.weighting '{weighting}' (choose from: {', '.join(self.WEIGHTINGS)})")
         self.server_lr = float(server_lr)
         self.weighting = weighting
         initial = run.initial_weights()

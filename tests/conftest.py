@@ -58,6 +58,22 @@ def run_fedimb(*args: str, env: dict[str, str] | None = None, timeout: float = 8
     return finish_fedimb(start_fedimb(*args, env=env), timeout)
 
 
+def smoke_groups(methods: list[str]) -> dict[tuple[str, ...], list[str]]:
+    """``methods`` grouped by their shortest-run overrides (their YAML's ``smoke``), so
+    that a sweep runs each group with its own; ``()`` holds the single-stage methods."""
+    from fedimb.app.config import smoke_overrides
+
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for method in methods:
+        groups.setdefault(tuple(smoke_overrides(method)), []).append(method)
+    return groups
+
+
+def with_rounds(overrides, rounds: int) -> list[str]:
+    """``overrides`` plus ``num_rounds=<rounds>`` unless they set it already."""
+    return [*overrides, *([] if any(o.startswith("num_rounds=") for o in overrides) else [f"num_rounds={rounds}"])]
+
+
 @pytest.fixture
 def no_leaked_processes(monkeypatch):
     """Fails the test if a process it started (Flower, Ray, ...) outlives it.

@@ -7,7 +7,7 @@ import torch
 from flwr.app import Context, RecordDict
 from torch import nn
 
-from clients.base import ClientData
+from fedimb.core.data.client_data import ClientData
 
 
 class TwoParameters(nn.Module):

@@ -3,7 +3,7 @@
 Runs ``fedimb method=<m> seed=<s> <overrides>`` for every pair (skipping pairs whose
 run already completed, so an interrupted benchmark resumes), then writes
 
-- ``<out>/<name>/table.md``: the table of ``fedimb report`` (:mod:`fedimb.comparison`)
+- ``<out>/<name>/table.md``: the table of ``fedimb report`` (:mod:`fedimb.cli.report`)
   with one row per method: final and best test accuracy, final macro-F1 and the
   method's own scores, mean ± std over seeds;
 - ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band.
@@ -14,7 +14,6 @@ run already completed, so an interrupted benchmark resumes), then writes
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import json
 import subprocess
@@ -25,8 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import accuracy_plot, comparison_table, machine  # noqa: E402
+from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from fedimb.cli.report import accuracy_plot, comparison_table, machine  # noqa: E402
 
 
 def run_arguments(method: str, seed: int, overrides: list[str]) -> list[str]:
@@ -74,7 +73,7 @@ def ensure_runs(requests: list[tuple[Path, str, int, list[str]]], jobs: int = 1)
 
 
 def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]) -> Path:
-    """``table.md`` (the table of :mod:`fedimb.comparison`, one row per method) and
+    """``table.md`` (the table of :mod:`fedimb.cli.report`, one row per method) and
     ``accuracy.png`` in ``out``."""
     groups = {m: [runs[m, s] for s in seeds] for m in methods}
     extras_arg = f"--extras {','.join(mean_keys)} " if mean_keys else ""
@@ -94,7 +93,7 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, m
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--name", required=True)
     parser.add_argument("--methods", required=True, help="comma-separated method names")
     parser.add_argument("--seeds", default="0,1,2")

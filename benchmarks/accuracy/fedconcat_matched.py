@@ -12,7 +12,6 @@ move exactly the same model). Writes ``<out>/fedconcat_mnist5k/table.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -24,9 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_run  # noqa: E402
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import mean_std  # noqa: E402
-from fedimb.results import read_metrics_csv  # noqa: E402
+from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from fedimb.cli.report import mean_std  # noqa: E402
+from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
 
 
 def bytes_per_encoder_round(run_dir: Path) -> float:
@@ -43,7 +42,7 @@ def summary(run_dir: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--partitions", default="c2,dir01")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "fedconcat_mnist5k")

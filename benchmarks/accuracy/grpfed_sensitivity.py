@@ -18,7 +18,6 @@ call resumes.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -28,8 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import extra_range, machine, mean_std, own_scores, value_range  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
+from fedimb.cli.report import extra_range, machine, mean_std, own_scores, value_range  # noqa: E402
 
 SETUP = ["+experiment=grpfed_mnist5k", "runtime=in_process"]
 Q0 = (0, 1, 2, 5, 10)
@@ -72,12 +71,7 @@ def final_scores(run_dir: Path) -> dict[str, float]:
 
 
 def heatmap(means: dict[str, dict[str, float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = figure(1, 2, figsize=(10, 4))
     for ax, key in zip(axes, ("T_g", "T_l")):
         grid = np.array([[means[grid_label(q0, eta)][key] for eta in ETA_Q] for q0 in Q0])
         image = ax.imshow(grid, cmap="viridis", origin="lower", aspect="auto")
@@ -87,13 +81,11 @@ def heatmap(means: dict[str, dict[str, float]], path: Path) -> None:
         ax.set(xticks=range(len(ETA_Q)), xticklabels=ETA_Q, yticks=range(len(Q0)), yticklabels=Q0,
                xlabel="η_q", ylabel="q_0", title=f"GRP-FED final {key} (%); FedAvg {means['fedavg'][key]:.1f}")
         fig.colorbar(image, ax=ax)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "grpfed_sensitivity")
     parser.add_argument("--runs", type=Path, default=REPO / "results" / "grpfed_mnist5k" / "runs",

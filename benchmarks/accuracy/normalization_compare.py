@@ -13,7 +13,6 @@ original and every T, and each T's difference to the original) and ``<out>/tempe
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import machine, mean_std  # noqa: E402
+from benchmarks.common import argument_parser, panels, publish_table, save_panels  # noqa: E402
+from fedimb.cli.report import machine, mean_std  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
 
@@ -42,30 +41,20 @@ def variant_folder(variant: str) -> str:
 
 
 def temperature_plot(final, alphas, methods, temperatures, seeds, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(alphas), figsize=(5.5 * len(alphas), 4), sharey=True, squeeze=False)
+    fig, axes = panels(len(alphas), 5.5)
     ts = [float(t) for t in temperatures]
-    for ax, alpha in zip(axes[0], alphas):
+    for ax, alpha in zip(axes, alphas):
         for method in methods:
             means = [100 * np.mean([final[alpha, method, t, s] for s in seeds]) for t in temperatures]
             line, = ax.plot(ts, means, marker="o", label=method)
             original = 100 * np.mean([final[alpha, method, "none", s] for s in seeds])
             ax.axhline(original, color=line.get_color(), ls="--", lw=0.8)
         ax.set(xscale="log", xlabel="temperature T (dashed: normalize=none)", title=f"Dir({alpha})")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("final test accuracy (%), mean over seeds")
-    axes[0][-1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_panels(fig, axes, "final test accuracy (%), mean over seeds", path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--alphas", default="0.1,0.5")
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--temperatures", default="1", help="comma-separated T of eq. 8")

@@ -13,7 +13,6 @@ the clients, and the α = 1/λ_max that it allows) and ``<out>/curvature.png``.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -23,11 +22,11 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import machine  # noqa: E402
-from fedimb.curvature import top_hessian_eigenvalue  # noqa: E402
-from fedimb.in_process import InProcessFederation  # noqa: E402
-from fedimb.models import set_weights  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
+from fedimb.app.in_process import InProcessFederation  # noqa: E402
+from fedimb.cli.report import machine  # noqa: E402
+from fedimb.core.curvature import top_hessian_eigenvalue  # noqa: E402
+from fedimb.core.models import set_weights  # noqa: E402
 
 #: set-up name -> fedimb overrides (the shipped experiments Per-FedAvg runs in, offline)
 SETUPS = {
@@ -67,12 +66,12 @@ def measure(overrides: list[str], rounds: int, every: int, seed: int, max_sample
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--every", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-samples", type=int, default=512, help="samples per client for the Hessian")
+    parser = argument_parser(__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perfedavg_curvature")
+    parser.add_argument("--max-samples", type=int, default=512, help="samples per client for the Hessian")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--every", type=int, default=5, help="measure every N rounds (and after round 1)")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
     lines = ["| set-up | round | clients | λ_max median | λ_max largest | 1/λ_max largest |", "|---|---|---|---|---|---|"]
@@ -84,12 +83,7 @@ def main() -> None:
         for r, values in found.items():
             lines.append(f"| {name} | {r} | {len(values)} | {np.median(values):.1f} | {max(values):.1f} | "
                          f"{1 / max(values):.4f} |")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = figure(figsize=(7, 4))
     for name, found in curves.items():
         rounds = sorted(found)
         ax.plot(rounds, [max(found[r]) for r in rounds], marker="o", label=f"{name}: largest")
@@ -97,10 +91,8 @@ def main() -> None:
     ax.set(xlabel="round", ylabel="λ_max of the clients' losses at the global model", yscale="log")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
     args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / "curvature.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, args.out / "curvature.png")
     publish_table(args.out / "table.md", [
         "# Largest Hessian eigenvalue of the clients' losses along FedAvg training", "",
         f"Seed {args.seed}; at most {args.max_samples} samples per client; power iteration (30 steps). "

@@ -18,7 +18,6 @@ Finished runs are reused (``<out>/runs``), so an interrupted call resumes.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -28,9 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import mean_std, metric_curve, machine  # noqa: E402
-from fedimb.results import read_metrics_csv  # noqa: E402
+from benchmarks.common import argument_parser, panels, publish_table, save_panels  # noqa: E402
+from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
+from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
 
 SETTINGS = [
     "dataset=mnist5k", "partition=dirichlet", "num_clients=10", "dropout=none", "runtime=in_process",
@@ -87,29 +86,19 @@ def table_lines(rows, settings, seeds, runs) -> list[str]:
 
 
 def curves_plot(rows, settings, seeds, runs, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(settings), figsize=(4.2 * len(settings), 4), sharey=True, squeeze=False)
-    for ax, (momentum, alpha) in zip(axes[0], settings):
+    fig, axes = panels(len(settings), 4.2)
+    for ax, (momentum, alpha) in zip(axes, settings):
         for row in rows:
             curves = [metric_curve(runs[row, momentum, alpha, s]) for s in seeds]
             rounds = sorted(set.intersection(*(set(c) for c in curves)))
             mean = np.array([[c[r] for r in rounds] for c in curves]).mean(axis=0)
             ax.plot(rounds, mean, label=row, lw=1.2)
         ax.set(title=f"momentum {momentum}, Dir({alpha})", xlabel="round", ylim=(0, 1))
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("test accuracy (mean over seeds)")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_panels(fig, axes, "test accuracy (mean over seeds)", path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--rows", default=DEFAULT_ROWS, help=f"comma-separated, from: {', '.join(ROWS)}")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--momenta", default="0,0.9")

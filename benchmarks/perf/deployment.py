@@ -1,6 +1,6 @@
 """Round latency of a deployed federation: a local SuperLink and N SuperNodes.
 
-For each N: start the federation (``fedimb.local_federation``), run FedAvg through the
+For each N: start the federation (``fedimb.cli.local_federation``), run FedAvg through the
 front end (``runtime=deployment``, one partition per node, all nodes every round) and
 read each round's wall time from the run's ``events.jsonl``. Writes
 ``<out>/deployment_latency.md``.
@@ -10,7 +10,6 @@ read each round's wall time from the run's ``events.jsonl``. Writes
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import subprocess
@@ -24,8 +23,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.local_federation import LocalFederation  # noqa: E402
+from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from fedimb.cli.local_federation import LocalFederation  # noqa: E402
 
 
 def measure(nodes: int, rounds: int, secure: bool, overrides: list[str], workdir: Path) -> dict:
@@ -47,7 +46,7 @@ def measure(nodes: int, rounds: int, secure: bool, overrides: list[str], workdir
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--nodes", default="3,10")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--secure", action="store_true", help="TLS + SuperNode authentication")

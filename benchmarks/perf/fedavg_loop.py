@@ -2,7 +2,7 @@
 single-process PyTorch loop.
 
 Both sides run the identical local training — same model initialisation, partition,
-mini-batch order, optimiser and steps (``fedimb.training.train_epochs``) — so the
+mini-batch order, optimiser and steps (``fedimb.core.training.train_epochs``) — so the
 difference is the framework: Flower messaging, Ray actors, serialisation (simulation),
 or only fedimb's own server loop, checks and records (in-process, 2 torch threads like
 the fastest plain loop).
@@ -27,12 +27,19 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.common import argument_parser, figure, save_figure  # noqa: E402
 from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured  # noqa: E402
-from fedimb import config  # noqa: E402
-from fedimb.aggregate import weighted_average  # noqa: E402
-from fedimb.experiment import as_tensors, experiment_data, new_model  # noqa: E402
-from fedimb.models import get_weights, set_weights  # noqa: E402
-from fedimb.training import TrainConfig, evaluate_model, make_optimizer, seeded_generator, train_epochs  # noqa: E402
+from fedimb.app import config  # noqa: E402
+from fedimb.app.build import as_tensors, experiment_data, new_model  # noqa: E402
+from fedimb.core.aggregate import weighted_average  # noqa: E402
+from fedimb.core.models import get_weights, set_weights  # noqa: E402
+from fedimb.core.training import (  # noqa: E402
+    TrainConfig,
+    evaluate_model,
+    make_optimizer,
+    seeded_generator,
+    train_epochs,
+)
 
 
 def overrides(args: argparse.Namespace) -> list[str]:
@@ -88,11 +95,6 @@ def run_plain(args: argparse.Namespace, threads: int) -> dict:
 
 
 def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fed = feds["simulation"]
     steady = {runtime: float(np.mean(run["round_seconds"][1:])) for runtime, run in feds.items()}
     best_plain = min(plains, key=lambda p: np.mean(p["round_seconds"][1:]))
@@ -135,7 +137,7 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
     table = out / "perf_fedavg.md"
     table.write_text("\n".join(lines) + "\n")
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = figure(figsize=(7, 4))
     rounds = np.arange(1, args.rounds + 1)
     for runtime, run in feds.items():
         ax.plot(rounds, run["round_seconds"], marker="o", label=f"fedimb ({runtime})")
@@ -144,13 +146,12 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
     ax.set(xlabel="round", ylabel="seconds", title="FedAvg time per round")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "perf_fedavg.png", dpi=110)
+    save_figure(fig, out / "perf_fedavg.png")
     return table
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)

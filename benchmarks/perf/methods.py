@@ -3,7 +3,7 @@ the traffic each method sends.
 
 For each method: one ``fedimb`` run (20 clients, all taking part, 1 local epoch,
 mnist5k, cnn28, no dropout), then the same rounds driven in this process by
-:class:`fedimb.in_process.InProcessFederation` — the real strategy and clients, the same
+:class:`fedimb.app.in_process.InProcessFederation` — the real strategy and clients, the same
 local training, aggregation and evaluation, without SuperLink, messages or Ray. The
 ratio of the time per round (rounds 2+) is the framework's cost for that method. The
 traffic (bytes down and up, per round and per client that trained) comes from the run's
@@ -30,21 +30,10 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
-from fedimb.config import group_choices  # noqa: E402
-from fedimb.in_process import InProcessFederation  # noqa: E402
-
-# Settings that keep a method's run to a few Flower rounds: FedConcat's stages and
-# Astraea's synchronization rounds (each = mediator_epochs x min(gamma, clients) rounds).
-METHOD_OVERRIDES = {
-    "fedconcat": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=2"],
-    "fedconcat_id": ["++method.strategy.num_clusters=2", "++method.strategy.classifier_rounds=1"],
-    "astraea": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
-    "astraea_sched": ["++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1"],
-    "astraea_aug": ["++method.strategy.gamma=2"],
-}
-SYNC_ROUNDS = {"astraea": 2, "astraea_sched": 2}  # x 2 Flower rounds each with gamma 2
+from fedimb.app.config import group_choices, smoke_overrides  # noqa: E402
+from fedimb.app.in_process import InProcessFederation  # noqa: E402
 
 # What each method sends besides the model parameters. Every client also reports its
 # label counts once (client discovery) and, with normalize=latent_cosine, its mean latent.
@@ -62,10 +51,14 @@ PAYLOADS = {
 
 
 def method_overrides(method: str, rounds: int, seed: int) -> list[str]:
+    """The benchmark's set-up; multi-stage methods with their shortest stages (``smoke``
+    in their YAML) and at least ``rounds`` rounds."""
+    smoke = smoke_overrides(method)
+    least = max([int(o.split("=")[1]) for o in smoke if o.startswith("num_rounds=")] + [rounds])
     return [
         f"method={method}", "dataset=mnist5k", "partition=pathological", "dropout=none", "num_clients=20",
-        f"num_rounds={SYNC_ROUNDS.get(method, rounds)}", "train.local_epochs=1", f"seed={seed}",
-        *METHOD_OVERRIDES.get(method, []),
+        "train.local_epochs=1", f"seed={seed}", *[o for o in smoke if not o.startswith("num_rounds=")],
+        f"num_rounds={least}",
     ]
 
 
@@ -101,17 +94,13 @@ def measure(method: str, args: argparse.Namespace) -> dict:
 
 
 def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fedavg_kb = next((r["kb_client"] for r in results if r["method"] == "fedavg"), None)
     lines = [
         "# Time per round and traffic of every method: fedimb simulation vs the same rounds in one process",
         "",
         f"20 clients, all taking part, 1 local epoch, mnist5k, cnn28, no dropout, seed {args.seed}; "
-        f"{args.rounds} rounds (Astraea: 2 synchronization rounds with gamma 2; FedConcat: K = 2, 2 classifier rounds, FedConcat-ID 1).",
+        f"{args.rounds} rounds (synchronization rounds for Astraea); multi-stage methods with the settings of their YAML's "
+        "`smoke` list (Astraea: gamma 2, one mediator epoch; FedConcat: K = 2, 1 classifier round).",
         f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
         f"torch {torch.__version__}. The one-process loop is the faster of 1 and 2 torch threads.",
         "",
@@ -134,21 +123,20 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         f"Command: `python benchmarks/perf/methods.py --methods {','.join(r['method'] for r in results)} "
         f"--rounds {args.rounds} --seed {args.seed}`",
     ]
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = figure(figsize=(9, 4))
     x = np.arange(len(results))
     ax.bar(x - 0.2, [r["fedimb"] for r in results], 0.4, label="fedimb (simulation)")
     ax.bar(x + 0.2, [r["plain"] for r in results], 0.4, label="one process")
     ax.set_xticks(x, [r["method"] for r in results], rotation=60, ha="right", fontsize=8)
     ax.set(ylabel="seconds per round (rounds 2+)", title="Time per round by method")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(args.out / "perf_methods.png", dpi=110)
+    save_figure(fig, args.out / "perf_methods.png")
     (args.out / "perf_methods.json").write_text(json.dumps(results, indent=1))
     return publish_table(args.out / "perf_methods.md", lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--methods", default=",".join(group_choices("method")))
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)

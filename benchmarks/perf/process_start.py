@@ -13,7 +13,6 @@ disk, no scikit-learn). Writes ``<out>/process_start.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -26,8 +25,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
-from fedimb.comparison import machine  # noqa: E402
+from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from fedimb.cli.report import machine  # noqa: E402
 
 PHASES = ("import torch", "import the ClientApp module", "load mnist5k", "first optimizer")
 
@@ -37,9 +36,9 @@ import json, sys, time
 t = time.perf_counter(); seconds = {}
 import torch
 seconds["import torch"] = time.perf_counter() - t; t = time.perf_counter()
-import fedimb.client_app
-from fedimb import config
-from fedimb.experiment import experiment_data
+import fedimb.app.client_app
+from fedimb.app import config
+from fedimb.app.build import experiment_data
 seconds["import the ClientApp module"] = time.perf_counter() - t; t = time.perf_counter()
 experiment_data(config.compose(["dataset=mnist5k", "num_clients=20"]))
 seconds["load mnist5k"] = time.perf_counter() - t; t = time.perf_counter()
@@ -59,7 +58,7 @@ def probe(cache: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="processes per cache state")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
     args = parser.parse_args()

@@ -23,7 +23,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import publish_table  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
 
 MEMORY_TARGET_MB = 4096
@@ -37,11 +37,6 @@ def overrides(clients: int, fraction: float, rounds: int, seed: int) -> list[str
 
 
 def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     lines = [
         "# FedAvg with many virtual clients (Flower simulation)",
         "",
@@ -67,7 +62,7 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         f"Command: `python benchmarks/perf/scale.py --clients {','.join(str(r['clients']) for r in results)} "
         f"--fraction {args.fraction} --rounds {args.rounds} --seed {args.seed} --name {args.name}`",
     ]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    fig, (left, right) = figure(1, 2, figsize=(9, 3.8))
     xs = [r["clients"] for r in results]
     left.plot(xs, [r["steady"] for r in results], marker="o", label="rounds 2+")
     left.plot(xs, [r["round_seconds"][0] for r in results], marker="s", label="round 1")
@@ -79,14 +74,13 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     right.legend()
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(args.out / f"{args.name}.png", dpi=110)
+    save_figure(fig, args.out / f"{args.name}.png")
     (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
     return publish_table(args.out / f"{args.name}.md", lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argument_parser(__doc__)
     parser.add_argument("--clients", default="100,500,1000")
     parser.add_argument("--fraction", type=float, default=0.1, help="clients sampled per round")
     parser.add_argument("--rounds", type=int, default=4)

@@ -12,34 +12,26 @@ import json
 
 import pytest
 
-from fedimb.config import group_choices
-from fedimb.local_federation import LocalFederation
-from tests.conftest import run_fedimb
+from fedimb.app.config import group_choices
+from fedimb.cli.local_federation import LocalFederation
+from tests.conftest import run_fedimb, smoke_groups, with_rounds
 
 pytestmark = [pytest.mark.slow, pytest.mark.deployment_all, pytest.mark.timeout(5400)]
 
-STAGED = ["fedconcat", "fedconcat_id"]
-MEDIATED = ["astraea", "astraea_aug", "astraea_sched"]
-
 
 def test_every_method_runs_two_rounds_deployed(tmp_path, no_leaked_processes):
-    plain = [m for m in group_choices("method") if m not in STAGED + MEDIATED]
+    methods = group_choices("method")
     common = ["dataset=digits", "num_clients=3", "train.local_epochs=1", "dropout=none", "seed=1"]
     with LocalFederation(tmp_path / "fed", 3) as fed:
         results = [
-            run_fedimb("-m", f"method={','.join(plain)}", *fed.runtime_overrides(), *common, "num_rounds=2",
-                       f"output.root={tmp_path / 'plain'}", timeout=3600),
-            run_fedimb("-m", f"method={','.join(STAGED)}", *fed.runtime_overrides(), *common, "num_rounds=3",
-                       "++method.strategy.classifier_rounds=1", "++method.strategy.num_clusters=2",
-                       f"output.root={tmp_path / 'staged'}", timeout=1200),
-            run_fedimb("-m", f"method={','.join(MEDIATED)}", *fed.runtime_overrides(), *common, "num_rounds=2",
-                       "++method.strategy.gamma=2", "++method.strategy.mediator_epochs=1",
-                       f"output.root={tmp_path / 'mediated'}", timeout=1200),
+            run_fedimb("-m", f"method={','.join(group)}", *fed.runtime_overrides(), *common, *with_rounds(smoke, 2),
+                       f"output.root={tmp_path / f'group{i}'}", timeout=3600)
+            for i, (smoke, group) in enumerate(smoke_groups(methods).items())
         ]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
     summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/*/summary.json"))]
-    assert sorted(s["method"] for s in summaries) == sorted(plain + STAGED + MEDIATED)
+    assert sorted(s["method"] for s in summaries) == sorted(methods)
     for summary in summaries:
         assert summary["completed"] and summary["runtime"] == "deployment" and summary["rounds"] >= 2, summary
         assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0

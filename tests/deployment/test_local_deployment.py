@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fedimb.federation import SuperLink, SuperNode, flower_env
+from fedimb.cli.processes import SuperLink, SuperNode, flower_env
 from tests.conftest import run_fedimb
 
 pytestmark = pytest.mark.slow

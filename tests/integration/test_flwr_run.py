@@ -6,9 +6,15 @@ import subprocess
 
 import pytest
 
-from fedimb.federation import SuperLink, executable, flower_env, flwr_home, write_connection
-from fedimb.launch import APP_DIR
-from fedimb.report import parse_event
+from fedimb.cli.launch import APP_DIR
+from fedimb.cli.processes import (
+    SuperLink,
+    executable,
+    flower_env,
+    flwr_home,
+    write_connection,
+)
+from fedimb.core.events import parse_event
 
 pytestmark = pytest.mark.slow
 

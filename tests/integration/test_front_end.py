@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import finish_fedimb, run_fedimb, start_fedimb
+from tests.conftest import (
+    finish_fedimb,
+    run_fedimb,
+    smoke_groups,
+    start_fedimb,
+    with_rounds,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -73,22 +79,20 @@ def start_sweep(root, methods, *overrides):
 def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     """Hydra sweeps over all configured methods: one run folder per job, each complete.
 
-    Four sweeps, two at a time: the contribution-normalisation switch on every strategy
-    it names, the multi-stage FedConcat variants with one classifier round (and
-    FedConcat-ID one more round for its inference stage) so that every stage is
-    exercised, and every other method in two halves."""
-    from fedimb.config import group_choices
+    The contribution-normalisation switch on every strategy it names, every method whose
+    YAML declares shortest-run settings (``smoke``: FedConcat's stages, Astraea's chains)
+    in one sweep per setting, and every other method in two halves; two streams of
+    sweeps side by side."""
+    from fedimb.app.config import group_choices
 
-    staged = ["fedconcat", "fedconcat_id"]
-    plain = [m for m in group_choices("method") if m not in staged + NORMALIZED]
-    half = len(plain) // 2 + 2  # balances the two streams of runs
+    groups = smoke_groups([m for m in group_choices("method") if m not in NORMALIZED])
+    plain = groups.pop(())
+    half = len(plain) // 2
+    named = [(f"s{i}", methods, with_rounds(smoke, 2)) for i, (smoke, methods) in enumerate(groups.items())]
     streams = [
-        [("a", plain[:half], ["num_rounds=2"]),
-         # a multirun composes its base config with the default method first, so keys
-         # that only the swept methods have are set with ++
-         ("c", staged, ["num_rounds=3", "++method.strategy.classifier_rounds=1", "++method.strategy.num_clusters=2"])],
+        [("a", plain[:half], ["num_rounds=2"]), *named[::2]],
         [("normalized", NORMALIZED, ["num_rounds=2", "normalize=latent_cosine"]),
-         ("b", plain[half:], ["num_rounds=2"])],
+         ("b", plain[half:], ["num_rounds=2"]), *named[1::2]],
     ]
 
     def run_stream(sweeps):
@@ -99,8 +103,9 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
         results = [r for stream in pool.map(run_stream, streams) for r in stream]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("[abc]/multirun/*/*/*/summary.json"))]
-    methods = plain + staged
+    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/*/summary.json"))
+                 if p.relative_to(tmp_path).parts[0] != "normalized"]
+    methods = plain + [m for group in groups.values() for m in group]
     normalized = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("normalized/multirun/*/*/*/summary.json"))]
     assert sorted(s["method"] for s in normalized) == sorted(NORMALIZED)
     for run_dir in tmp_path.glob("normalized/multirun/*/*/*/"):

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.config import compose
-from fedimb.errors import ConfigError
-from fedimb.experiment import experiment_data
-from fedimb.results import read_metrics_csv
+from fedimb.app.build import experiment_data
+from fedimb.app.config import compose
+from fedimb.cli.run_folder import read_metrics_csv
+from fedimb.core.errors import ConfigError
 
 DIGITS_TRAIN = 1437  # sklearn's 1,797 digits, 20% held out as the test set
 
@@ -56,8 +56,8 @@ def test_missing_or_malformed_files_are_one_line_errors(tmp_path):
 
 
 def test_a_run_exported_partition_reimports_into_the_identical_run(tmp_path):
-    from fedimb.diagnose import diagnose_config, report_lines
-    from fedimb.launch import run_experiment
+    from fedimb.cli.diagnose import diagnose_config, report_lines
+    from fedimb.cli.launch import run_experiment
 
     common = ["runtime=in_process", "dataset=digits", "num_clients=4", "num_rounds=2", "dropout=none",
               "train.local_epochs=1", "seed=3", "checkpoint.enabled=false"]
@@ -85,7 +85,7 @@ def test_the_file_partition_travels_inside_the_configuration(tmp_path):
     path.write_text(json.dumps({"clients": [[0, 1], [2, 3]]}))
     cfg = compose(["dataset=digits", "partition=file", f"partition.path={path}", "num_clients=2"])
     path.unlink()  # a node on another machine has no such file: the indices are in the config
-    from fedimb import config
+    from fedimb.app import transport
 
-    again = config.decode(config.encode(cfg))
+    again = transport.decode(transport.encode(cfg))
     assert np.array_equal(experiment_data(again).partition.indices[1], [2, 3])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb.aggregate import normalised_weights, weight_diversity, weighted_average
+from fedimb.core.aggregate import normalised_weights, weight_diversity, weighted_average
 
 
 def test_weighted_average_hand_values():
@@ -121,7 +121,12 @@ def test_weight_diversity_empty_raises():
 
 
 # ----------------------------------------------------------------- GRP-FED, q-FFL, AFL
-from fedimb.aggregate import adaptive_q, loss_power_weights, project_simplex, qffl_update  # noqa: E402
+from fedimb.core.aggregate import (  # noqa: E402
+    adaptive_q,
+    loss_power_weights,
+    project_simplex,
+    qffl_update,
+)
 
 
 def test_adaptive_q_hand_values():

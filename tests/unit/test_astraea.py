@@ -7,9 +7,9 @@ import pytest
 import torch
 from flwr.common import parameters_to_ndarrays
 
-from fedimb import payload
-from fedimb.rebalance import apply_plan
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core import payload
+from fedimb.core.rebalance import apply_plan
 
 AUG = {"rotation": 10.0, "shift": 0.1, "shear": 10.0, "zoom": 0.1}
 
@@ -84,7 +84,7 @@ def test_sync_round_averages_mediators_by_sample_count():
     for rnd in (1, 2, 3):
         record = fed.round(rnd)
     expected_sizes = [sum(float(s.counts[p].sum()) for p in m) for m in s.mediators]
-    from fedimb.aggregate import weighted_average
+    from fedimb.core.aggregate import weighted_average
 
     expected = weighted_average(s.mediator_weights, expected_sizes)
     assert all(np.array_equal(a, b) for a, b in zip(parameters_to_ndarrays(fed.parameters), expected))

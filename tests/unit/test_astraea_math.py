@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedimb.aggregate import schedule_mediators, zscore_plan
+from fedimb.core.aggregate import schedule_mediators, zscore_plan
 
 
 def test_zscore_plan_hand_computed():

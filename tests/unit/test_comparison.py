@@ -9,8 +9,8 @@ import sys
 import pytest
 import yaml
 
-from fedimb.comparison import find_runs, group_runs, write_report
-from fedimb.errors import ConfigError
+from fedimb.cli.report import find_runs, group_runs, write_report
+from fedimb.core.errors import ConfigError
 
 
 def make_run(root, name, *, method="fedavg", seed=0, final=0.5, best=0.6, alpha=0.1, extra=None,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from fedimb import config
-from fedimb.errors import ConfigError
+from fedimb.app import components, config, transport
+from fedimb.core.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -91,29 +91,29 @@ def test_group_choices_reads_conf():
 def test_import_class_resolves_targets_and_names_bad_ones():
     from strategies.fedavg import FedAvgStrategy
 
-    assert config.import_class("strategies.fedavg.FedAvgStrategy") is FedAvgStrategy
+    assert components.import_class("strategies.fedavg.FedAvgStrategy") is FedAvgStrategy
     for target, reason in [("strategies.nosuch.X", "No module"), ("strategies.fedavg.Nope", "has no attribute"),
-                           ("fedimb.config.CONF_DIR", "not a class"), ("Bare", "not a class")]:
+                           ("fedimb.app.config.CONF_DIR", "not a class"), ("Bare", "not a class")]:
         with pytest.raises(ConfigError, match=f"cannot import '{target}'.*{reason}"):
-            config.import_class(target)
+            components.import_class(target)
 
 
 def test_encode_decode_round_trip(default_cfg):
-    text = config.encode(default_cfg)
+    text = transport.encode(default_cfg)
     assert isinstance(text, str) and text.isascii()
     assert "\n" not in text
-    decoded = config.decode(text)
+    decoded = transport.decode(text)
     assert decoded == default_cfg
     assert OmegaConf.to_container(decoded) == OmegaConf.to_container(default_cfg)
 
 
 def test_decode_garbage_is_config_error():
     with pytest.raises(ConfigError, match="config"):
-        config.decode("not base64 at all!")
+        transport.decode("not base64 at all!")
 
 
 def test_from_run_config_simple_keys():
-    cfg = config.from_run_config({
+    cfg = transport.from_run_config({
         "config": "", "method": "fedavg", "num-clients": 7, "num-rounds": 2, "seed": 3,
         "overrides": "train.lr=0.05",
     })
@@ -125,7 +125,7 @@ def test_from_run_config_simple_keys():
 
 
 def test_from_run_config_encoded(default_cfg):
-    cfg = config.from_run_config({"config": config.encode(default_cfg)})
+    cfg = transport.from_run_config({"config": transport.encode(default_cfg)})
     assert cfg == default_cfg
 
 
@@ -133,11 +133,11 @@ def test_from_run_config_encoded_is_validated(default_cfg):
     bad = OmegaConf.create(OmegaConf.to_container(default_cfg))
     bad.num_clients = 0
     with pytest.raises(ConfigError, match="num_clients"):
-        config.from_run_config({"config": config.encode(bad)})
+        transport.from_run_config({"config": transport.encode(bad)})
 
 
 def test_ray_address_reaches_the_simulation_as_ray_address(tmp_path, monkeypatch):
-    from fedimb.launch import simulation_env
+    from fedimb.cli.launch import simulation_env
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert "RAY_ADDRESS" not in simulation_env(config.compose([]), tmp_path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb.aggregate import contribution_factors, weighted_average
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core.aggregate import contribution_factors, weighted_average
 
 
 def test_identical_latents_give_equal_factors():

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedimb.curvature import hessian_vector_product, top_hessian_eigenvalue
+from fedimb.core.curvature import hessian_vector_product, top_hessian_eigenvalue
 
 
 def tiny_problem():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fedimb.client_registry import ClientRegistry
-from fedimb.data.device import load_device_data
-from fedimb.errors import ConfigError, DataUnavailableError
+from fedimb.app.registry import ClientRegistry
+from fedimb.core.data.device import load_device_data
+from fedimb.core.errors import ConfigError, DataUnavailableError
 
 SHAPE = (1, 8, 8)
 
@@ -94,10 +94,10 @@ def test_nodes_with_their_own_data_get_free_client_ids_and_keep_them(monkeypatch
 
 
 def test_failure_reasons_are_short_and_name_the_cause():
-    from fedimb.client_registry import _reason
+    from fedimb.app.registry import _reason
 
     wrap = "Message contains an Error (reason: {}). It originated during client-side execution of a message."
-    assert _reason(ValueError(wrap.format("<class 'fedimb.errors.ConfigError'>:<'device data x.npz is bad'>"))) == \
+    assert _reason(ValueError(wrap.format("<class 'fedimb.core.errors.ConfigError'>:<'device data x.npz is bad'>"))) == \
         "ConfigError: device data x.npz is bad"
     assert _reason(ValueError(wrap.format("Error: Node Unavailable - no heartbeat"))) == "Error: Node Unavailable - no heartbeat"
     assert "round timeout" in _reason(ValueError("Expected one Message but got: 0"))

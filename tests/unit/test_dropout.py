@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb.data.partition import client_groups
-from fedimb.dropout import Availability, availability_from_config
-from fedimb.errors import ConfigError
+from fedimb.core.data.partitioners import client_groups
+from fedimb.core.dropout import Availability, availability_from_config
+from fedimb.core.errors import ConfigError
 
 
 def test_p_one_all_available_p_zero_none():

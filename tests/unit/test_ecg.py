@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb import config
-from fedimb.data.ecg import BEAT_CLASSES, WINDOW, record_beats
-from fedimb.errors import ConfigError
-from fedimb.experiment import experiment_data, new_model
+from fedimb.app import config
+from fedimb.app.build import experiment_data, new_model
+from fedimb.core.data.ecg import BEAT_CLASSES, WINDOW, record_beats
+from fedimb.core.errors import ConfigError
 
 
 def test_beats_are_centred_standardised_windows_of_known_classes():

@@ -5,11 +5,12 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from omegaconf import OmegaConf
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
+from omegaconf import OmegaConf
 
-from fedimb.config import CONF_DIR, compose, group_choices, import_class, sweep_variants
+from fedimb.app.components import import_class
+from fedimb.app.config import CONF_DIR, compose, group_choices, sweep_variants
 
 EXPERIMENTS = group_choices("experiment")
 

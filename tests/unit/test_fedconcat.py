@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
 from flwr.common import parameters_to_ndarrays
 
-from clients.base import ClientData
-from fedimb import payload
-from fedimb.clustering import inferred_distribution, kmeans_clusters, noisy_distribution
-from fedimb.models import build_model
-from fedimb.models.concat import concatenated_model, split_model_weights
-from fedimb.training import TrainConfig, make_optimizer, seeded_generator, train_epochs
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core.clustering import (
+    inferred_distribution,
+    kmeans_clusters,
+    noisy_distribution,
+)
+from fedimb.core.models import build_model
+from fedimb.core.models.concat import concatenated_model, split_model_weights
+from fedimb.core.training import (
+    TrainConfig,
+    make_optimizer,
+    seeded_generator,
+    train_epochs,
+)
 
 
 def test_identical_distributions_share_a_cluster():
@@ -35,8 +40,8 @@ def test_laplace_noise_keeps_a_distribution():
 
 def test_inference_recovers_the_dominant_classes_of_a_two_class_client():
     model = build_model({"name": "cnn28"}, (1, 28, 28), 10, seed=0)
-    from fedimb.experiment import experiment_data
-    from fedimb import config
+    from fedimb.app import config
+    from fedimb.app.build import experiment_data
 
     data = experiment_data(config.compose(["num_clients=5"]))
     x, y = torch.from_numpy(data.dataset.x_train), torch.from_numpy(data.dataset.y_train)
@@ -52,7 +57,7 @@ def test_inference_recovers_the_dominant_classes_of_a_two_class_client():
 
 
 def test_concatenated_features_are_k_times_d_wide():
-    from fedimb.models import get_weights
+    from fedimb.core.models import get_weights
 
     template = build_model({"name": "cnn28"}, (1, 28, 28), 10, seed=0)
     encoders = [split_model_weights(template, get_weights(build_model({"name": "cnn28"}, (1, 28, 28), 10, seed=s)))[0]

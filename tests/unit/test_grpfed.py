@@ -11,8 +11,8 @@ from flwr.common import parameters_to_ndarrays
 from torch import nn
 
 from clients.grpfed import STATE, discriminator_loss, regularizer_loss
-from fedimb.aggregate import adaptive_q, loss_power_weights, weighted_average
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 
 COMMON = ["dataset=digits", "num_clients=4", "train.local_epochs=1", "dropout=none", "partition=quantity",
           "evaluation.local_test_fraction=0.2", "evaluation.personal=true"]
@@ -94,7 +94,7 @@ def test_grpfed_aggregates_by_loss_power():
     instructions = s.configure_fit(server_round=1, parameters=fed.parameters, client_manager=fed.manager)
     from flwr.common import FitRes, ndarrays_to_parameters
 
-    from fedimb.in_process import OK
+    from fedimb.app.in_process import OK
 
     base = parameters_to_ndarrays(fed.parameters)
     results = []

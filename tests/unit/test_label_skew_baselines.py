@@ -9,8 +9,12 @@ import torch
 from flwr.common import parameters_to_ndarrays
 from torch import nn
 
-from fedimb.losses import logit_calibration_loss, relaxed_balanced_softmax_loss, restricted_softmax_logits
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core.losses import (
+    logit_calibration_loss,
+    relaxed_balanced_softmax_loss,
+    restricted_softmax_logits,
+)
 
 
 def prepared_client(method: str, *overrides: str):

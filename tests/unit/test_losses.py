@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedimb.losses import (
+from fedimb.core.losses import (
     logit_calibration_loss,
     relaxed_balanced_softmax_loss,
     restricted_softmax_logits,

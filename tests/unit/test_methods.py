@@ -9,15 +9,10 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.config import group_choices
-from fedimb.in_process import InProcessFederation
+from fedimb.app.config import group_choices, smoke_overrides
+from fedimb.app.in_process import InProcessFederation
 
 METHODS = group_choices("method")
-# Multi-stage methods need a few settings to fit their stages into two or three rounds.
-STAGED = {
-    "fedconcat": ["method.strategy.classifier_rounds=1", "method.strategy.num_clusters=2"],
-    "fedconcat_id": ["method.strategy.classifier_rounds=1", "method.strategy.num_clusters=2", "num_rounds=3"],
-}
 
 
 def test_all_expected_methods_are_configured():
@@ -29,7 +24,7 @@ def test_all_expected_methods_are_configured():
 def test_method_trains_two_rounds(method):
     fed = InProcessFederation([
         f"method={method}", "dataset=digits", "num_clients=3", "num_rounds=2", "train.local_epochs=1",
-        "dropout=none", *STAGED.get(method, []),
+        "dropout=none", *smoke_overrides(method),  # multi-stage methods: their shortest run
     ])
     initial = parameters_to_ndarrays(fed.parameters)
     trained = 0

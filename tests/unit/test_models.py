@@ -7,8 +7,14 @@ import pytest
 import torch
 from torch import nn
 
-from fedimb.errors import ConfigError
-from fedimb.models import MODELS, build_model, get_weights, num_parameters, set_weights
+from fedimb.core.errors import ConfigError
+from fedimb.core.models import (
+    MODELS,
+    build_model,
+    get_weights,
+    num_parameters,
+    set_weights,
+)
 
 SHAPES = {
     "cnn28": (1, 28, 28),

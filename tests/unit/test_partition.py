@@ -7,15 +7,11 @@ import warnings
 import numpy as np
 import pytest
 
-from fedimb.data.partition import (
-    EMNIST_BALANCED_CHARS,
-    PARTITIONERS,
-    client_groups,
-    longtail_profile,
-    make_partition,
-)
-from fedimb.data.stats import kl_to_uniform, label_counts
-from fedimb.errors import ConfigError
+from fedimb.core.data.longtail import EMNIST_BALANCED_CHARS, longtail_profile
+from fedimb.core.data.partition import PARTITIONERS, make_partition
+from fedimb.core.data.partitioners import client_groups
+from fedimb.core.data.stats import kl_to_uniform, label_counts
+from fedimb.core.errors import ConfigError
 
 NUM_CLASSES = 10
 PER_CLASS = 500

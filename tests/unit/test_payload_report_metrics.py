@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from fedimb import payload, report
-from fedimb.metrics import classification_metrics
+from fedimb.core import events, payload
+from fedimb.core.metrics import classification_metrics
 
 
 # --------------------------------------------------------------------- payload
@@ -46,33 +46,33 @@ def test_nbytes():
 
 # ---------------------------------------------------------------------- report
 def test_format_parse_round_trip():
-    line = report.format_event("round", round=3, loss=0.5, recall=[0.1, 0.2], nested={"a": 1})
-    assert line.startswith(report.TAG)
+    line = events.format_event("round", round=3, loss=0.5, recall=[0.1, 0.2], nested={"a": 1})
+    assert line.startswith(events.TAG)
     assert "\n" not in line
-    event = report.parse_event(line)
+    event = events.parse_event(line)
     assert event == {"event": "round", "round": 3, "loss": 0.5, "recall": [0.1, 0.2], "nested": {"a": 1}}
 
 
 def test_nan_and_inf_become_none_and_numpy_scalars_convert():
-    line = report.format_event(
+    line = events.format_event(
         "x", a=float("nan"), b=[1.0, float("inf")], c=np.float32(1.5), d=np.int64(4), e={"k": np.float64("nan")}
     )
-    event = report.parse_event(line)
+    event = events.parse_event(line)
     assert event == {"event": "x", "a": None, "b": [1.0, None], "c": 1.5, "d": 4, "e": {"k": None}}
 
 
 def test_parse_event_with_log_prefix():
-    line = "INFO :      " + report.format_event("end", rounds=2)
-    assert report.parse_event(line) == {"event": "end", "rounds": 2}
+    line = "INFO :      " + events.format_event("end", rounds=2)
+    assert events.parse_event(line) == {"event": "end", "rounds": 2}
 
 
 @pytest.mark.parametrize(
     "line",
-    ["", "plain log line", '{"event": "x"}', report.TAG + "{not json", report.TAG + '{"no_event": 1}',
-     report.TAG + "[1, 2]"],
+    ["", "plain log line", '{"event": "x"}', events.TAG + "{not json", events.TAG + '{"no_event": 1}',
+     events.TAG + "[1, 2]"],
 )
 def test_parse_event_rejects(line):
-     assert report.parse_event(line) is None
+     assert events.parse_event(line) is None
 
 
 # --------------------------------------------------------------------- metrics
@@ -113,12 +113,12 @@ def test_classification_metrics_empty():
 def test_events_carry_numpy_arrays_as_lists():
     import numpy as np
 
-    event = report.parse_event(report.format_event("x", a=np.array([1.5, np.nan]), b=np.int64(3)))
+    event = events.parse_event(events.format_event("x", a=np.array([1.5, np.nan]), b=np.int64(3)))
     assert event == {"event": "x", "a": [1.5, None], "b": 3}
 
 
 def test_checkpoint_round_trip(tmp_path):
-    from fedimb import checkpoint
+    from fedimb.app import checkpoint
 
     state = {
         "round": 3, "q": 10.5, "name": "x", "nothing": None,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from clients.perfedavg import PerFedAvgClient
-from fedimb.errors import ConfigError
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core.errors import ConfigError
 from tests.toy import toy_client
 
 # four copies of one sample (x = 1, class 0): every batch D, D', D'' has the same loss,

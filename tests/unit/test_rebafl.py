@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 from flwr.common import FitRes, parameters_to_ndarrays
 
-from fedimb.aggregate import aggregate_prototypes
-from fedimb.prototypes import class_prototypes, cyclic_targets, from_payload, to_payload, transfer_features
-from fedimb.in_process import OK, InProcessFederation
+from fedimb.app.in_process import OK, InProcessFederation
+from fedimb.core.aggregate import aggregate_prototypes
+from fedimb.core.prototypes import (
+    class_prototypes,
+    cyclic_targets,
+    from_payload,
+    to_payload,
+    transfer_features,
+)
 
 
 def test_aggregate_prototypes_hand_values_and_missing_classes():

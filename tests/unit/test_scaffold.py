@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from clients.scaffold import STATE, ScaffoldClient
-from fedimb import payload
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core import payload
 from strategies.base import ClientUpdate
 from tests.toy import toy_client
 
@@ -121,7 +121,7 @@ def test_server_averages_models_and_controls_as_in_algorithm_1():
 
 
 def test_unknown_control_or_weighting_is_a_config_error():
-    from fedimb.errors import ConfigError
+    from fedimb.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="method.client.control"):
         InProcessFederation(["method=scaffold", "dataset=digits", "num_clients=2", "method.client.control=option3"])

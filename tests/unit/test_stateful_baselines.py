@@ -11,10 +11,15 @@ import torch
 from flwr.common import parameters_to_ndarrays
 
 from clients.moon import contrastive_loss
-from fedimb.aggregate import ServerMomentum, fednova_normaliser, fednova_update
-from fedimb.models import get_weights, set_weights
-from fedimb.training import TrainConfig, make_optimizer, seeded_generator, train_epochs
-from fedimb.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core.aggregate import ServerMomentum, fednova_normaliser, fednova_update
+from fedimb.core.models import get_weights, set_weights
+from fedimb.core.training import (
+    TrainConfig,
+    make_optimizer,
+    seeded_generator,
+    train_epochs,
+)
 
 ONE_CLIENT = ["dataset=digits", "num_clients=1", "dropout=none", "partition=iid", "train.local_epochs=1", "train.momentum=0.0",
               "train.weight_decay=0.0", "train.batch_size=200"]

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fedimb.data.stats import kl_to_uniform, partition_summary
+from fedimb.core.data.stats import kl_to_uniform, partition_summary
 
 
 def test_kl_uniform_is_zero():

@@ -8,10 +8,11 @@ import torch
 from flwr.app import Context, MetricRecord, RecordDict
 from torch import nn
 
-from clients.base import BaseClient, ClientData
-from fedimb.errors import ConfigError
-from fedimb.models import build_model
-from fedimb.training import (
+from clients.base import BaseClient
+from fedimb.core.data.client_data import ClientData
+from fedimb.core.errors import ConfigError
+from fedimb.core.models import build_model
+from fedimb.core.training import (
     TrainConfig,
     batch_indices,
     evaluate_model,
@@ -191,7 +192,7 @@ def test_client_properties_and_parameters():
     props = client.get_properties({})
     assert props["partition_id"] == 2
     assert props["num_examples"] == 12
-    from fedimb import payload
+    from fedimb.core import payload
 
     np.testing.assert_array_equal(payload.unpack(props)["label_counts"], client.data.label_counts)
     params = client.get_parameters({})

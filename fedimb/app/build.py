@@ -1,0 +1,81 @@
+"""What server and clients both derive from a configuration: data, partition, model.
+
+Everything here is deterministic in the configuration (the ``seed`` in particular),
+so every process of a run computes the same partition and the same initial model
+without exchanging them. Results are cached per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb.core.data import ArrayDataset, Partition, load_dataset, make_partition
+from fedimb.core.data.datasets import DatasetInfo
+from fedimb.core.models import EncoderHeadNet, build_model
+
+
+@dataclass(frozen=True)
+class ExperimentData:
+    dataset: ArrayDataset
+    partition: Partition
+
+
+_LOCK = threading.Lock()
+_DATA: dict[str, ExperimentData] = {}
+
+
+def _key(cfg: DictConfig, *sections: str) -> str:
+    return repr([OmegaConf.to_container(cfg[s], resolve=True) if isinstance(cfg[s], DictConfig) else cfg[s]
+                 for s in sections])
+
+
+def experiment_data(cfg: DictConfig) -> ExperimentData:
+    """The data set and its partition over ``num_clients`` clients (cached)."""
+    key = _key(cfg, "dataset", "partition", "num_clients", "seed")
+    with _LOCK:
+        if key not in _DATA:
+            dataset = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
+            partition = make_partition(
+                dataset.y_train, dataset.num_classes, int(cfg.num_clients),
+                OmegaConf.to_container(cfg.partition, resolve=True), int(cfg.seed), dataset.groups_train,
+            )
+            _DATA[key] = ExperimentData(dataset, partition)
+        return _DATA[key]
+
+
+def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training, local test) split of client ``pid``'s sample ``indices``: a seeded
+    random share ``evaluation.local_test_fraction`` is held out (at least one sample
+    each way when the client has two or more)."""
+    fraction = float(cfg.evaluation.get("local_test_fraction", 0.0) or 0.0)
+    if fraction <= 0 or len(indices) < 2:
+        return indices, indices[:0]
+    order = np.random.default_rng([int(cfg.seed), int(pid), 0x7E57]).permutation(indices)
+    n_test = min(max(1, int(round(fraction * len(indices)))), len(indices) - 1)
+    return np.sort(order[n_test:]), np.sort(order[:n_test])
+
+
+def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHeadNet:
+    """The model of the run, initialised from ``seed`` (identical in every process).
+
+    A method may change the architecture through ``method.model_options`` (e.g. MOON's
+    projection head), merged into the ``model`` config."""
+    spec = {**OmegaConf.to_container(cfg.model, resolve=True),
+            **OmegaConf.to_container(cfg.method.get("model_options") or OmegaConf.create({}), resolve=True)}
+    return build_model(spec, dataset.input_shape, dataset.num_classes, seed=int(cfg.seed))
+
+
+def resolve_device(cfg: DictConfig) -> torch.device:
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(str(cfg.device))
+
+
+def as_tensors(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero-copy torch views of numpy arrays."""
+    return torch.from_numpy(x), torch.from_numpy(y)

@@ -1,0 +1,136 @@
+"""The Flower ClientApp: run config + node config -> data partition -> method client."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import numpy as np
+import torch
+from flwr.app import Context
+from flwr.client import Client, ClientApp
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb.app import components, transport
+from fedimb.app.build import (
+    as_tensors,
+    client_split,
+    experiment_data,
+    new_model,
+    resolve_device,
+)
+from fedimb.core.data.client_data import ClientData
+from fedimb.core.data.datasets import dataset_info, load_dataset
+from fedimb.core.data.device import load_device_data
+from fedimb.core.data.stats import label_counts
+from fedimb.core.errors import ConfigError, DataUnavailableError
+from fedimb.core.models import EncoderHeadNet
+
+_LOCK = threading.Lock()
+_MODELS: dict[str, EncoderHeadNet] = {}
+_THREADS_SET = False
+
+
+def partition_id_of(context: Context, cfg: DictConfig) -> int:
+    """The node's partition id (``--node-config partition-id=..``), checked against the run.
+
+    A node with its own data (``data-path``) may leave it out: it reports -1 and the
+    server gives it a free client id (the same one again when it rejoins)."""
+    node = context.node_config
+    if "partition-id" not in node:
+        if "data-path" in node:
+            return -1
+        raise ConfigError("this SuperNode has neither a partition-id nor a data-path in its --node-config")
+    pid = int(node["partition-id"])
+    if "num-partitions" in node and int(node["num-partitions"]) != int(cfg.num_clients):
+        raise ConfigError(
+            f"the run has num_clients={cfg.num_clients} but this node was started with "
+            f"num-partitions={node['num-partitions']}"
+        )
+    if not 0 <= pid < int(cfg.num_clients):
+        raise ConfigError(f"partition-id {pid} is outside [0, {cfg.num_clients})")
+    return pid
+
+
+def _client_data(cfg: DictConfig, pid: int) -> ClientData:
+    data = experiment_data(cfg)
+    x, y = as_tensors(data.dataset.x_train, data.dataset.y_train)
+    x_test, y_test = as_tensors(data.dataset.x_test, data.dataset.y_test)
+    train, local_test = client_split(cfg, data.partition.indices[pid], pid)
+    return ClientData(
+        partition_id=pid,
+        x=x,
+        y=y,
+        indices=torch.from_numpy(train),
+        num_classes=data.dataset.num_classes,
+        label_counts=label_counts(data.dataset.y_train[train], data.dataset.num_classes),
+        x_test=x_test,
+        y_test=y_test,
+        test_indices=torch.from_numpy(local_test),
+    )
+
+
+_DEVICE_DATA: dict[tuple[str, str], ClientData] = {}
+
+
+def _device_client_data(cfg: DictConfig, pid: int, data_path: str) -> ClientData:
+    """A node's own data (``--node-config data-path=..``), loaded once per process; its
+    label histogram is computed here, on the device. The global test set (for the
+    client-side evaluations of personalised models) is used when the node has it."""
+    key = (data_path, str(cfg.dataset.name))
+    with _LOCK:
+        if key not in _DEVICE_DATA:
+            info = dataset_info(str(cfg.dataset.name))
+            x_np, y_np = load_device_data(data_path, info.input_shape, info.num_classes)
+            try:
+                test = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
+                x_test, y_test = as_tensors(test.x_test, test.y_test)
+            except DataUnavailableError:
+                x_test = y_test = None
+            device_key = None
+            if pid < 0:  # no partition id: identify the client by its data; seed from that
+                device_key = hashlib.sha256(x_np.tobytes() + y_np.tobytes()).hexdigest()[:16]
+                pid = int(device_key[:7], 16)
+            train, local_test = client_split(cfg, np.arange(len(y_np)), pid)
+            x, y = as_tensors(x_np, y_np)
+            _DEVICE_DATA[key] = ClientData(
+                partition_id=pid, x=x, y=y, indices=torch.from_numpy(train), num_classes=info.num_classes,
+                label_counts=label_counts(y_np[train], info.num_classes), x_test=x_test, y_test=y_test,
+                test_indices=torch.from_numpy(local_test), device_key=device_key,
+            )
+        return _DEVICE_DATA[key]
+
+
+def _process_model(cfg: DictConfig) -> EncoderHeadNet:
+    """One model object per process, reused by every client it serves (weights are
+    loaded from each instruction, so nothing leaks between clients)."""
+    global _THREADS_SET
+    key = repr(cfg.model) + repr(cfg.method.get("model_options")) + str(cfg.dataset.name)
+    with _LOCK:
+        threads = int(cfg.runtime.get("torch_threads", 0) or 0)
+        if threads and not _THREADS_SET:
+            torch.set_num_threads(threads)
+            _THREADS_SET = True
+        if key not in _MODELS:
+            _MODELS[key] = new_model(cfg, dataset_info(str(cfg.dataset.name)))
+        return _MODELS[key]
+
+
+def make_client(cfg: DictConfig, context: Context, pid: int):
+    """The method's client (``method.client._target_``) for partition ``pid``, or for the
+    node's own data when its node config has a ``data-path``."""
+    client_cls = components.import_class(str(cfg.method.client._target_))
+    data_path = context.node_config.get("data-path")
+    data = _device_client_data(cfg, pid, str(data_path)) if data_path else _client_data(cfg, pid)
+    return client_cls(
+        context=context, data=data, model=_process_model(cfg), device=resolve_device(cfg),
+        model_factory=lambda: new_model(cfg, dataset_info(str(cfg.dataset.name))),
+    )
+
+
+def client_fn(context: Context) -> Client:
+    cfg = transport.from_run_config(context.run_config)
+    return make_client(cfg, context, partition_id_of(context, cfg)).to_client()
+
+
+app = ClientApp(client_fn=client_fn)

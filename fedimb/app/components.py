@@ -1,0 +1,35 @@
+"""The classes a configuration names (``_target_``), resolved and built without Hydra."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb.core.errors import ConfigError
+
+
+def build_component(node: DictConfig, **runtime_objects: Any) -> Any:
+    """Instantiate ``node._target_`` with the node's other keys plus ``runtime_objects``.
+
+    (Hydra's ``instantiate`` would try to merge live objects such as the run into the
+    config, so we resolve the class and call it directly.)
+    """
+    params = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(params, dict)
+    return import_class(str(params.pop("_target_")))(**params, **runtime_objects)
+
+
+def import_class(target: str) -> type:
+    """The class named by a dotted ``_target_`` path. Plain importlib rather than Hydra:
+    a deployed ClientApp starts a process per message, and Hydra's import was
+    ~0.9 s of its ~11 s import (measured with ``-X importtime`` on a busy 2-core machine)."""
+    module_name, _, name = target.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), name) if module_name else None
+    except Exception as err:
+        raise ConfigError(f"cannot import '{target}': {err}") from None
+    if not isinstance(cls, type):
+        raise ConfigError(f"cannot import '{target}': not a class")
+    return cls

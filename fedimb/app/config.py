@@ -1,0 +1,252 @@
+"""Experiment configuration: compose ``conf/`` with Hydra overrides, resolve, and validate
+every value a run depends on (once per process); it travels in a run through
+:mod:`fedimb.app.transport`."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb.app.components import import_class
+from fedimb.core.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "experiment")
+
+
+def group_choices(group: str) -> list[str]:
+    """The options of a config group, from the YAML files in ``conf/<group>/``."""
+    folder = CONF_DIR / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def check_overrides(overrides: Sequence[str]) -> None:
+    """Reject unknown config-group options (``method=foo``) with the valid choices."""
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+~")
+        if not sep or key not in GROUPS or "(" in value:
+            continue
+        choices = group_choices(key)
+        for option in value.split(","):
+            option = option.strip()
+            if option and option not in choices:
+                raise ConfigError(
+                    f"unknown {key} '{option}' (choose from: {', '.join(choices) or 'none available'})"
+                )
+
+
+def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
+    """One override list per swept value (``key=a,b`` -> ``key=a`` and ``key=b``, the
+    other keys at their first value), enough to check every value of a sweep once."""
+    split = []
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        plain = sep and not any(ch in value for ch in "()[]{}'\"")
+        split.append((key, value.split(",")) if plain and "," in value else (override, None))
+    firsts = [f"{k}={v[0]}" if v else k for k, v in split]
+    variants = [firsts]
+    for i, (key, values) in enumerate(split):
+        for value in (values or [])[1:]:
+            variants.append(firsts[:i] + [f"{key}={value}"] + firsts[i + 1:])
+    return variants
+
+
+_COMPOSE_LOCK = threading.Lock()
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose ``conf/config.yaml`` with Hydra overrides, then resolve and validate."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    check_overrides(overrides)
+    with _COMPOSE_LOCK:
+        try:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+                cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        except (HydraException, OmegaConfBaseException) as err:
+            lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+            raise ConfigError(" ".join(lines[:2])) from None
+    return finalize(cfg)
+
+
+def finalize(cfg: DictConfig) -> DictConfig:
+    """Resolve interpolations, drop Hydra's own node, fill ``model: auto``; validate."""
+    try:
+        data = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as err:  # interpolation errors
+        raise ConfigError(f"cannot resolve the configuration: {err}") from None
+    assert isinstance(data, dict)
+    data.pop("hydra", None)
+    partition = data.get("partition") or {}
+    if partition.get("name") == "file" and partition.get("clients") is None:
+        from fedimb.core.data.partition_file import read_partition_file
+
+        partition.update(read_partition_file(partition.get("path")))
+    if data.get("model", {}).get("name") == "auto":
+        data["model"] = {"name": data.get("dataset", {}).get("default_model")}
+    resolved = OmegaConf.create(data)
+    validate(resolved)
+    return resolved
+
+
+def smoke_overrides(method: str) -> list[str]:
+    """The overrides of the shortest run that passes through every stage of ``method``
+    (its YAML's ``smoke`` list; nothing for single-stage methods), for tests and
+    benchmarks. Method keys get ``++`` so that they also apply in a sweep over methods."""
+    smoke = compose([f"method={method}"]).method.get("smoke") or []
+    return [f"++{item}" if item.startswith("method.") else str(item) for item in smoke]
+
+
+# ---------------------------------------------------------------------- validation
+RUNTIMES = ("simulation", "deployment", "in_process")
+
+
+def _need(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check every value a run depends on; raise a one-line :class:`ConfigError`.
+    A configuration is checked once per process (again only if it changed)."""
+    fingerprint = json.dumps(OmegaConf.to_container(cfg, resolve=True), sort_keys=True)
+    if fingerprint in _VALIDATED:
+        return
+    _check(cfg)
+    _VALIDATED.add(fingerprint)
+
+
+_VALIDATED: set[str] = set()
+
+
+def _check(cfg: DictConfig) -> None:
+    from fedimb.core.data.datasets import dataset_info
+    from fedimb.core.data.partition import PARTITIONERS
+    from fedimb.core.models import MODELS
+    from fedimb.core.training import TrainConfig
+
+    for key in ("method", "dataset", "model", "partition", "dropout", "runtime", "train"):
+        _need(key in cfg and isinstance(cfg[key], DictConfig), f"the configuration lacks the '{key}' section")
+    for key in ("seed", "num_clients", "num_rounds"):
+        _need(_is_int(cfg.get(key)), f"{key} must be an integer, got {cfg.get(key)!r}")
+    _need(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}")
+    _need(cfg.num_clients >= 1, f"num_clients must be >= 1, got {cfg.num_clients}")
+    _need(cfg.num_rounds >= 1, f"num_rounds must be >= 1, got {cfg.num_rounds}")
+    _need(_is_number(cfg.fraction_fit) and 0 < cfg.fraction_fit <= 1,
+          f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}")
+    _need(_is_int(cfg.min_fit_clients) and cfg.min_fit_clients >= 1,
+          f"min_fit_clients must be an integer >= 1, got {cfg.min_fit_clients!r}")
+    minimum = cfg.get("min_successful_clients", 1)
+    _need(_is_int(minimum) and minimum >= 1, f"min_successful_clients must be an integer >= 1, got {minimum!r}")
+    _need(cfg.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {cfg.device!r}")
+
+    for key in ("strategy", "client"):
+        _need(key in cfg.method and "_target_" in cfg.method[key],
+              f"method '{cfg.method.get('name')}' must name method.{key}._target_")
+
+    client_cls = import_class(str(cfg.method.client._target_))
+    strategy_cls = import_class(str(cfg.method.strategy._target_))
+    for part, cls in (("client", client_cls), ("strategy", strategy_cls)):  # the method's own rules
+        check_settings = getattr(cls, "check_settings", None)
+        if check_settings is not None:
+            check_settings({k: v for k, v in cfg.method[part].items() if k != "_target_"})
+    if cfg.get("evaluation", {}).get("personal"):
+        _need(all(getattr(c, "personal_evaluation", False)
+                  for c in (client_cls, strategy_cls)),
+              f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
+              f"methods with one: {', '.join(methods_with_personal_evaluation())}")
+
+    info = dataset_info(str(cfg.dataset.name))
+    _need(cfg.model.name in MODELS,
+          f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})")
+
+    TrainConfig.check(cfg.train)
+
+    p = cfg.partition
+    _need(p.name in PARTITIONERS, f"unknown partition '{p.name}' (choose from: {', '.join(sorted(PARTITIONERS))})")
+    if "alpha" in p:
+        _need(_is_number(p.alpha) and p.alpha > 0, f"partition.alpha must be > 0, got {p.alpha!r}")
+    if "classes_per_client" in p:
+        _need(_is_int(p.classes_per_client) and 1 <= p.classes_per_client <= info.num_classes,
+              f"partition.classes_per_client must be in [1, {info.num_classes}], got {p.classes_per_client!r}")
+    if p.get("samples_per_client") is not None:
+        _need(_is_int(p.samples_per_client) and p.samples_per_client >= 1,
+              f"partition.samples_per_client must be an integer >= 1 or null, got {p.samples_per_client!r}")
+    if "classes_per_group" in p:
+        groups = list(p.classes_per_group or [])
+        _need(len(groups) >= 1 and all(_is_int(k) and 1 <= k <= info.num_classes for k in groups),
+              f"partition.classes_per_group entries must be integers in [1, {info.num_classes}], got {groups}")
+        _need(len(groups) <= cfg.num_clients, f"{len(groups)} client groups need at least {len(groups)} clients")
+    for key in ("rho", "tau"):
+        if key in p:
+            _need(_is_number(p[key]) and 0 < p[key] <= 1, f"partition.{key} must be in (0, 1], got {p[key]!r}")
+    if "imbalance_ratio" in p:
+        _need(_is_number(p.imbalance_ratio) and p.imbalance_ratio >= 1,
+              f"partition.imbalance_ratio must be >= 1, got {p.imbalance_ratio!r}")
+
+    from fedimb.core.data.partitioners import client_groups
+    from fedimb.core.dropout import availability_from_config
+
+    groups = client_groups(cfg.num_clients, len(p.classes_per_group)) if p.name == "clustered" else None
+    availability_from_config(cfg.dropout, cfg.num_clients, groups, cfg.seed)
+
+    norm = cfg.get("normalize") or {}
+    _need(norm.get("name", "none") in ("none", "latent_cosine"),
+          f"unknown normalize '{norm.get('name')}' (choose from: latent_cosine, none)")
+    if norm.get("name") == "latent_cosine":
+        _need(_is_number(norm.get("temperature")) and norm.temperature > 0,
+              f"normalize.temperature must be > 0, got {norm.get('temperature')!r}")
+
+    r = cfg.runtime
+    _need(r.get("name") in RUNTIMES, f"unknown runtime '{r.get('name')}' (choose from: {', '.join(RUNTIMES)})")
+    if r.name == "simulation":
+        _need(_is_int(r.num_cpus_per_client) and r.num_cpus_per_client >= 1,
+              f"runtime.num_cpus_per_client must be an integer >= 1, got {r.num_cpus_per_client!r}")
+        address = r.get("ray_address")
+        _need(address is None or (isinstance(address, str) and (address == "auto" or ":" in address)),
+              f"runtime.ray_address must be host:port, auto or null, got {address!r}")
+    elif r.name == "deployment":
+        _need(isinstance(r.get("address"), str) and ":" in r.address,
+              f"runtime.address must be host:port, got {r.get('address')!r}")
+    for key in ("round_timeout", "connect_timeout"):
+        value = r.get(key)
+        _need(value is None or (_is_number(value) and value > 0),
+              f"runtime.{key} must be a positive number of seconds or null, got {value!r}")
+    _need(_is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
+          f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}")
+    fraction = cfg.evaluation.get("local_test_fraction", 0.0)
+    _need(_is_number(fraction) and 0 <= fraction < 1,
+          f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}")
+    _need(not cfg.evaluation.get("personal") or fraction > 0,
+          "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0")
+    _need(isinstance(cfg.get("resume", False), bool), f"resume must be true or false, got {cfg.get('resume')!r}")
+    target = cfg.evaluation.get("target_accuracy")
+    _need(target is None or (_is_number(target) and 0 < target <= 1),
+          f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
+
+
+def methods_with_personal_evaluation() -> list[str]:
+    """The methods whose strategy and client both opt into the personal evaluation."""
+    found = []
+    for name in group_choices("method"):
+        method = compose([f"method={name}"]).method
+        if all(getattr(import_class(str(method[part]._target_)), "personal_evaluation", False)
+               for part in ("strategy", "client")):
+            found.append(name)
+    return found

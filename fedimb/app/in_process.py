@@ -1,0 +1,189 @@
+"""A federation in one process: the real strategy and clients without Flower's runtime
+(no SuperLink, no Ray, no messages).
+
+- ``runtime=in_process`` runs a whole experiment this way: fedimb's server loop
+  (:class:`fedimb.app.round_loop.FedImbServer`) drives :class:`InProcessNode` proxies that call
+  the method's client directly, one client after the other. Its events and run folder
+  are those of a simulation. It needs no Ray and uses one core, so several runs (seeds,
+  methods of a benchmark) can go side by side on a small machine.
+- :class:`InProcessFederation` drives the same loop round by round (unit tests, the
+  per-method benchmarks)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import sys
+from typing import Callable
+
+import torch
+from flwr.app import Context, RecordDict
+from flwr.common import Code, GetPropertiesRes, Status
+from flwr.server.client_proxy import ClientProxy
+from omegaconf import DictConfig
+
+from fedimb.app import config, transport
+from fedimb.app.client_app import make_client
+from fedimb.core import protocol
+
+OK = Status(code=Code.OK, message="ok")
+
+
+class InProcessNode(ClientProxy):
+    """A node whose client runs in this process. Its ``Context`` (and so the client's
+    state) lives as long as the node. Without ``make_client`` it only answers the
+    partition-id query with made-up counts (strategy unit tests)."""
+
+    def __init__(self, cid: str, partition_id: int, make_client=None):
+        super().__init__(cid)
+        self.partition_id = partition_id
+        self.make_client = make_client  # node -> the method's NumPyClient for this node
+        self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
+
+    def _client(self):
+        if self.make_client is None:
+            raise NotImplementedError("this node has no client")
+        return self.make_client(self).to_client()
+
+    def get_properties(self, ins, timeout, group_id):
+        if self.make_client is None:
+            return GetPropertiesRes(status=OK, properties={protocol.PARTITION_ID: self.partition_id, protocol.NUM_EXAMPLES: 10})
+        return self._client().get_properties(ins)
+
+    def get_parameters(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+    def fit(self, ins, timeout, group_id):
+        return self._client().fit(ins)
+
+    def evaluate(self, ins, timeout, group_id):
+        return self._client().evaluate(ins)
+
+    def reconnect(self, ins, timeout, group_id):
+        raise NotImplementedError
+
+
+class InProcessFederation:
+    """A federation driven round by round in this process, through the same round loop
+    (:meth:`fedimb.app.round_loop.FedImbServer.run_round`) as every runtime: the unit
+    tests and the per-method benchmarks. Checkpointing is off unless asked for."""
+
+    def __init__(self, overrides: list[str]):
+        from fedimb.app.server_app import build_server
+
+        cfg = config.compose(["checkpoint.enabled=false", *overrides])
+        self.server = build_server({"config": transport.encode(cfg)}, max_workers=1)
+        self.strategy = self.server.strategy
+        self.run = self.strategy.run
+        self.cfg = self.run.cfg
+        self.manager = self.server.client_manager()
+        self.nodes = [InProcessNode(f"node-{pid}", pid, self.client) for pid in range(int(self.cfg.num_clients))]
+        for node in self.nodes:
+            self.manager.register(node)
+        self.server.start()
+
+    @property
+    def parameters(self):
+        return self.server.parameters
+
+    def client(self, node: InProcessNode):
+        return make_client(self.cfg, node.context, node.partition_id)
+
+    def round(self, server_round: int) -> dict:
+        """One round, as every runtime runs it; the round's record."""
+        return self.server.run_round(server_round)
+
+
+class _LineWriter(io.TextIOBase):
+    """A text stream that hands every complete line to ``on_line``, which itself prints
+    to ``console`` (the front end's progress lines must not come back here)."""
+
+    def __init__(self, on_line: Callable[[str], None], console):
+        self.on_line = on_line
+        self.console = console
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self.emit(line)
+        return len(text)
+
+    def emit(self, line: str) -> None:
+        with contextlib.redirect_stdout(self.console):
+            self.on_line(line)
+
+    def flush_pending(self) -> None:
+        if self._pending:
+            self.emit(self._pending)
+            self._pending = ""
+
+
+class _LogToWriter(logging.Handler):
+    def __init__(self, writer: _LineWriter):
+        super().__init__()
+        self.writer = writer
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.writer.emit(self.format(record))
+
+
+@contextlib.contextmanager
+def _server_output_to(writer: _LineWriter):
+    """What the server prints and logs (its events, Flower's and fedimb's log records)
+    goes to ``writer`` — as the ServerApp's output goes to ``flwr.log`` in the Flower
+    runtimes — instead of the console."""
+    loggers = [logging.getLogger(), logging.getLogger("flwr")]
+    saved = [(lg, lg.handlers[:], lg.propagate) for lg in loggers]
+    handler = _LogToWriter(writer)
+    try:
+        for lg in loggers:
+            lg.handlers = [handler] if lg.name == "root" else []
+            lg.propagate = lg.name != "root"
+        with contextlib.redirect_stdout(writer):
+            yield
+    finally:
+        for lg, handlers, propagate in saved:
+            lg.handlers, lg.propagate = handlers, propagate
+        writer.flush_pending()
+
+
+def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=None) -> int:
+    """Run the experiment ``cfg`` (``runtime=in_process``) with fedimb's round loop and
+    one in-process node per client; every line the server prints or logs (its events
+    among them) goes to ``on_line``. Returns 0, or 1 after reporting an error event.
+    ``strategy``: the run's strategy if the caller built it already (the front end does).
+
+    The configuration makes the same round trip through the run config as in the Flower
+    runtimes, so server and clients see exactly what they would see there."""
+    import traceback
+
+    from fedimb.app.round_loop import FedImbServer
+    from fedimb.app.server_app import build_server
+    from fedimb.core import events
+
+    threads = int(cfg.runtime.get("torch_threads") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+    run_config = {"config": transport.encode(cfg)}
+    with _server_output_to(_LineWriter(on_line, sys.stdout)):
+        try:
+            # one client at a time: the clients of a process share one model object
+            server = FedImbServer(strategy, max_workers=1) if strategy is not None else \
+                build_server(run_config, max_workers=1)
+        except Exception:  # build_server has reported it
+            return 1
+        run_cfg = transport.from_run_config(run_config)
+        for pid in range(int(run_cfg.num_clients)):
+            server.client_manager().register(InProcessNode(
+                f"in-process-{pid}", pid, lambda node: make_client(run_cfg, node.context, node.partition_id)))
+        try:
+            server.fit(server.strategy.total_rounds(), timeout=run_cfg.runtime.get("round_timeout"))
+        except Exception as err:  # a failing server loop, reported as the ServerApp's would be
+            events.emit("error", message=f"{type(err).__name__}: {err}")
+            traceback.print_exc(file=sys.stdout)
+            return 1
+    return 0

@@ -1,0 +1,112 @@
+"""The round loop: Flower's legacy server, reporting one event per round and keeping a
+crash-recovery checkpoint of the global model and the strategy's state."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.server import Server, SimpleClientManager
+from flwr.server.history import History
+from flwr.server.strategy import Strategy
+
+from fedimb.app import checkpoint
+from fedimb.core import events
+
+logger = logging.getLogger(__name__)
+
+
+class FedImbServer(Server):
+    """Runs rounds like Flower's ``Server.fit`` and emits a structured event after the
+    initial evaluation (round 0), after every round, and at the end. After every round
+    it checkpoints; with ``resume=true`` it continues after the last checkpointed round
+    (sampling, dropout and local shuffling are keyed by the round number, so the rounds
+    after it are the ones an uninterrupted run would have had)."""
+
+    def __init__(self, strategy: Strategy, max_workers: int | None = None):
+        """``strategy``: a method's strategy (``strategies.base.BaseStrategy``, loaded by
+        name, never imported here): besides Flower's hooks the loop calls its
+        ``run``, ``begin_round``, ``end_round``, ``round_record``, ``describe`` and
+        ``state_dict``/``load_state_dict``."""
+        super().__init__(client_manager=SimpleClientManager(), strategy=strategy)
+        self.strategy = strategy
+        self.set_max_workers(max_workers)
+        cfg = strategy.run.cfg
+        self.checkpointing = bool(cfg.checkpoint.enabled)
+        self.checkpoint_file = checkpoint.checkpoint_path(cfg)
+        self.resume = bool(cfg.resume)
+        self.history = History()
+        self.started = time.perf_counter()
+
+    def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
+        self.history = History()
+        self.started = time.perf_counter()
+        first_round = self.start(timeout)
+        for server_round in range(first_round, num_rounds + 1):
+            self.run_round(server_round, timeout)
+        elapsed = time.perf_counter() - self.started
+        if self.checkpointing:  # the run is complete: nothing left to recover
+            self.checkpoint_file.unlink(missing_ok=True)
+        events.emit("end", rounds=num_rounds, seconds=elapsed)
+        return self.history, elapsed
+
+    def run_round(self, server_round: int, timeout: float | None = None) -> dict:
+        """One round: fit, the strategy's end of round, central and federated evaluation,
+        checkpoint, and its event; returns the round's record. Every runtime (and every
+        test that drives a federation round by round) runs rounds through here."""
+        round_start = time.perf_counter()
+        self.strategy.begin_round(server_round)
+        res_fit = self.fit_round(server_round=server_round, timeout=timeout)
+        if res_fit is not None:
+            parameters, fit_metrics, _ = res_fit
+            if parameters is not None:
+                self.parameters = parameters
+            self.history.add_metrics_distributed_fit(server_round=server_round, metrics=fit_metrics)
+        ended = self.strategy.end_round(server_round)
+        if ended is not None:
+            self.parameters = ended
+        self._evaluate_centrally(server_round)
+        res_fed = self.evaluate_round(server_round=server_round, timeout=timeout)
+        if res_fed is not None and res_fed[0] is not None:
+            self.history.add_loss_distributed(server_round=server_round, loss=res_fed[0])
+            self.history.add_metrics_distributed(server_round=server_round, metrics=res_fed[1])
+        self._checkpoint(server_round)
+        now = time.perf_counter()
+        record = self.strategy.round_record()
+        events.emit("round", **record, seconds=now - round_start, elapsed=now - self.started)
+        return record
+
+    def start(self, timeout: float | None = None) -> int:
+        """Initial parameters (fresh, or from the checkpoint) and the initial evaluation;
+        the first round to run."""
+        self.strategy.begin_round(0)
+        if self.resume and self.checkpoint_file.exists():
+            state = checkpoint.load(self.checkpoint_file)
+            self.parameters = ndarrays_to_parameters(state["parameters"])
+            self.strategy.load_state_dict(state["strategy"])
+            events.emit("start", **self.strategy.describe())
+            events.emit("resume", round=int(state["round"]))
+            return int(state["round"]) + 1
+        if self.resume:
+            events.emit("warning", message=f"no checkpoint at {self.checkpoint_file}: starting from round 1")
+        self.parameters = self._get_initial_parameters(server_round=0, timeout=timeout)
+        events.emit("start", **self.strategy.describe())
+        self._evaluate_centrally(0)
+        events.emit("round", **self.strategy.round_record(), seconds=0.0)
+        return 1
+
+    def _checkpoint(self, server_round: int) -> None:
+        if not self.checkpointing:
+            return
+        checkpoint.save(self.checkpoint_file, {
+            "round": server_round,
+            "parameters": parameters_to_ndarrays(self.parameters),
+            "strategy": self.strategy.state_dict(),
+        })
+
+    def _evaluate_centrally(self, server_round: int) -> None:
+        res = self.strategy.evaluate(server_round, parameters=self.parameters)
+        if res is not None:
+            self.history.add_loss_centralized(server_round=server_round, loss=res[0])
+            self.history.add_metrics_centralized(server_round=server_round, metrics=res[1])

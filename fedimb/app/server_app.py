@@ -1,0 +1,40 @@
+"""The Flower ServerApp: run config -> strategy -> rounds (both runtimes)."""
+
+from __future__ import annotations
+
+import logging
+
+from flwr.app import Context
+from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+
+from fedimb.app import components, transport
+from fedimb.app.round_loop import FedImbServer
+from fedimb.app.run_context import ServerRun
+from fedimb.core import events
+from fedimb.core.errors import FedimbError
+
+logger = logging.getLogger(__name__)
+
+
+def build_server(run_config, max_workers: int | None = None) -> FedImbServer:
+    """The run's server with its method's strategy; a failure is reported as one line
+    to the front end, then raised. By default one worker per client (at most 256)."""
+    try:
+        cfg = transport.from_run_config(run_config)
+        strategy = components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+    except Exception as err:
+        events.emit("error", message=str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}")
+        raise
+    return FedImbServer(strategy, max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256))
+
+
+def server_fn(context: Context) -> ServerAppComponents:
+    server = build_server(context.run_config)
+    cfg = server.strategy.run.cfg
+    return ServerAppComponents(
+        server=server,
+        config=ServerConfig(num_rounds=server.strategy.total_rounds(), round_timeout=cfg.runtime.get("round_timeout")),
+    )
+
+
+app = ServerApp(server_fn=server_fn)

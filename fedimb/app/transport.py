@@ -1,0 +1,69 @@
+"""The configuration inside a Flower run: the resolved configuration travels as one
+compact value of ``--run-config`` so that a ServerApp or ClientApp on another machine
+needs no file from the launching machine; plain ``flwr run .`` composes from the
+packaged ``conf/`` instead."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import zlib
+from typing import Any, Mapping
+
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb.app.config import compose, validate
+from fedimb.core.errors import ConfigError
+
+
+def encode(cfg: DictConfig) -> str:
+    """The resolved configuration as one compact ASCII string (for ``--run-config``)."""
+    raw = json.dumps(OmegaConf.to_container(cfg, resolve=True), separators=(",", ":"), sort_keys=True)
+    return base64.b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode("ascii")
+
+
+def decode(text: str) -> DictConfig:
+    try:
+        raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
+        return OmegaConf.create(json.loads(raw))
+    except Exception as err:
+        raise ConfigError(f"the 'config' run-config value is not a fedimb configuration ({err})") from None
+
+
+SIMPLE_KEYS = {
+    "method": "method",
+    "dataset": "dataset",
+    "partition": "partition",
+    "dropout": "dropout",
+    "num-clients": "num_clients",
+    "num-rounds": "num_rounds",
+    "seed": "seed",
+}
+
+_FROM_RUN: dict[str, DictConfig] = {}
+
+
+def from_run_config(run_config: Mapping[str, Any]) -> DictConfig:
+    """The experiment a Flower run carries (cached per process).
+
+    The ``fedimb`` front end sends the whole resolved configuration in ``config``. With
+    plain ``flwr run .`` the simple keys (method, dataset, partition, dropout,
+    num-clients, num-rounds, seed) and free-form ``overrides`` are composed with the
+    packaged ``conf/``.
+    """
+    key = json.dumps(dict(run_config), sort_keys=True, default=str)
+    if key not in _FROM_RUN:
+        if run_config.get("config"):
+            cfg = decode(str(run_config["config"]))
+            validate(cfg)
+        else:
+            overrides = [
+                f"{target}={run_config[source]}"
+                for source, target in SIMPLE_KEYS.items()
+                if source in run_config and run_config[source] != ""
+            ]
+            overrides += shlex.split(str(run_config.get("overrides", "")))
+            cfg = compose(overrides)
+        _FROM_RUN[key] = cfg
+    return _FROM_RUN[key]

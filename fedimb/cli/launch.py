@@ -1,0 +1,153 @@
+"""Run one experiment end to end: config -> ``flwr run`` -> run folder.
+
+Simulation starts its own SuperLink (simulation mode) on a free port and stops it by
+process group when the run ends; deployment connects to the SuperLink the config
+names. In both runtimes the configuration travels inside the run and the results
+come back through ``flwr run --stream``. ``in_process`` runs the same server loop and
+clients in this process (:mod:`fedimb.app.in_process`) and feeds its lines to the same
+recorder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb.app import components, config, transport
+from fedimb.app.build import experiment_data
+from fedimb.app.in_process import run_in_process
+from fedimb.app.run_context import ServerRun
+from fedimb.cli.processes import (
+    FederationError,
+    SuperLink,
+    flower_env,
+    flwr_home,
+    flwr_run,
+    write_connection,
+)
+from fedimb.cli.run_folder import Echo, RunRecorder, _echo
+from fedimb.core.data import partition_summary
+from fedimb.core.errors import ConfigError, FedimbError
+
+APP_DIR = Path(__file__).resolve().parents[2]
+FLWR_BASE = APP_DIR / ".flwr"
+
+
+APP_PARTS = ("pyproject.toml", "README.md", "fedimb", "strategies", "clients", "conf")
+
+
+def stage_app(dest: Path) -> Path:
+    """A copy of just the Flower App's files (code, configs, pyproject).
+
+    ``flwr run`` walks the whole app directory to build the FAB; next to a multi-GB
+    ``.venv`` and run folders that walk takes seconds, on a clean copy milliseconds.
+    """
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    dest.mkdir(parents=True, exist_ok=True)
+    for part in APP_PARTS:
+        source = APP_DIR / part
+        if source.is_dir():
+            shutil.copytree(source, dest / part, ignore=ignore)
+        else:
+            shutil.copy2(source, dest / part)
+    return dest
+
+
+def preflight(cfg: DictConfig):
+    """The run's strategy, built here so that a bad method setting fails before Flower
+    starts (``runtime=in_process`` then runs with it)."""
+    try:
+        return components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+    except FedimbError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"method '{cfg.method.name}': {err}") from None
+
+
+def prepare_run_dir(cfg: DictConfig, run_dir: Path):
+    """Write config.yaml and partition.json; fails early (before writing anything) on bad
+    data, partitions or method settings. Returns the strategy :func:`preflight` built."""
+    data = experiment_data(cfg)
+    strategy = preflight(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    summary = partition_summary(data.partition.counts, data.partition.groups)
+    (run_dir / "partition.json").write_text(partition_json(summary, data.partition.indices))
+    return strategy
+
+
+def partition_json(summary: dict[str, Any], indices) -> str:
+    """partition.json: the summary, then every client's training indices one client per
+    line (``"clients"``, the format ``partition=file`` reads back)."""
+    head = json.dumps(summary, indent=1)[:-2]  # without the closing "\n}"
+    clients = ",\n  ".join(json.dumps([int(i) for i in ix]) for ix in indices)
+    return f'{head},\n "clients": [\n  {clients}\n ]\n}}\n'
+
+
+def federation_config(cfg: DictConfig) -> dict[str, Any]:
+    return {
+        "num-supernodes": int(cfg.num_clients),
+        "client-resources-num-cpus": int(cfg.runtime.num_cpus_per_client),
+    }
+
+
+def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
+    """The Flower processes' environment; ``runtime.ray_address`` reaches the simulation's
+    ``ray.init`` as ``RAY_ADDRESS`` (Flower's backend config has no address)."""
+    env = flower_env(home)
+    if cfg.runtime.get("ray_address"):
+        env["RAY_ADDRESS"] = str(cfg.runtime.ray_address)
+    return env
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
+    """Validate, prepare the run folder, run through Flower and write the results.
+
+    With ``resume=true`` and an existing run folder, the results continue in it.
+    Raises :class:`fedimb.core.errors.FedimbError` subclasses with one-line messages.
+    """
+    cfg = config.finalize(cfg)
+    if cfg.checkpoint.get("run_id") is None:  # names this run's checkpoint; kept in config.yaml
+        cfg.checkpoint.run_id = uuid.uuid4().hex[:12]
+    run_dir = run_dir.resolve()
+    strategy = prepare_run_dir(cfg, run_dir)
+    recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")))
+    run_config = {"config": transport.encode(cfg)}
+    runtime = cfg.runtime
+    try:
+        if runtime.name == "simulation":
+            with (
+                flwr_home(None, base=FLWR_BASE) as (home, connection),
+                SuperLink(run_dir / "superlink.log", simulation=True, env=simulation_env(cfg, home)) as superlink,
+            ):
+                superlink.wait_ready()
+                write_connection(home, connection, superlink.address)
+                code = flwr_run(
+                    stage_app(home / "app"), connection, home, run_config=run_config,
+                    federation_config=federation_config(cfg), on_line=recorder.feed,
+                )
+        elif runtime.name == "in_process":
+            code = run_in_process(cfg, recorder.feed, strategy)
+        else:
+            with flwr_home(
+                str(runtime.address), insecure=bool(runtime.insecure),
+                root_certificates=runtime.get("root_certificates"), base=FLWR_BASE,
+            ) as (home, connection):
+                code = flwr_run(stage_app(home / "app"), connection, home, run_config=run_config, on_line=recorder.feed)
+    finally:
+        recorder.close()
+    recorder.finish()
+    reason = recorder.failure_reason()
+    if reason is not None or code != 0:
+        hint = ""
+        if cfg.checkpoint.enabled and any(r["round"] > 0 for r in recorder.rounds):
+            hint = f"; continue it with: fedimb resume {run_dir}"
+        raise FederationError(
+            f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}{hint}"
+        )
+    return run_dir

@@ -1,0 +1,137 @@
+"""A SuperLink and N SuperNodes as native processes on this machine.
+
+Used by ``fedimb local-federation`` (an experiment against real Flower processes in one
+command), by the deployment tests, and by benchmarks. With ``secure=True`` the SuperLink
+serves TLS with the certificates of :mod:`fedimb.cli.security` and admits only SuperNodes
+whose public keys were registered (``flwr supernode register``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from fedimb.cli.processes import (
+    FederationError,
+    SuperLink,
+    SuperNode,
+    executable,
+    flower_env,
+    flwr_home,
+    write_connection,
+)
+from fedimb.cli.security import make_certificates, make_node_keys
+
+
+@dataclass
+class LocalFederation:
+    """Start with :meth:`start` (or ``with``), stop with :meth:`stop`."""
+
+    workdir: Path
+    num_nodes: int
+    secure: bool = False
+    node_configs: list[Mapping[str, object]] | None = None  # default: partition-id/num-partitions
+    superlink: SuperLink | None = None
+    nodes: list[SuperNode] = field(default_factory=list)
+
+    @property
+    def certs(self) -> Path:
+        return self.workdir / "certs"
+
+    @property
+    def address(self) -> str:
+        assert self.superlink is not None
+        return self.superlink.address
+
+    @property
+    def root_certificates(self) -> Path | None:
+        return self.certs / "ca.crt" if self.secure else None
+
+    def runtime_overrides(self) -> list[str]:
+        """Front-end overrides that point an experiment at this federation."""
+        overrides = ["runtime=deployment", f"runtime.address={self.address}"]
+        if self.secure:
+            overrides += ["runtime.insecure=false", f"runtime.root_certificates={self.root_certificates}"]
+        return overrides
+
+    def node_config(self, i: int) -> Mapping[str, object]:
+        if self.node_configs is not None:
+            return self.node_configs[i]
+        return {"partition-id": i, "num-partitions": self.num_nodes}
+
+    def start(self) -> "LocalFederation":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        env = flower_env(self.workdir / "flwr-home")
+        try:
+            if self.secure:
+                make_certificates(self.certs)
+                keys = make_node_keys(self.certs, self.num_nodes)
+                self.superlink = SuperLink(
+                    self.workdir / "superlink.log", simulation=False, env=env,
+                    extra_args=["--ssl-ca-certfile", str(self.certs / "ca.crt"),
+                                "--ssl-certfile", str(self.certs / "server.pem"),
+                                "--ssl-keyfile", str(self.certs / "server.key"), "--enable-supernode-auth"],
+                )
+                self.superlink.wait_ready(scheme="https", verify=str(self.certs / "ca.crt"))
+                for _, public in keys:
+                    register_node(self.address, public, self.root_certificates)
+            else:
+                self.superlink = SuperLink(self.workdir / "superlink.log", simulation=False, env=env)
+                self.superlink.wait_ready()
+            for i in range(self.num_nodes):
+                self.start_node(i)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def node_args(self, i: int) -> list[str]:
+        if not self.secure:
+            return ["--insecure"]
+        return ["--root-certificates", str(self.certs / "ca.crt"),
+                "--auth-supernode-private-key", str(self.certs / f"node-{i}")]
+
+    def start_node(self, i: int) -> SuperNode:
+        """Start (or restart) SuperNode ``i``."""
+        node = SuperNode(
+            self.address, self.node_config(i), self.workdir / f"node{i}.log",
+            env=flower_env(self.workdir / "flwr-home"), extra_args=self.node_args(i),
+        )
+        if i < len(self.nodes):
+            self.nodes[i] = node
+        else:
+            self.nodes.append(node)
+        return node
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+        if self.superlink is not None:
+            self.superlink.stop()
+
+    def __enter__(self) -> "LocalFederation":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def register_node(address: str, public_key: Path, root_certificates: Path | None, timeout: float = 60) -> None:
+    """``flwr supernode register`` of one public key at the SuperLink ``address``."""
+    with flwr_home(None) as (home, connection):
+        write_connection(home, connection, address, insecure=root_certificates is None,
+                         root_certificates=str(root_certificates) if root_certificates else None)
+        deadline = time.monotonic() + timeout
+        while True:
+            result = subprocess.run(
+                [executable("flwr"), "supernode", "register", str(public_key), connection],
+                capture_output=True, text=True, env=flower_env(home),
+            )
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise FederationError(f"could not register {public_key.name}: {result.stdout.strip()[-300:]}")
+            time.sleep(1)

@@ -1,0 +1,263 @@
+"""Flower processes fedimb starts and stops itself, and the ``flwr run`` call.
+
+Every process is started in its own session so that stopping it stops its children
+(the simulation engine, Ray, ServerApp and ClientApp processes) by process group —
+never by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+import httpx
+import psutil
+
+from fedimb.core.errors import FedimbError
+
+
+class FederationError(FedimbError, RuntimeError):
+    """A Flower process could not be started or the run failed."""
+
+
+def executable(name: str) -> str:
+    """A console script of this environment (the venv's ``bin``), else from PATH."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if not found:
+        raise FederationError(f"'{name}' not found; install fedimb's dependencies (make install)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def flower_env(flwr_home: Path | None = None) -> dict[str, str]:
+    """Environment for Flower processes: no runtime `uv sync`, no update check."""
+    env = os.environ.copy()
+    # Flower starts helper executables (flower-superexec, flwr-simulation) by name.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION"] = "1"
+    env["FLWR_DISABLE_UPDATE_CHECK"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    env.setdefault("RAY_DEDUP_LOGS", "0")
+    if flwr_home is not None:
+        env["FLWR_HOME"] = str(flwr_home)
+    return env
+
+
+class ManagedProcess:
+    """A child process in its own process group, stopped as a group."""
+
+    def __init__(self, args: Sequence[str], log_path: Path, env: Mapping[str, str]):
+        self.args = list(args)
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            self.args, stdout=self._log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM the process group and every descendant, then SIGKILL what is left after
+        ``grace`` seconds. Descendants are found by walking the process tree, because
+        Flower starts some in sessions of their own (SuperExec, the simulation, Ray)."""
+        descendants = self._descendants()
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        descendants += [p for p in self._descendants() if p not in descendants]
+        for proc in descendants:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, alive = psutil.wait_procs(descendants, timeout=min(grace, 5.0))
+        # Children may outlive the leader: clear the whole group and the tree.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        self._log.close()
+
+    def _descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def last_line(self) -> str:
+        """The last non-empty line of the process log (for one-line errors)."""
+        try:
+            lines = [ln.strip() for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1][-300:] if lines else ""
+
+
+def superlink_arguments(host: str, port: int, simulation: bool, extra_args: Sequence[str]) -> list[str]:
+    """``flower-superlink`` arguments (also the entry point of docker/Dockerfile.server)."""
+    args = [*extra_args, "--host", host, "--port", str(port), "--disable-runtime-dependency-installation"]
+    if simulation:
+        args += ["--simulation", "--isolation", "subprocess"]
+    return args
+
+
+def supernode_arguments(superlink: str, port: int, node_config: Mapping[str, object],
+                        extra_args: Sequence[str]) -> list[str]:
+    """``flower-supernode`` arguments (also the entry point of docker/Dockerfile.edge)."""
+    node = " ".join(f"{k}={_toml_value(v)}" for k, v in node_config.items())
+    return [*extra_args, "--superlink", superlink, "--port", str(port), "--node-config", node]
+
+
+class SuperLink(ManagedProcess):
+    """A ``flower-superlink`` on 127.0.0.1 (simulation or deployment mode)."""
+
+    def __init__(
+        self, log_path: Path, *, simulation: bool, port: int | None = None,
+        env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",),
+    ):
+        self.port = port or free_port()
+        args = [executable("flower-superlink"), *superlink_arguments("127.0.0.1", self.port, simulation, extra_args)]
+        super().__init__(args, log_path, env or flower_env())
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 60.0, scheme: str = "http", verify: str | bool = False) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise FederationError(f"flower-superlink exited ({self.last_line()}); see {self.log_path}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{scheme}://{self.address}/health", timeout=1.0, verify=verify).is_success:
+                    return
+            time.sleep(0.2)
+        raise FederationError(f"flower-superlink did not become ready within {timeout:.0f}s; see {self.log_path}")
+
+
+class SuperNode(ManagedProcess):
+    """A ``flower-supernode`` serving one partition."""
+
+    def __init__(
+        self, superlink: str, node_config: Mapping[str, object], log_path: Path, *,
+        env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",),
+    ):
+        self.port = free_port()
+        args = [executable("flower-supernode"), *supernode_arguments(superlink, self.port, node_config, extra_args)]
+        super().__init__(args, log_path, env or flower_env())
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@contextlib.contextmanager
+def flwr_home(
+    address: str | None, *, insecure: bool = True, root_certificates: str | None = None,
+    base: Path | None = None,
+) -> Iterator[tuple[Path, str]]:
+    """A throw-away ``FLWR_HOME`` whose config.toml names one SuperLink connection.
+
+    Connections live in ``$FLWR_HOME/config.toml`` (Flower 1.41); a private home keeps
+    the user's ``~/.flwr`` untouched and lets runs proceed side by side. With
+    ``address=None`` the connection is written later by :func:`write_connection`.
+    """
+    if base is not None:
+        base.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="flwr-home-", dir=base))
+    name = "fedimb"
+    if address is not None:
+        write_connection(home, name, address, insecure=insecure, root_certificates=root_certificates)
+    try:
+        yield home, name
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def write_connection(
+    home: Path, name: str, address: str, *, insecure: bool = True, root_certificates: str | None = None
+) -> None:
+    lines = ["[superlink]", f'default = "{name}"', "", f"[superlink.{name}]", f'address = "{address}"']
+    if insecure:
+        lines.append("insecure = true")
+    elif root_certificates:
+        lines.append(f'root-certificates = "{Path(root_certificates).expanduser().resolve()}"')
+    (home / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+def flwr_run(
+    app_dir: Path,
+    connection: str,
+    home: Path,
+    *,
+    run_config: Mapping[str, object],
+    federation_config: Mapping[str, object] | None = None,
+    on_line: Callable[[str], None],
+    timeout: float | None = None,
+) -> int:
+    """``flwr run <app> <connection> --stream``; every output line goes to ``on_line``.
+
+    Returns flwr's exit code; raises :class:`FederationError` after ``timeout`` seconds.
+    """
+    args = [executable("flwr"), "run", str(app_dir), connection, "--stream"]
+    for key, value in run_config.items():
+        args += ["--run-config", f"{key}={_toml_value(value)}"]
+    if federation_config:
+        args += ["--federation-config", " ".join(f"{k}={_toml_value(v)}" for k, v in federation_config.items())]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=flower_env(home),
+        text=True, errors="replace", start_new_session=True, bufsize=1,
+    )
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            on_line(line.rstrip("\n"))
+            if deadline is not None and time.monotonic() > deadline:
+                raise FederationError(f"the run exceeded {timeout:.0f}s and was stopped")
+        return proc.wait()
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)

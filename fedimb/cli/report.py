@@ -1,0 +1,262 @@
+"""One comparison table and accuracy plot over many run folders (``fedimb report``).
+
+Runs are grouped by everything in their ``config.yaml`` but the seed and where/how they
+ran (output folder, runtime, checkpointing), so the seeds of one set-up form one row,
+labelled by the method and the settings that tell the rows apart. Each row gives
+mean ± sample std over its runs of the final and best test accuracy and final macro-F1,
+and the last value of the method's own scores (the ``extra`` metrics named ``*accuracy``,
+``*f1`` or ``T_*``, e.g. FedBABU's fine-tuned accuracy or GRP-FED's T_g/T_p/T_r/T_l).
+Optional columns: the mean over rounds, or the range over every round of every run, of
+other ``extra`` metrics; optional section: every run's own numbers (seed, final and best
+accuracy, accuracy and loss at chosen rounds), so figures quoted about single seeds come
+from the same command as the table.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from fedimb.cli.run_folder import read_metrics_csv
+from fedimb.core.errors import ConfigError
+
+# Settings that say where or how a run was executed, not what it computed.
+# (A file partition is told apart by its digest, not by its index lists.)
+NOT_SETUP = ("seed", "output.", "runtime.", "checkpoint.", "resume", "device", "partition.clients")
+
+
+def mean_std(values: list[float], scale: float = 100.0, digits: int = 2) -> str:
+    """mean ± sample std of ``values`` x ``scale`` ('-' when empty)."""
+    if not values:
+        return "-"
+    arr = np.asarray(values, dtype=np.float64) * scale
+    return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1) if len(arr) > 1 else 0.0:.{digits}f}"
+
+
+def find_runs(folders: Iterable[Path]) -> list[Path]:
+    """Every completed run folder at or below ``folders`` (those with a ``summary.json``
+    that says completed), in path order."""
+    found = set()
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            raise ConfigError(f"{folder} is not a folder")
+        for summary in [folder / "summary.json", *folder.rglob("summary.json")]:
+            if summary.is_file() and json.loads(summary.read_text()).get("completed"):
+                found.add(summary.parent.resolve())
+    return sorted(found)
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict):
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: tree if not isinstance(tree, list) else tuple(tree)}
+
+
+def _config(run_dir: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+
+
+def run_setup(run_dir: Path) -> dict[str, Any]:
+    """The run's configuration as dotted keys, without the settings of ``NOT_SETUP``."""
+    return {k: v for k, v in _flatten(_config(run_dir)).items() if not k.startswith(NOT_SETUP)}
+
+
+def group_runs(run_dirs: list[Path]) -> tuple[dict[str, list[Path]], dict[str, str]]:
+    """Runs with the same set-up, and a legend of the set-ups.
+
+    Only settings every run has (every run of the method, for ``method.*``) are
+    compared, so runs made before a setting existed group with runs that use its default. A row is labelled by its method, the method's
+    own settings (``method.*``) that differ across that method's runs, and, when the
+    runs come from several set-ups, the set-up's letter; the legend gives each letter's
+    settings that differ between set-ups.
+    """
+    setups = {run: run_setup(run) for run in run_dirs}
+    by_method: dict[Any, list[Path]] = {}
+    for run, setup in setups.items():
+        by_method.setdefault(setup["method.name"], []).append(run)
+
+    def varying(runs: list[Path], method_keys: bool) -> list[str]:
+        """Settings of the one kind that all ``runs`` have and that differ between them."""
+        common = set.intersection(*(set(setups[r]) for r in runs))
+        return sorted(
+            k for k in common
+            if k.startswith("method.") == method_keys and k != "method.name"
+            and len({repr(setups[r][k]) for r in runs}) > 1
+        )
+
+    shared = varying(list(setups), method_keys=False)
+    own = {name: varying(runs, method_keys=True) for name, runs in by_method.items()}
+    letters: dict[str, str] = {}
+    labelled: dict[str, list[Path]] = {}
+    for run, setup in setups.items():
+        name = setup["method.name"]
+        settings = ", ".join(f"{k}={setup[k]}" for k in shared)
+        letter = letters.setdefault(settings, chr(ord("A") + len(letters)) if shared else "")
+        details = ", ".join(f"{k.removeprefix('method.')}={setup[k]}" for k in own[name])
+        label = f"{name}" + (f" ({details})" if details else "") + (f" [{letter}]" if letter else "")
+        labelled.setdefault(label, []).append(run)
+    return labelled, {letter: settings for settings, letter in letters.items() if letter}
+
+
+def _summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def _rows(run_dir: Path, split: str) -> list[dict[str, Any]]:
+    return [r for r in read_metrics_csv(run_dir / "metrics.csv") if r["split"] == split]
+
+
+def own_scores(run_dir: Path) -> dict[str, float]:
+    """The last value of each of the method's own scores (see the module docstring)."""
+    return {
+        r["metric"]: r["value"] for r in _rows(run_dir, "extra")
+        if r["metric"].endswith(("accuracy", "f1")) or r["metric"].startswith("T_")
+    }
+
+
+def extra_means(run_dir: Path, keys: list[str]) -> dict[str, float]:
+    """Mean over rounds of the 'extra' metrics ``keys`` (e.g. a KL divergence per round)."""
+    values: dict[str, list[float]] = {}
+    for row in _rows(run_dir, "extra"):
+        if row["metric"] in keys:
+            values.setdefault(row["metric"], []).append(row["value"])
+    return {k: float(np.mean(v)) for k, v in values.items()}
+
+
+def extra_range(run_dir: Path, pattern: str) -> tuple[float, float] | None:
+    """(min, max) over every round of the 'extra' metrics matching the shell pattern
+    ``pattern`` (e.g. ``q`` or ``contribution.*``); None if the run has none."""
+    values = [row["value"] for row in _rows(run_dir, "extra") if fnmatch.fnmatchcase(row["metric"], pattern)]
+    return (min(values), max(values)) if values else None
+
+
+def value_range(ranges: list[tuple[float, float] | None]) -> str:
+    """'min – max' over several runs' ranges ('-' when none has the metric)."""
+    found = [r for r in ranges if r is not None]
+    if not found:
+        return "-"
+    return f"{min(lo for lo, _ in found):.3g} – {max(hi for _, hi in found):.3g}"
+
+
+def metric_curve(run_dir: Path, metric: str = "accuracy") -> dict[int, float]:
+    """round -> value of the test-set ``metric``."""
+    return {r["round"]: r["value"] for r in _rows(run_dir, "test") if r["metric"] == metric}
+
+
+def comparison_table(
+    groups: dict[str, list[Path]], mean_keys: list[str] = (), range_keys: list[str] = ()
+) -> list[str]:
+    """Markdown lines of the table (see the module docstring); ``mean_keys`` adds columns
+    of 'extra' metrics averaged over rounds, ``range_keys`` (shell patterns) columns of
+    their smallest and largest value over every round of every run of the row."""
+    summaries = {label: [_summary(r) for r in runs] for label, runs in groups.items()}
+    target = next((s["target_accuracy"] for v in summaries.values() for s in v if s.get("target_accuracy")), None)
+    scores = {label: [own_scores(r) for r in runs] for label, runs in groups.items()}
+    score_keys = sorted({k for per_run in scores.values() for s in per_run for k in s})
+    header = "| method | runs | final accuracy (%) | best accuracy (%) | final macro-F1 (%) |"
+    if target:
+        header += f" MB to {target:.0%} accuracy (runs reaching it) |"
+    header += "".join(f" {k} (mean over rounds) |" for k in mean_keys)
+    header += "".join(f" {k} (range over rounds) |" for k in range_keys)
+    header += "".join(f" final {k} (%) |" for k in score_keys)
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for label, runs in groups.items():
+        done = summaries[label]
+        row = (
+            f"| {label} | {len(runs)} | {mean_std([s['final_accuracy'] for s in done])} | "
+            f"{mean_std([s['best_accuracy'] for s in done])} | {mean_std([s['final_macro_f1'] for s in done])} |"
+        )
+        if target:
+            reached = [s["bytes_to_target"] for s in done if s.get("bytes_to_target") is not None]
+            row += f" {mean_std(reached, scale=1e-6, digits=1)} ({len(reached)}/{len(done)}) |"
+        means = [extra_means(r, list(mean_keys)) for r in runs]
+        for key in mean_keys:
+            row += f" {mean_std([m[key] for m in means if key in m], scale=1.0, digits=3)} |"
+        for pattern in range_keys:
+            row += f" {value_range([extra_range(r, pattern) for r in runs])} |"
+        for key in score_keys:
+            row += f" {mean_std([s[key] for s in scores[label] if key in s])} |"
+        lines.append(row)
+    return lines
+
+
+def per_run_table(groups: dict[str, list[Path]], at_rounds: list[int] = ()) -> list[str]:
+    """Markdown lines with one row per run: its seed, final accuracy, best accuracy and
+    the first round that reached it, final macro-F1 and, at each of ``at_rounds``, its
+    test accuracy (loss)."""
+    header = "| method | seed | final accuracy (%) | best accuracy (%) | round of best | final macro-F1 (%) |"
+    header += "".join(f" round {r}: accuracy % (loss) |" for r in at_rounds)
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for label, runs in groups.items():
+        seeds = {run: _config(run).get("seed", "-") for run in runs}
+        for run in sorted(runs, key=lambda r: str(seeds[r]).zfill(9)):
+            s = _summary(run)
+            accuracy, loss = metric_curve(run), metric_curve(run, "loss")
+            best_round = min((r for r in accuracy if accuracy[r] == max(accuracy.values())), default="-")
+            row = (f"| {label} | {seeds[run]} | {100 * s['final_accuracy']:.2f} | "
+                   f"{100 * s['best_accuracy']:.2f} | {best_round} | {100 * s['final_macro_f1']:.2f} |")
+            for r in at_rounds:
+                row += f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |" if r in accuracy and r in loss else " - |"
+            lines.append(row)
+    return lines
+
+
+def accuracy_plot(groups: dict[str, list[Path]], path: Path, title: str) -> None:
+    """Mean test accuracy per round of every group, with a ±std band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, runs in groups.items():
+        curves = [metric_curve(r) for r in runs]
+        rounds = sorted(set.intersection(*(set(c) for c in curves)))
+        values = np.array([[c[r] for r in rounds] for c in curves])
+        mean, std = values.mean(axis=0), values.std(axis=0)
+        ax.plot(rounds, mean, label=label)
+        ax.fill_between(rounds, mean - std, mean + std, alpha=0.15)
+    ax.set(xlabel="round", ylabel="test accuracy", title=title, ylim=(0, 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPUs"
+
+
+def write_report(
+    folders: list[Path], out: Path, title: str = "Comparison", mean_keys: list[str] = (),
+    range_keys: list[str] = (), per_run: bool = False, at_rounds: list[int] = (),
+) -> Path:
+    """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``;
+    with ``per_run`` (or ``at_rounds``) also a table of every run's own numbers."""
+    runs = find_runs(folders)
+    if not runs:
+        raise ConfigError(f"no completed runs (summary.json) in {', '.join(map(str, folders))}")
+    groups, legend = group_runs(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"# {title}", "", f"{len(runs)} runs in {len(groups)} rows; mean ± std over the runs (seeds) of a row.",
+             f"Machine: {machine()}.", "", *comparison_table(groups, mean_keys, range_keys), ""]
+    lines += [f"- [{letter}]: {settings}" for letter, settings in legend.items()]
+    if per_run or at_rounds:
+        lines += ["", "## Every run", "", *per_run_table(groups, at_rounds)]
+    lines += ["", "Runs: " + ", ".join(f"`{folder}`" for folder in folders)]
+    accuracy_plot(groups, out / "accuracy.png", title)
+    report = out / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report

@@ -1,0 +1,303 @@
+"""The run folder: turns the ServerApp's events into progress output and tidy files.
+
+Files (DESIGN §4.8): ``metrics.csv`` (long format: round, stage, split, metric, value),
+``summary.json``, ``curves.png``, next to ``config.yaml`` and ``partition.json``
+written before the run, and ``flwr.log`` with everything Flower printed (each line
+prefixed by the seconds since the run started) and ``events.jsonl`` with every event
+the ServerApp sent (a resumed run continues from it).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig
+
+from fedimb.core.events import parse_event
+
+Echo = Callable[[str], None]
+
+
+def _echo(text: str) -> None:
+    print(text, flush=True)
+
+
+def _fmt(value: Any, spec: str = ".4f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def boxed_message(lines: list[str]) -> str | None:
+    """The text of the last framed message (``╭─ Error ─╮ │ ... │ ╰─╯``) Flower's CLI printed."""
+    starts = [i for i, line in enumerate(lines) if line.lstrip().startswith("╭")]
+    if not starts:
+        return None
+    text = []
+    for line in lines[starts[-1] + 1:]:
+        if line.lstrip().startswith("╰"):
+            break
+        text.append(line.strip().strip("│").strip())
+    return " ".join(t for t in text if t) or None
+
+
+class RunRecorder:
+    """Consumes ``flwr run --stream`` lines for one run."""
+
+    def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo, resume: bool = False):
+        self.run_dir = run_dir
+        self.cfg = cfg
+        self.echo = echo
+        self.start: dict[str, Any] = {}
+        self.rounds: list[dict[str, Any]] = []
+        self.end: dict[str, Any] | None = None
+        self.errors: list[str] = []
+        self._recent: list[str] = []
+        events = run_dir / "events.jsonl"
+        if resume and events.exists():  # the interrupted attempt's rounds, until the server says where it resumes
+            for line in events.read_text().splitlines():
+                self._replay(json.loads(line))
+        mode = "a" if resume else "w"
+        self._log = open(run_dir / "flwr.log", mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._events = open(events, mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._t0 = time.perf_counter()
+
+    def _replay(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "start":
+            self.start = {k: v for k, v in event.items() if k != "event"}
+        elif event.get("event") == "round":
+            self.rounds.append({k: v for k, v in event.items() if k != "event"})
+
+    # ---------------------------------------------------------------- streaming
+    def feed(self, line: str) -> None:
+        self._log.write(f"[{time.perf_counter() - self._t0:7.1f}s] {line}\n")
+        event = parse_event(line)
+        if event is None:
+            if line.strip():
+                self._recent = (self._recent + [line])[-40:]
+            return
+        self._events.write(json.dumps(event) + "\n")
+        self._events.flush()
+        kind = event.pop("event")
+        if kind == "start":
+            self.start = event
+            self.echo(
+                f"[fedimb] {event.get('method')} on {self.cfg.dataset.name}: {event.get('num_clients')} clients, "
+                f"{event.get('num_rounds')} rounds, {event.get('num_parameters'):,} parameters"
+            )
+        elif kind == "round":  # a round replaces any earlier record of it (a restarted attempt)
+            self.rounds = [r for r in self.rounds if r["round"] < event["round"]] + [event]
+            self.echo(self.progress_line(event))
+            for message in event.get("messages", []):  # failures and rejections, naming the client
+                self.echo(f"    ! {message}")
+        elif kind == "end":
+            self.end = event
+        elif kind == "error":
+            self.errors.append(str(event.get("message")))
+        elif kind == "artifact":
+            write_artifact(self.run_dir, str(event.get("name")), event.get("data"))
+        elif kind == "resume":
+            self.rounds = [r for r in self.rounds if r["round"] <= int(event["round"])]
+            self.echo(f"[fedimb] resuming after round {event['round']}")
+        elif kind == "warning":
+            self.echo(f"[fedimb] warning: {event.get('message')}")
+
+    def progress_line(self, r: dict[str, Any]) -> str:
+        test = r.get("test") or {}
+        total = int(self.start.get("num_rounds") or self.cfg.num_rounds)
+        head = f"round {r['round']:>{len(str(total))}}/{total}"
+        if r.get("stage") and r["stage"] != "train":
+            head += f" [{r['stage']}]"
+        if (r.get("extra") or {}).get("sync_round") is not None:
+            head += f" [sync round {r['extra']['sync_round']}]"
+        parts = [head]
+        if test:
+            parts.append(f"acc {_fmt(test.get('accuracy'))}  f1 {_fmt(test.get('macro_f1'))}  loss {_fmt(test.get('loss'))}")
+        clients = r.get("clients")
+        if clients and r["round"] > 0:
+            failed = clients["failures"]
+            detail = f"{clients['succeeded']} ok, {failed} failed"
+            if failed:
+                detail += f" ({clients['dropped']} dropped, {clients['errors']} errors, {clients['rejected']} rejected)"
+            parts.append(detail)
+        parts.append(f"{r.get('seconds', 0.0):.1f}s")
+        return " | ".join(parts)
+
+    def failure_reason(self) -> str | None:
+        """Why the run did not complete, or None if it did."""
+        if self.end is not None:
+            return None
+        if self.errors:
+            return self.errors[-1]
+        boxed = boxed_message(self._recent)
+        if boxed:
+            return boxed
+        for line in reversed(self._recent):
+            if "Error" in line or "error" in line or "Exception" in line:
+                return line.strip()[-300:]
+        return "the run ended without its final event"
+
+    def close(self) -> None:
+        for handle in (self._log, self._events):
+            if not handle.closed:
+                handle.close()
+
+    # ------------------------------------------------------------------- files
+    def finish(self) -> dict[str, Any]:
+        """Write metrics.csv, summary.json and curves.png; return the summary."""
+        self.close()
+        write_metrics_csv(self.run_dir / "metrics.csv", self.rounds)
+        summary = self.summary()
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        if self.rounds:
+            plot_curves(self.run_dir / "curves.png", self.rounds, title=f"{summary['method']} on {summary['dataset']}")
+        return summary
+
+    def summary(self) -> dict[str, Any]:
+        cfg = self.cfg
+        tested = [r for r in self.rounds if (r.get("test") or {}).get("accuracy") is not None]
+        trained = [r for r in self.rounds if r["round"] > 0]
+        best = max(tested, key=lambda r: r["test"]["accuracy"], default=None)
+        final = tested[-1] if tested else None
+        seconds = [r.get("seconds", 0.0) for r in trained]
+        target = cfg.evaluation.get("target_accuracy")
+        to_target = traffic_to_target(self.rounds, target) if target is not None else None
+        return {
+            "method": str(cfg.method.name),
+            "dataset": str(cfg.dataset.name),
+            "model": str(cfg.model.name),
+            "partition": str(cfg.partition.name),
+            "dropout": str(cfg.dropout.name),
+            "runtime": str(cfg.runtime.name),
+            "num_clients": int(cfg.num_clients),
+            "seed": int(cfg.seed),
+            # rounds and rounds_planned count Flower rounds; num_rounds is the configuration's
+            # value in the method's own unit (Astraea: synchronization rounds)
+            "rounds": len(trained),
+            "rounds_planned": int(self.start.get("num_rounds") or cfg.num_rounds),
+            "num_rounds": int(cfg.num_rounds),
+            "num_rounds_unit": str(self.start.get("round_unit", "Flower round")),
+            "completed": self.end is not None,
+            "final_accuracy": final["test"]["accuracy"] if final else None,
+            "final_macro_f1": final["test"].get("macro_f1") if final else None,
+            "final_loss": final["test"].get("loss") if final else None,
+            "best_accuracy": best["test"]["accuracy"] if best else None,
+            "best_round": best["round"] if best else None,
+            "num_parameters": self.start.get("num_parameters"),
+            "bytes_up": sum((r.get("bytes") or {}).get("up", 0) for r in trained),
+            "bytes_down": sum((r.get("bytes") or {}).get("down", 0) for r in trained),
+            "target_accuracy": target,
+            "round_to_target": to_target[0] if to_target else None,
+            "bytes_to_target": to_target[1] if to_target else None,
+            "wall_seconds": round(time.perf_counter() - self._t0, 3),
+            "server_seconds": round(self.end["seconds"], 3) if self.end else None,
+            "first_round_seconds": round(seconds[0], 3) if seconds else None,
+            "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3) if len(seconds) > 1 else None,
+            "run_dir": str(self.run_dir),
+        }
+
+
+def write_artifact(run_dir: Path, name: str, data: Any) -> None:
+    """A method's structured output (clusters, inferred distributions, curves) as
+    ``<name>.json``; data with ``x`` and ``y`` lists is also plotted as ``<name>.png``."""
+    safe = "".join(ch for ch in name if ch.isalnum() or ch in "-_") or "artifact"
+    (run_dir / f"{safe}.json").write_text(json.dumps(data, indent=1) + "\n")
+    if isinstance(data, dict) and isinstance(data.get("x"), list) and isinstance(data.get("y"), list):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.plot(data["x"], data["y"], marker="o")
+        ax.set(xlabel=data.get("xlabel", ""), ylabel=data.get("ylabel", ""), title=data.get("title", safe))
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(run_dir / f"{safe}.png", dpi=110)
+        plt.close(fig)
+
+
+def traffic_to_target(rounds: list[dict[str, Any]], target: float) -> tuple[int, int] | None:
+    """(round, bytes up + down so far) when test accuracy first reaches ``target``."""
+    total = 0
+    for r in rounds:
+        total += sum((r.get("bytes") or {}).values())
+        accuracy = (r.get("test") or {}).get("accuracy")
+        if accuracy is not None and accuracy >= target:
+            return r["round"], total
+    return None
+
+
+def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(split, metric, value) rows of one round event."""
+    rows: list[tuple[str, str, float]] = []
+    test = r.get("test") or {}
+    for key in ("accuracy", "macro_f1", "loss"):
+        if test.get(key) is not None:
+            rows.append(("test", key, test[key]))
+    for c, recall in enumerate(test.get("recall") or []):
+        if recall is not None:
+            rows.append(("test", f"recall_class_{c}", recall))
+    for key, value in (r.get("train") or {}).items():
+        rows.append(("train", key, value))
+    for key, value in (r.get("clients") or {}).items():
+        rows.append(("clients", key, value))
+    for key, value in (r.get("bytes") or {}).items():
+        rows.append(("comm", f"bytes_{key}", value))
+    if r.get("weight_diversity") is not None:
+        rows.append(("train", "weight_diversity", r["weight_diversity"]))
+    for key, value in (r.get("extra") or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            rows.append(("extra", key, value))
+    if r.get("seconds") is not None:
+        rows.append(("system", "seconds", r["seconds"]))
+    return [(s, m, float(v)) for s, m, v in rows if v is not None and math.isfinite(float(v))]
+
+
+def write_metrics_csv(path: Path, rounds: list[dict[str, Any]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["round", "stage", "split", "metric", "value"])
+        for r in rounds:
+            for split, metric, value in metric_rows(r):
+                writer.writerow([r["round"], r.get("stage", ""), split, metric, f"{value:.10g}"])
+
+
+def read_metrics_csv(path: Path) -> list[dict[str, Any]]:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [
+            {**row, "round": int(row["round"]), "value": float(row["value"])} for row in csv.DictReader(fh)
+        ]
+
+
+def plot_curves(path: Path, rounds: list[dict[str, Any]], title: str) -> None:
+    """Test accuracy and macro-F1, test loss and client outcomes per round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tested = [r for r in rounds if (r.get("test") or {}).get("accuracy") is not None]
+    trained = [r for r in rounds if r["round"] > 0 and r.get("clients")]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    x = [r["round"] for r in tested]
+    axes[0].plot(x, [r["test"]["accuracy"] for r in tested], label="accuracy")
+    axes[0].plot(x, [r["test"].get("macro_f1") for r in tested], label="macro-F1")
+    axes[0].set(xlabel="round", ylabel="test score", ylim=(0, 1), title=title)
+    axes[0].legend()
+    axes[1].plot(x, [r["test"].get("loss") for r in tested])
+    axes[1].set(xlabel="round", ylabel="test loss")
+    xr = [r["round"] for r in trained]
+    axes[2].bar(xr, [r["clients"]["succeeded"] for r in trained], label="succeeded")
+    axes[2].bar(xr, [r["clients"]["failures"] for r in trained],
+                bottom=[r["clients"]["succeeded"] for r in trained], label="failed / dropped")
+    axes[2].set(xlabel="round", ylabel="clients")
+    axes[2].legend()
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

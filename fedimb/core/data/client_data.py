@@ -1,0 +1,40 @@
+"""What a client trains on: its share of the training set and the global test set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fedimb.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ClientData:
+    """A client's share of the training set (indices into tensors shared per process),
+    and the global balanced test set for client-side evaluations of personalised models."""
+
+    partition_id: int
+    x: torch.Tensor
+    y: torch.Tensor
+    indices: torch.Tensor
+    num_classes: int
+    label_counts: np.ndarray
+    x_test: torch.Tensor | None = None
+    y_test: torch.Tensor | None = None
+    test_indices: torch.Tensor | None = None  # the client's local test split (into x, y)
+    #: fingerprint of a device's own data when its node has no partition id: the server
+    #: then assigns the client id (and ``partition_id`` only seeds local randomness)
+    device_key: str | None = None
+
+    @property
+    def num_examples(self) -> int:
+        return int(self.indices.numel())
+
+    def global_test(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The global test set, for client-side evaluations of personalised models."""
+        if self.x_test is None or self.y_test is None:
+            raise ConfigError("this method evaluates on the global test set on the clients, "
+                              "but the data set is not available on this node")
+        return self.x_test, self.y_test

@@ -1,0 +1,75 @@
+"""A partition of the training set over clients, made by the partitioner the
+``partition`` configuration names (:data:`PARTITIONERS`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from fedimb.core.data.longtail import longtail
+from fedimb.core.data.partition_file import from_file
+from fedimb.core.data.partitioners import (
+    Partitioner,
+    clustered,
+    dirichlet,
+    iid,
+    natural,
+    pathological,
+    quantity,
+)
+from fedimb.core.data.stats import label_counts
+from fedimb.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Per-client training indices, their label histograms and optional client groups."""
+
+    indices: tuple[np.ndarray, ...]
+    counts: np.ndarray  # (num_clients, num_classes)
+    groups: np.ndarray | None = None  # group id per client (``clustered``), else None
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.indices)
+
+
+def make_partition(
+    labels: np.ndarray, num_classes: int, num_clients: int, spec: Mapping[str, Any], seed: int,
+    groups: np.ndarray | None = None,
+) -> Partition:
+    """Partition ``labels`` over ``num_clients`` clients as the ``partition`` config says.
+
+    ``groups`` is the data set's natural client of each sample (e.g. the patient), used
+    by the ``natural`` partitioner."""
+    labels = np.asarray(labels, dtype=np.int64)
+    name = str(spec["name"])
+    if name not in PARTITIONERS:
+        raise ConfigError(
+            f"unknown partition '{name}' (choose from: {', '.join(sorted(PARTITIONERS))})"
+        )
+    params = {k: v for k, v in spec.items() if k != "name"}
+    if name == "natural":
+        params["groups"] = groups
+    rng = np.random.default_rng([int(seed), 0x9A27])
+    try:
+        indices, groups = PARTITIONERS[name](labels, num_classes, num_clients, rng, seed, **params)
+    except TypeError as err:  # unknown or missing parameter
+        raise ConfigError(f"partition '{name}': {err}") from None
+    indices = [np.sort(np.asarray(ix, dtype=np.int64)) for ix in indices]
+    counts = np.stack([label_counts(labels[ix], num_classes) for ix in indices])
+    return Partition(tuple(indices), counts, groups)
+
+
+PARTITIONERS: dict[str, Partitioner] = {
+    "file": from_file,
+    "natural": natural,
+    "iid": iid,
+    "dirichlet": dirichlet,
+    "pathological": pathological,
+    "clustered": clustered,
+    "longtail": longtail,
+    "quantity": quantity,
+}

@@ -1,0 +1,62 @@
+"""``partition=file``: a split brought from another framework, as each client's indices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedimb.core.data.partitioners import Split
+from fedimb.core.errors import ConfigError
+
+
+def read_partition_file(path: str | None) -> dict[str, Any]:
+    """The clients' index lists of a partition file ``{"clients": [[...], ...]}`` (a run
+    folder's ``partition.json`` is one) and a digest of them; one-line errors for a
+    missing, unreadable or malformed file. The indices travel inside the configuration
+    (DESIGN: the configuration travels inside the run), so nodes never read the file."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    if not path:
+        raise ConfigError("partition=file needs partition.path=<file.json> ({\"clients\": [[indices], ...]})")
+    try:
+        content = json.loads(Path(str(path)).expanduser().read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"partition.path: no such file: {path}") from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"partition.path: {path} is not a JSON file ({err})") from None
+    clients = content.get("clients") if isinstance(content, dict) else None
+    if not isinstance(clients, list) or not all(isinstance(c, list) for c in clients):
+        raise ConfigError(f"partition.path: {path} must hold {{\"clients\": [[indices of client 0], ...]}}")
+    for k, client in enumerate(clients):
+        for index in client:
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise ConfigError(f"partition.path: client {k} has a non-integer index {index!r}")
+    digest = hashlib.sha256(json.dumps(clients).encode()).hexdigest()[:12]
+    return {"clients": clients, "digest": digest}
+
+
+def from_file(labels, num_classes, num_clients, rng, seed, path=None, clients=None, digest=None) -> Split:
+    """The clients' training indices given in the configuration (``partition=file``,
+    filled from ``partition.path`` by :func:`read_partition_file`): indices into the
+    data set's training split as fedimb loads it. A sample may belong to several
+    clients (some frameworks reuse samples); indices out of range, empty clients and a
+    client count other than ``num_clients`` are errors."""
+    if clients is None:
+        clients = read_partition_file(path)["clients"]
+    if len(clients) != num_clients:
+        raise ConfigError(f"partition.path holds {len(clients)} clients but num_clients={num_clients}: "
+                          f"set num_clients={len(clients)}")
+    out = []
+    for k, client in enumerate(clients):
+        ix = np.asarray(client, dtype=np.int64)
+        if len(ix) == 0:
+            raise ConfigError(f"partition.path: client {k} has no samples")
+        if ix.min() < 0 or ix.max() >= len(labels):
+            wrong = int(ix.min()) if ix.min() < 0 else int(ix.max())
+            raise ConfigError(f"partition.path: client {k} has index {wrong}, outside the training split "
+                              f"[0, {len(labels) - 1}]")
+        out.append(ix)
+    return out, None

@@ -1,0 +1,203 @@
+"""Partitioners: split a training set over clients to reproduce the papers' non-IID set-ups.
+
+Each partitioner is seeded and returns, per client, indices into the training set; the
+:class:`Partition` adds the label histograms. ``iid`` and ``dirichlet`` use the
+flwr-datasets partitioners; the others are written here because flwr-datasets has no
+equivalent (fixed samples per client, client groups, joint size and label skew); the
+global long tail is in :mod:`.longtail`, a user's own split in :mod:`.partition_file`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fedimb.core.errors import ConfigError
+
+Split = tuple[list[np.ndarray], "np.ndarray | None"]
+Partitioner = Callable[..., Split]
+
+
+# ------------------------------------------------------------- flwr-datasets adapters
+def _flwr_split(partitioner: Any, labels: np.ndarray, order: np.ndarray | None = None):
+    """Run a flwr-datasets partitioner on a label-only data set; return index arrays."""
+    from datasets import Dataset
+
+    order = np.arange(len(labels)) if order is None else order
+    partitioner.dataset = Dataset.from_dict({"label": labels[order], "index": order})
+    return [
+        np.asarray(partitioner.load_partition(i)["index"], dtype=np.int64)
+        for i in range(partitioner.num_partitions)
+    ]
+
+
+def iid(labels, num_classes, num_clients, rng, seed) -> Split:
+    """Uniformly random, equally sized shards."""
+    from flwr_datasets.partitioner import IidPartitioner
+
+    # IidPartitioner cuts contiguous shards, so shuffle first.
+    order = rng.permutation(len(labels))
+    return _flwr_split(IidPartitioner(num_clients), labels, order), None
+
+
+def dirichlet(
+    labels, num_classes, num_clients, rng, seed, alpha: float = 0.5, min_partition_size: int = 2
+) -> Split:
+    """Per-class proportions over clients drawn from Dir(alpha) (Hsu et al. 2019)."""
+    from flwr_datasets.partitioner import DirichletPartitioner
+
+    partitioner = DirichletPartitioner(
+        num_partitions=num_clients,
+        partition_by="label",
+        alpha=float(alpha),
+        min_partition_size=int(min_partition_size),
+        self_balancing=False,
+        shuffle=True,
+        seed=int(seed),
+    )
+    try:
+        with warnings.catch_warnings():  # its retries warn; a final failure raises below
+            warnings.filterwarnings("ignore", message="The specified min_partition_size")
+            return _flwr_split(partitioner, labels), None
+    except ValueError as err:
+        raise ConfigError(
+            f"dirichlet partition (alpha={alpha}, {num_clients} clients) failed: {err}; "
+            "lower partition.min_partition_size or use fewer clients"
+        ) from None
+
+
+def _deal_classes(rng: np.random.Generator, num_classes: int, per_client: Sequence[int]):
+    """Deal class labels to clients from shuffled decks, so every class is held about
+    equally often (like the FedAvg paper's label-sorted shards) and no client holds a
+    class twice."""
+    deck: list[int] = []
+    held = []
+    for k in per_client:
+        chosen: list[int] = []
+        while len(chosen) < k:
+            pick = next((j for j, c in enumerate(deck) if c not in chosen), None)
+            if pick is None:
+                deck.extend(int(c) for c in rng.permutation(num_classes))
+                continue
+            chosen.append(deck.pop(pick))
+        held.append(sorted(chosen))
+    return held
+
+
+def _split_by_classes(labels, num_classes, held, rng, samples_per_client, what) -> list[np.ndarray]:
+    """Give every client samples of the classes it holds.
+
+    Without ``samples_per_client`` each class's samples are shuffled and split evenly
+    over its holders. With it, each client draws ``samples_per_client / N`` samples of
+    each of its N classes without replacement (ReBaFL §5.1: n_i/N instances per class).
+    """
+    pools = {c: list(rng.permutation(np.flatnonzero(labels == c))) for c in range(num_classes)}
+    out: list[list[int]] = [[] for _ in held]
+    if samples_per_client is None:
+        for c in range(num_classes):
+            holders = [i for i, classes in enumerate(held) if c in classes]
+            for i, part in zip(holders, np.array_split(np.asarray(pools[c], dtype=np.int64), max(len(holders), 1))):
+                out[i].extend(part.tolist())
+        return [np.asarray(ix, dtype=np.int64) for ix in out]
+    samples_per_client = int(samples_per_client)
+    demand = np.zeros(num_classes, dtype=np.int64)
+    for i, classes in enumerate(held):
+        shares = np.full(len(classes), samples_per_client // len(classes))
+        shares[: samples_per_client % len(classes)] += 1
+        for c, n in zip(classes, shares):
+            demand[c] += n
+            out[i].extend(pools[c][:n])
+            del pools[c][:n]
+    short = np.flatnonzero(demand > np.bincount(labels, minlength=num_classes)[:num_classes])
+    if short.size:
+        c = int(short[0])
+        raise ConfigError(
+            f"{what} partition: class {c} has {int((labels == c).sum())} training samples but its "
+            f"clients need {int(demand[c])}; lower partition.samples_per_client"
+        )
+    return [np.asarray(ix, dtype=np.int64) for ix in out]
+
+
+def pathological(
+    labels, num_classes, num_clients, rng, seed, classes_per_client: int = 2,
+    samples_per_client: int | None = None,
+) -> Split:
+    """Each client holds ``classes_per_client`` classes (ReBaFL §5.1, FedAvg's shards)."""
+    k = int(classes_per_client)
+    if not 1 <= k <= num_classes:
+        raise ConfigError(
+            f"partition.classes_per_client must be in [1, {num_classes}], got {classes_per_client}"
+        )
+    held = _deal_classes(rng, num_classes, [k] * num_clients)
+    return _split_by_classes(labels, num_classes, held, rng, samples_per_client, "pathological"), None
+
+
+def client_groups(num_clients: int, num_groups: int) -> np.ndarray:
+    """Group id of every client: equal contiguous blocks (clients 0..m/G-1 in group 0)."""
+    return np.arange(num_clients) * num_groups // num_clients
+
+
+def clustered(
+    labels, num_classes, num_clients, rng, seed, classes_per_group: Sequence[int] = (2, 2, 3, 3, 5),
+    samples_per_client: int | None = None,
+) -> Split:
+    """Clients in equal contiguous groups; group g's clients hold ``classes_per_group[g]``
+    classes each (ReBaFL §5.3). The group ids also drive per-group dropout."""
+    per_group = [int(k) for k in classes_per_group]
+    if not per_group or any(not 1 <= k <= num_classes for k in per_group):
+        raise ConfigError(
+            f"partition.classes_per_group entries must be in [1, {num_classes}], got {list(classes_per_group)}"
+        )
+    if len(per_group) > num_clients:
+        raise ConfigError(f"{len(per_group)} client groups need at least as many clients, got {num_clients}")
+    groups = client_groups(num_clients, len(per_group))
+    held = _deal_classes(rng, num_classes, [per_group[g] for g in groups])
+    return _split_by_classes(labels, num_classes, held, rng, samples_per_client, "clustered"), groups
+
+
+def quantity(
+    labels, num_classes, num_clients, rng, seed, rho: float = 0.7, tau: float = 0.5
+) -> Split:
+    """Joint size and label skew of GRP-FED §4.1, parameterised by (rho, tau).
+
+    The paper only says sizes decrease over clients with rho and class counts decrease
+    with tau. We read: client k's size is proportional to rho^(k/(K-1)) (the smallest
+    client holds rho times the largest), and within a client the class of rank r (a
+    random class order per client) has share proportional to tau^r. The total is the
+    largest that no class pool runs out of.
+    """
+    rho, tau = float(rho), float(tau)
+    if not 0 < rho <= 1 or not 0 < tau <= 1:
+        raise ConfigError(f"partition.rho and partition.tau must be in (0, 1], got ({rho}, {tau})")
+    sizes = rho ** (np.arange(num_clients) / max(num_clients - 1, 1))
+    sizes /= sizes.sum()
+    shares = np.zeros((num_clients, num_classes))
+    for k in range(num_clients):
+        shares[k, rng.permutation(num_classes)] = tau ** np.arange(num_classes)
+    shares /= shares.sum(axis=1, keepdims=True)
+    demand = (sizes[:, None] * shares).sum(axis=0)  # per-class demand per unit total
+    supply = np.bincount(labels, minlength=num_classes)[:num_classes]
+    total = float(np.min(supply / np.maximum(demand, 1e-12)))
+    want = np.floor(total * sizes[:, None] * shares).astype(np.int64)
+    pools = {c: rng.permutation(np.flatnonzero(labels == c)) for c in range(num_classes)}
+    taken = np.zeros(num_classes, dtype=np.int64)
+    out = []
+    for k in range(num_clients):
+        ix = []
+        for c in range(num_classes):
+            ix.append(pools[c][taken[c]: taken[c] + want[k, c]])
+            taken[c] += want[k, c]
+        out.append(np.concatenate(ix))
+    return out, None
+
+
+def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
+    """One client per natural group of the data set (e.g. MIT-BIH: one per patient)."""
+    if groups is None:
+        raise ConfigError("partition 'natural' needs a data set with natural clients (e.g. dataset=mitbih)")
+    ids = np.unique(groups)
+    if len(ids) != num_clients:
+        raise ConfigError(f"partition 'natural' has {len(ids)} clients in this data set: set num_clients={len(ids)}")
+    return [np.flatnonzero(groups == g) for g in ids], None

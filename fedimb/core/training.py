@@ -1,0 +1,165 @@
+"""The local training loop and model evaluation, shared by clients, the server and the
+benchmarks (so the framework and the plain-loop reference run identical steps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Iterator, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedimb.core.errors import ConfigError
+from fedimb.core.metrics import classification_metrics
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Local optimisation settings; declared once in ``conf/config.yaml`` (``train``)
+    and sent to clients in every fit instruction."""
+
+    local_epochs: int
+    batch_size: int
+    lr: float
+    momentum: float
+    weight_decay: float
+    optimizer: str
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "TrainConfig":
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise ConfigError(f"training settings lack {missing}")
+        return cls(
+            local_epochs=int(values["local_epochs"]),
+            batch_size=int(values["batch_size"]),
+            lr=float(values["lr"]),
+            momentum=float(values["momentum"]),
+            weight_decay=float(values["weight_decay"]),
+            optimizer=str(values["optimizer"]),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def check(cls, values: Mapping[str, Any]) -> None:
+        """One-line :class:`ConfigError` for the first bad training setting (``train.*``)."""
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise ConfigError(f"training settings lack {missing}")
+
+        def number(key, integer=False):
+            value = values[key]
+            ok = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+            return value if ok else None
+
+        rules = [
+            ("local_epochs", number("local_epochs", True), lambda v: v >= 1, "an integer >= 1"),
+            ("batch_size", number("batch_size", True), lambda v: v >= 1, "an integer >= 1"),
+            ("lr", number("lr"), lambda v: v > 0, "> 0"),
+            ("momentum", number("momentum"), lambda v: 0 <= v < 1, "in [0, 1)"),
+            ("weight_decay", number("weight_decay"), lambda v: v >= 0, ">= 0"),
+        ]
+        for key, value, ok, what in rules:
+            if value is None or not ok(value):
+                raise ConfigError(f"train.{key} must be {what}, got {values[key]!r}")
+        if values["optimizer"] not in OPTIMIZERS:
+            raise ConfigError(f"unknown train.optimizer '{values['optimizer']}' (choose from: {', '.join(OPTIMIZERS)})")
+
+
+#: the training settings every fit instruction carries (``train`` in conf/config.yaml)
+TRAIN_KEYS = tuple(f.name for f in fields(TrainConfig))
+OPTIMIZERS = ("sgd", "adam")
+
+
+def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    raise ConfigError(f"unknown optimizer '{cfg.optimizer}' (choose from: {', '.join(OPTIMIZERS)})")
+
+
+def batch_indices(
+    indices: torch.Tensor, batch_size: int, generator: torch.Generator
+) -> Iterator[torch.Tensor]:
+    """One shuffled pass over ``indices`` in mini-batches (the last one may be short)."""
+    order = indices[torch.randperm(len(indices), generator=generator)]
+    for start in range(0, len(order), batch_size):
+        yield order[start: start + batch_size]
+
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class TrainResult:
+    mean_loss: float
+    steps: int
+    samples: int
+
+
+def train_epochs(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: LossFn,
+    generator: torch.Generator,
+    device: torch.device | None = None,
+    after_backward: Callable[[], None] | None = None,
+    after_step: Callable[[], None] | None = None,
+) -> TrainResult:
+    """Mini-batch training on ``x[indices]``; ``loss_fn(xb, yb)`` returns the batch loss.
+
+    ``after_backward`` may edit gradients (e.g. control variates); ``after_step`` sees
+    every optimiser step (e.g. step counting).
+    """
+    model.train()
+    total, steps, samples = 0.0, 0, 0
+    for _ in range(epochs):
+        for idx in batch_indices(indices, batch_size, generator):
+            xb, yb = x[idx], y[idx]
+            if device is not None and device.type != "cpu":
+                xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(xb, yb)
+            loss.backward()
+            if after_backward is not None:
+                after_backward()
+            optimizer.step()
+            if after_step is not None:
+                after_step()
+            total += float(loss.detach()) * len(idx)
+            samples += len(idx)
+            steps += 1
+    return TrainResult(total / max(samples, 1), steps, samples)
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
+    """Logits of ``model`` on ``x`` in evaluation mode."""
+    model.eval()
+    return torch.cat([model(x[i: i + batch_size]) for i in range(0, len(x), batch_size)])
+
+
+def evaluate_model(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, batch_size: int = 1000
+) -> dict[str, object]:
+    """Loss, accuracy, macro-F1 and per-class recall of ``model`` on ``(x, y)``."""
+    logits = predict(model, x, batch_size)
+    loss = float(nn.functional.cross_entropy(logits, y))
+    metrics = classification_metrics(y.numpy(), logits.argmax(dim=1).numpy(), num_classes)
+    return {"loss": loss, **metrics}
+
+
+def seeded_generator(*keys: int) -> torch.Generator:
+    """A torch generator seeded from several integers (seed, round, client, ...)."""
+    seed = int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1)[0])
+    return torch.Generator().manual_seed(seed)

@@ -1,0 +1,59 @@
+"""GRP-FED §4.1's evaluation of personal models, a mixin that methods with a personal
+model (or whose global model serves as one) opt into: with ``evaluation.personal``
+every connected client tests its personal model on its local test split (T_p) and on
+the global test set (T_r); T_l = 2·T_p·T_r/(T_p + T_r) and T_g is the global model's
+macro-F1 (eq. 6)."""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.common import EvaluateIns, EvaluateRes, Parameters, Scalar
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from fedimb.core import payload, protocol
+
+
+class PersonalEvaluation:
+    """Strategy side of the personal evaluation (pairs with the clients' mixin)."""
+
+    personal_evaluation = True
+
+    #: local-only methods have no global model: their global-test output is the ensemble
+    #: (mean probabilities) of the clients' personal models (GRP-FED §4.1, after LG-FedAvg)
+    ensemble_global_test = False
+
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        """Federated evaluation for ``evaluation.personal`` (and always for methods whose
+        global output is an ensemble of personal models): every connected client
+        tests its personal model on its local test split and on the global test set.
+        (Evaluation is a measurement: dropout does not apply.)"""
+        personal = self.run.cfg.evaluation.get("personal") or self.ensemble_global_test
+        if not personal or server_round == 0 or not self.should_evaluate(server_round):
+            return []
+        config = {**self.fit_config(server_round), protocol.PERSONAL_EVAL: True,
+                  protocol.RETURN_PROBS: self.ensemble_global_test}
+        ins = EvaluateIns(parameters, config)
+        return [(self.registry.proxy(pid), ins) for pid in self.registry.partition_ids()]
+
+    def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
+                           failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+                           ) -> tuple[float | None, dict[str, Scalar]]:
+        """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores."""
+        if not results:
+            return None, {}
+        results = self.in_partition_order(results)
+        scores = [payload.scalars(res.metrics) for _, res in results]
+        t_p = [s[protocol.PERSONAL_LOCAL_F1] for s in scores if protocol.PERSONAL_LOCAL_F1 in s]
+        t_r = [s[protocol.PERSONAL_GLOBAL_F1] for s in scores if protocol.PERSONAL_GLOBAL_F1 in s]
+        if self.ensemble_global_test:
+            probs = [payload.unpack(res.metrics)[protocol.GLOBAL_TEST_PROBS] for _, res in results]
+            self.round_log.test = self.run.score_probabilities(np.mean(probs, axis=0))
+        metrics = {"T_g": self.round_log.test.get("macro_f1")}
+        if t_p and t_r:
+            tp, tr = float(np.mean(t_p)), float(np.mean(t_r))
+            metrics.update(T_p=tp, T_r=tr, T_l=2 * tp * tr / (tp + tr) if tp + tr > 0 else 0.0)
+        self.round_log.extra.update({k: v for k, v in metrics.items() if v is not None})
+        return float(np.mean([res.loss for _, res in results])), {k: v for k, v in metrics.items() if v is not None}

@@ -1,0 +1,85 @@
+"""What one round produced and reports: the accepted client updates and the round's
+log (one event line per round)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from flwr.common import Scalar
+
+from fedimb.core import payload
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ClientUpdate:
+    """One client's accepted fit result."""
+
+    partition_id: int
+    arrays: list[np.ndarray]
+    num_examples: int
+    metrics: dict[str, Scalar]
+
+    @property
+    def payload(self) -> dict[str, np.ndarray]:
+        """Named arrays the client attached (DESIGN §4.5)."""
+        return payload.unpack(self.metrics)
+
+
+@dataclass
+class RoundLog:
+    """What happened in one round, reported as one event line."""
+
+    round: int
+    stage: str
+    sampled: int = 0
+    dropped: int = 0
+    succeeded: int = 0
+    errors: int = 0
+    rejected: int = 0
+    nonfinite: int = 0  # of the rejected: updates with NaN or Inf values (a diverging client)
+    bytes_down: int = 0
+    bytes_up: int = 0
+    weight_diversity: float | None = None
+    client_metrics: dict[str, float] = field(default_factory=dict)
+    test: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> int:
+        """Dropped, failed and rejected clients all count as failures of the round."""
+        return self.dropped + self.errors + self.rejected
+
+    def note(self, message: str) -> None:
+        logger.warning("round %s: %s", self.round, message)
+        if len(self.messages) < 10:
+            self.messages.append(message[:300])
+
+    def to_record(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"round": self.round, "stage": self.stage, "test": self.test}
+        if self.round == 0:  # the initial evaluation: nothing was trained
+            return record
+        record.update({
+            "clients": {
+                "sampled": self.sampled,
+                "dropped": self.dropped,
+                "succeeded": self.succeeded,
+                "errors": self.errors,
+                "rejected": self.rejected,
+                "nonfinite": self.nonfinite,
+                "failures": self.failures,
+            },
+            "bytes": {"down": self.bytes_down, "up": self.bytes_up},
+            "weight_diversity": self.weight_diversity,
+            "train": self.client_metrics,
+        })
+        if self.extra:
+            record["extra"] = self.extra
+        if self.messages:
+            record["messages"] = self.messages
+        return record

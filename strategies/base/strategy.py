@@ -1,0 +1,288 @@
+"""The base strategy: sampling, dropout, instructions, aggregation, evaluation.
+
+Every method's strategy subclasses :class:`BaseStrategy` and overrides the one step
+it changes (usually :meth:`fit_instructions` or :meth:`aggregate`), calling
+``super()`` for the rest (DESIGN §4.3).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from flwr.common import (
+    EvaluateIns,
+    EvaluateRes,
+    FitIns,
+    FitRes,
+    Parameters,
+    Scalar,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import Strategy
+
+from fedimb.app.registry import ClientRegistry
+from fedimb.app.run_context import ServerRun
+from fedimb.core import payload, protocol
+from fedimb.core.aggregate import (
+    contribution_factors,
+    weight_diversity,
+    weighted_average,
+)
+from fedimb.core.errors import check_rules
+from fedimb.core.training import TRAIN_KEYS
+from strategies.base.round_log import ClientUpdate, RoundLog
+from strategies.base.updates import UpdateChecks, parameters_nbytes
+
+
+class BaseStrategy(UpdateChecks, Strategy):
+    """Shared server behaviour of every fedimb method.
+
+    Sampling is seeded and done over partition ids; the availability model (dropout)
+    is applied to the sampled clients; updates with wrong shapes or non-finite values
+    are rejected and counted; the global model is evaluated on the balanced test set.
+    """
+
+    #: whether the strategy scores personal models (:class:`strategies.base.PersonalEvaluation`)
+    personal_evaluation = False
+    #: rules for the method's strategy settings (``method.strategy``), by name, e.g.
+    #: ``{"weighting": one_of("uniform", "samples")}``; checked with the configuration
+    setting_rules: dict = {}
+
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        """One-line ``ConfigError`` for the first setting that breaks its rule."""
+        check_rules(cls.setting_rules, settings, "method.strategy")
+
+    def __init__(self, *, run: ServerRun):
+        self.run = run
+        cfg = run.cfg
+        # a node's first answer includes starting its ClientApp: allow the connect timeout
+        self.registry = ClientRegistry(query_timeout=cfg.runtime.get("connect_timeout"), capacity=int(cfg.num_clients))
+        self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
+        self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
+        clash = set(self.train_hparams) & set(self.client_hparams)
+        if clash:
+            raise ValueError(f"method.client must not redefine training settings {sorted(clash)}")
+        self.current_weights: list[np.ndarray] | None = None
+        normalize = cfg.get("normalize") or {}
+        self.normalize_temperature = (
+            float(normalize["temperature"]) if normalize.get("name") == "latent_cosine" else None
+        )
+        self.round_log = RoundLog(0, "train")  # replaced by begin_round
+        self._sent_shapes: dict[int, list[tuple[int, ...]]] = {}
+        self._discovered = False
+
+    # ------------------------------------------------------------------ identity
+    def stage_of(self, server_round: int) -> str:
+        """The phase a Flower round belongs to in a multi-stage method (shown in progress
+        and metrics, sent to clients); single-stage methods train throughout."""
+        return "train"
+
+    def total_rounds(self) -> int:
+        """Flower rounds the run takes; methods whose round is several Flower rounds
+        (sequential chains, stages) override this."""
+        return int(self.run.cfg.num_rounds)
+
+    #: what ``num_rounds`` counts for this method (:meth:`total_rounds` gives Flower rounds)
+    round_unit = "Flower round"
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the run reported once at the start (``num_rounds``: Flower rounds)."""
+        model = self.run.new_model()
+        return {
+            "method": str(self.run.cfg.method.name),
+            "num_parameters": int(sum(p.numel() for p in model.parameters())),
+            "num_clients": self.run.num_clients,
+            "num_rounds": self.total_rounds(),
+            "round_unit": self.round_unit,
+        }
+
+    #: attributes that make up the strategy's state besides the global weights; they are
+    #: saved in every checkpoint and restored on resume (numpy arrays and plain data)
+    checkpoint_attributes: tuple[str, ...] = ()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"current_weights": self.current_weights,
+                **{name: getattr(self, name) for name in self.checkpoint_attributes}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    def begin_round(self, server_round: int) -> None:
+        """Called by the server before each round (round 0: initial evaluation)."""
+        self.round_log = RoundLog(server_round, self.stage_of(server_round))
+
+    def end_round(self, server_round: int) -> Parameters | None:
+        """Called by the server after every round's fit step, even when no client was
+        contacted; return new global parameters to replace the current ones (e.g. at
+        the end of a multi-round chain), or None."""
+        return None
+
+    def round_record(self) -> dict[str, Any]:
+        return self.round_log.to_record()
+
+    # -------------------------------------------------------------- Flower: init
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
+        self.current_weights = self.run.initial_weights()
+        return ndarrays_to_parameters(self.current_weights)
+
+    # --------------------------------------------------------------- Flower: fit
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        self._refresh_clients(client_manager)
+        sampled = self.sample_clients(server_round)
+        available = self.run.availability.filter(server_round, sampled)
+        self.round_log.sampled = len(sampled)
+        self.round_log.dropped = len(sampled) - len(available)
+        instructions = self.fit_instructions(server_round, parameters, available)
+        self._sent_shapes = {}
+        shapes_of: dict[int, list[tuple[int, ...]]] = {}  # decode each distinct model once
+        out = []
+        for pid, ins in instructions.items():
+            key = id(ins.parameters)
+            if key not in shapes_of:
+                shapes_of[key] = [a.shape for a in parameters_to_ndarrays(ins.parameters)]
+            self._sent_shapes[pid] = shapes_of[key]
+            self.round_log.bytes_down += parameters_nbytes(ins.parameters) + payload.nbytes(ins.config)
+            out.append((self.registry.proxy(pid), ins))
+        return out
+
+    def _refresh_clients(self, client_manager: ClientManager) -> None:
+        runtime = self.run.cfg.runtime
+        wait = 0 if self._discovered else self.run.num_clients
+        self.registry.refresh(client_manager, wait_for=wait, timeout=float(runtime.connect_timeout or 120))
+        if not self._discovered:
+            missing = self.run.num_clients - len(self.registry.partition_ids())
+            if missing > 0:
+                self.round_log.note(f"{missing} of {self.run.num_clients} clients did not connect; continuing without them")
+            self._discovered = True
+
+    def sample_clients(self, server_round: int) -> list[int]:
+        """Seeded sample of ``fraction_fit`` of the connected clients (partition ids)."""
+        known = self.registry.partition_ids()
+        if not known:
+            return []
+        cfg = self.run.cfg
+        k = max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients)))
+        k = min(k, len(known))
+        rng = np.random.default_rng([self.run.seed, server_round, 0x5A3])
+        return sorted(int(c) for c in rng.choice(known, size=k, replace=False))
+
+    def fit_config(self, server_round: int) -> dict[str, Scalar]:
+        """Settings every client receives: round, stage, training and method settings."""
+        config = {
+            protocol.SERVER_ROUND: server_round,
+            protocol.STAGE: self.stage_of(server_round),
+            protocol.SEED: self.run.seed,
+            **self.train_hparams,
+            **self.client_hparams,
+        }
+        if self.normalize_temperature is not None:
+            config[protocol.REPORT_LATENT] = True
+        return config
+
+    def fit_instructions(
+        self, server_round: int, parameters: Parameters, clients: list[int]
+    ) -> dict[int, FitIns]:
+        """What each available client receives; by default the global model for all.
+
+        Override to send different models (clusters, mediator chains) or payloads.
+        """
+        config = self.fit_config(server_round)
+        return {pid: FitIns(parameters, dict(config)) for pid in clients}
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        updates = self.accept_updates(results, failures)
+        minimum = int(self.run.cfg.get("min_successful_clients", 1))
+        if len(updates) < minimum:
+            if updates:
+                self.round_log.note(f"only {len(updates)} of the {minimum} updates a round needs "
+                                    "(min_successful_clients): global model unchanged")
+            return None, {}
+        if updates[0].arrays and all(len(u.arrays) == len(updates[0].arrays) and
+               all(a.shape == b.shape for a, b in zip(u.arrays, updates[0].arrays)) for u in updates):
+            self.round_log.weight_diversity = weight_diversity([u.arrays for u in updates])
+        self.round_log.client_metrics = self.aggregate_metrics(updates)
+        new_weights = self.aggregate(server_round, updates)
+        if new_weights is None:
+            return None, self.round_log.client_metrics
+        self.current_weights = new_weights
+        return ndarrays_to_parameters(new_weights), self.round_log.client_metrics
+
+    def aggregate(self, server_round: int, updates: list[ClientUpdate]) -> list[np.ndarray] | None:
+        """New global weights from accepted updates: FedAvg weighting by sample count."""
+        weights = self.aggregation_weights(updates, [u.num_examples for u in updates])
+        return weighted_average([u.arrays for u in updates], weights)
+
+    def aggregation_weights(self, updates: list[ClientUpdate], base_weights) -> np.ndarray:
+        """The per-client weights a strategy aggregates with: its own ν_r, multiplied by
+        the contribution factors Λ_r when ``normalize=latent_cosine`` (eqs. 6–7; the
+        caller's weighted average divides by Λ·ν). Every weighted aggregation goes
+        through here, so the switch applies to every such method."""
+        base = np.asarray(base_weights, dtype=np.float64)
+        if self.normalize_temperature is None:
+            return base
+        latents = [u.payload.get(protocol.LATENT_MEAN) for u in updates]
+        if any(z is None for z in latents):
+            self.round_log.note("normalisation skipped: an update carries no latent_mean")
+            return base
+        return self.contribution_weighted(base, latents, [u.partition_id for u in updates])
+
+    def contribution_weighted(self, base: np.ndarray, latents, ids) -> np.ndarray:
+        """Λ·ν for aggregation units (clients, or e.g. Astraea's mediators) with the given
+        mean latents. A single unit keeps its weight (Λ of one client is undefined)."""
+        if len(latents) < 2:
+            return base
+        factors = contribution_factors(np.stack(latents), self.normalize_temperature)
+        self.round_log.extra.update({f"contribution.{i}": float(f) for i, f in zip(ids, factors)})
+        return factors * base
+
+    @staticmethod
+    def aggregate_metrics(updates: list[ClientUpdate]) -> dict[str, float]:
+        """Sample-weighted mean of every numeric client metric."""
+        total = sum(u.num_examples for u in updates)
+        sums: dict[str, float] = {}
+        for u in updates:
+            for key, value in payload.scalars(u.metrics).items():
+                if math.isfinite(value):
+                    sums[key] = sums.get(key, 0.0) + value * u.num_examples
+        return {k: v / total for k, v in sums.items()}
+
+    # ---------------------------------------------------------- Flower: evaluate
+    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager
+                           ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        """No federated evaluation: the server tests the global model (:meth:`evaluate`)."""
+        return []
+
+    def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
+                           failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+                           ) -> tuple[float | None, dict[str, Scalar]]:
+        return None, {}
+
+    def should_evaluate(self, server_round: int) -> bool:
+        every = int(self.run.cfg.evaluation.every)
+        return server_round % every == 0 or server_round in (0, self.total_rounds())
+
+    def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
+        """Accuracy, macro-F1, per-class recall and loss on the balanced test set."""
+        if not self.should_evaluate(server_round):
+            return None
+        result = self.run.evaluate(self.evaluation_weights(parameters))
+        self.round_log.test = result
+        return float(result["loss"]), {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"]}
+
+    def evaluation_weights(self, parameters: Parameters) -> list[np.ndarray]:
+        """The weights of the model the server tests (override for composite models)."""
+        return parameters_to_ndarrays(parameters)
