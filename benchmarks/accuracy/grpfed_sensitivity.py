@@ -59,7 +59,7 @@ def rows() -> dict[str, tuple[str, list[str]]]:
 
 
 def run_name(label: str) -> str:
-    return "".join(c if c.isalnum() or c in "=.-" else "_" for c in label)
+    return "".join(c if (c.isascii() and c.isalnum()) or c in ".-" else "_" for c in label)
 
 
 def final_scores(run_dir: Path) -> dict[str, float]:

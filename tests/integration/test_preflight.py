@@ -107,3 +107,11 @@ def test_more_clients_than_supernodes_is_refused(tmp_path):
         with pytest.raises(ConfigError, match=r"num_clients=3, but the federation at .* has 2 connected SuperNode"):
             preflight.check_supernodes(cfg, grace=20)
         preflight.check_supernodes(compose([*DIGITS, *federation.runtime_overrides(), "num_clients=2"]), grace=20)
+
+
+def test_diagnose_warns_of_clients_without_samples():
+    from fedimb.cli.diagnose import empty_clients_line
+
+    (line,) = empty_clients_line(np.array([5, 0, 3, 0]))
+    assert "2 of 4 clients get no training samples" in line and "allow_empty_clients=true" in line
+    assert empty_clients_line(np.array([5, 1])) == []
