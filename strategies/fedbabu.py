@@ -27,7 +27,7 @@ class FedBABUStrategy(BaseStrategy):
         if server_round % self.finetune_every and server_round != last:
             return []
         config = {**self.fit_config(server_round), "finetune_epochs": self.finetune_epochs}
-        return [(self.registry.proxy(pid), EvaluateIns(parameters, config)) for pid in self.registry.partition_ids()]
+        return [(self.registry.proxy(pid), EvaluateIns(parameters, config)) for pid in self.trainable_clients()]
 
     def aggregate_evaluate(self, server_round, results, failures):
         if not results:

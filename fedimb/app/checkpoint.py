@@ -55,8 +55,15 @@ def save(path: Path, state: Any) -> None:
     skeleton = _encode(state, arrays)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, __skeleton__=np.frombuffer(json.dumps(skeleton).encode(), dtype=np.uint8), **arrays)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, __skeleton__=np.frombuffer(json.dumps(skeleton).encode(), dtype=np.uint8), **arrays)
+            handle.flush()
+            os.fsync(handle.fileno())  # on disk before it replaces the previous one
+        os.replace(tmp, path)
+    except BaseException:  # e.g. the disk full: the previous checkpoint stays, no partial file
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load(path: Path) -> Any:

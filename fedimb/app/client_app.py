@@ -11,7 +11,7 @@ from flwr.app import Context
 from flwr.client import Client, ClientApp
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app import components, transport
+from fedimb.app import components, faults, transport
 from fedimb.app.build import (
     as_tensors,
     client_split,
@@ -118,14 +118,16 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
 
 def make_client(cfg: DictConfig, context: Context, pid: int):
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
-    node's own data when its node config has a ``data-path``."""
+    node's own data when its node config has a ``data-path`` (wrapped by
+    :func:`fedimb.app.faults.inject` when the run injects a fault into it)."""
     client_cls = components.import_class(str(cfg.method.client._target_))
     data_path = context.node_config.get("data-path")
     data = _device_client_data(cfg, pid, str(data_path)) if data_path else _client_data(cfg, pid)
-    return client_cls(
+    client = client_cls(
         context=context, data=data, model=_process_model(cfg), device=resolve_device(cfg),
         model_factory=lambda: new_model(cfg, dataset_info(str(cfg.dataset.name))),
     )
+    return faults.inject(cfg, pid, client)
 
 
 def client_fn(context: Context) -> Client:

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from fedimb.app import faults
 from fedimb.app.components import import_class
 from fedimb.core.errors import ConfigError
 
@@ -177,6 +178,8 @@ def _check(cfg: DictConfig) -> None:
           f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})")
 
     TrainConfig.check(cfg.train)
+    if "fault" in cfg:
+        faults.check(cfg.fault)
 
     p = cfg.partition
     _need(p.name in PARTITIONERS, f"unknown partition '{p.name}' (choose from: {', '.join(sorted(PARTITIONERS))})")

@@ -163,7 +163,6 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
 
     from fedimb.app.round_loop import FedImbServer
     from fedimb.app.server_app import build_server
-    from fedimb.core import events
 
     threads = int(cfg.runtime.get("torch_threads") or 0)
     if threads:
@@ -182,8 +181,7 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
                 f"in-process-{pid}", pid, lambda node: make_client(run_cfg, node.context, node.partition_id)))
         try:
             server.fit(server.strategy.total_rounds(), timeout=run_cfg.runtime.get("round_timeout"))
-        except Exception as err:  # a failing server loop, reported as the ServerApp's would be
-            events.emit("error", message=f"{type(err).__name__}: {err}")
+        except Exception:  # the loop has reported it as an error event, as the ServerApp's does
             traceback.print_exc(file=sys.stdout)
             return 1
     return 0

@@ -27,7 +27,14 @@ class ClientFailure(RuntimeError):
 
 
 def _reason(err: BaseException) -> str:
+    """A client failure as ``<exception type>: <message>`` in every runtime."""
     text = str(err)
+    ray = re.search(r"ClientAppException occurred\. Message: (.*?)(?:'>\)\. It originated.*)?$", text, re.S)
+    if ray:  # the simulation: Flower keeps only the message, Ray's traceback above it the type
+        message = ray.group(1).strip()
+        first = re.escape(message.splitlines()[0]) if message else "$"
+        raised = re.search(rf"^\s*(?:[\w.]*\.)?(\w+): {first}", text, re.M)
+        return f"{raised.group(1) if raised else 'ClientAppException'}: {message}"
     if text.startswith("Expected one Message but got: 0") or "Message Unavailable" in text:
         # Flower's grid proxy after its timeout, or the SuperLink after the message's TTL
         return "no reply within the round timeout (node gone or straggling)"

@@ -11,7 +11,7 @@ from flwr.server import Server, SimpleClientManager
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
-from fedimb.app import checkpoint
+from fedimb.app import checkpoint, faults
 from fedimb.core import events
 
 logger = logging.getLogger(__name__)
@@ -42,9 +42,13 @@ class FedImbServer(Server):
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
         self.history = History()
         self.started = time.perf_counter()
-        first_round = self.start(timeout)
-        for server_round in range(first_round, num_rounds + 1):
-            self.run_round(server_round, timeout)
+        try:
+            first_round = self.start(timeout)
+            for server_round in range(first_round, num_rounds + 1):
+                self.run_round(server_round, timeout)
+        except Exception as err:  # the front end's one line names it, wherever the log ends
+            events.emit_error(err)
+            raise
         elapsed = time.perf_counter() - self.started
         if self.checkpointing:  # the run is complete: nothing left to recover
             self.checkpoint_file.unlink(missing_ok=True)
@@ -56,6 +60,7 @@ class FedImbServer(Server):
         checkpoint, and its event; returns the round's record. Every runtime (and every
         test that drives a federation round by round) runs rounds through here."""
         round_start = time.perf_counter()
+        faults.server_fault(self.strategy.run.cfg, server_round)
         self.strategy.begin_round(server_round)
         res_fit = self.fit_round(server_round=server_round, timeout=timeout)
         if res_fit is not None:

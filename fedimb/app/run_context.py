@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -42,6 +43,12 @@ class ServerRun:
     @property
     def num_clients(self) -> int:
         return int(self.cfg.num_clients)
+
+    @cached_property
+    def empty_clients(self) -> frozenset[int]:
+        """Clients the partition left without training samples (only with
+        ``partition.allow_empty_clients``; the front end refuses them otherwise)."""
+        return frozenset(k for k, ix in enumerate(self.data.partition.indices) if len(ix) == 0)
 
     @property
     def seed(self) -> int:

@@ -11,7 +11,6 @@ from fedimb.app import components, transport
 from fedimb.app.round_loop import FedImbServer
 from fedimb.app.run_context import ServerRun
 from fedimb.core import events
-from fedimb.core.errors import FedimbError
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +22,7 @@ def build_server(run_config, max_workers: int | None = None) -> FedImbServer:
         cfg = transport.from_run_config(run_config)
         strategy = components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
     except Exception as err:
-        events.emit("error", message=str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}")
+        events.emit_error(err)
         raise
     return FedImbServer(strategy, max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256))
 

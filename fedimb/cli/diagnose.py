@@ -146,6 +146,15 @@ def _quantiles(values: np.ndarray, digits: int = 3) -> str:
     return "  ".join(f"{name} {v:.{digits}f}" for name, v in zip(("min", "q25", "median", "q75", "max"), q))
 
 
+def empty_clients_line(sizes: np.ndarray) -> list[str]:
+    """The warning for clients without training samples, which a run refuses."""
+    empty = int(np.sum(sizes == 0))
+    if not empty:
+        return []
+    return [f"  {empty} of {len(sizes)} clients get no training samples: a run refuses this partition "
+            f"unless partition.allow_empty_clients=true (those clients are then never sampled)"]
+
+
 def report_lines(d: Diagnosis, title: str) -> list[str]:
     """The printed diagnosis."""
     ks, inertias = d.elbow
@@ -165,6 +174,7 @@ def report_lines(d: Diagnosis, title: str) -> list[str]:
         f"  Astraea mediators (gamma = {d.gamma}): {_quantiles(d.mediator_kl)}",
         "",
         f"Client sizes: {_quantiles(d.client_sizes, digits=0)}  CV {d.size_cv:.2f}",
+        *empty_clients_line(d.client_sizes),
         "",
         "Label-distribution clusters (K-means inertia relative to K = 1):",
         "  " + "  ".join(f"K={k}: {r:.2f}" for k, r in zip(ks, relative)),

@@ -18,10 +18,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app import components, config, transport
+from fedimb.app import config, transport
 from fedimb.app.build import experiment_data
 from fedimb.app.in_process import run_in_process
-from fedimb.app.run_context import ServerRun
 from fedimb.cli.processes import (
     FederationError,
     SuperLink,
@@ -30,9 +29,9 @@ from fedimb.cli.processes import (
     flwr_run,
     write_connection,
 )
-from fedimb.cli.run_folder import Echo, RunRecorder, _echo
+from fedimb.cli.preflight import preflight
+from fedimb.cli.run_folder import Echo, RunFolderError, RunRecorder, _echo, unwritable
 from fedimb.core.data import partition_summary
-from fedimb.core.errors import ConfigError, FedimbError
 
 APP_DIR = Path(__file__).resolve().parents[2]
 FLWR_BASE = APP_DIR / ".flwr"
@@ -58,26 +57,18 @@ def stage_app(dest: Path) -> Path:
     return dest
 
 
-def preflight(cfg: DictConfig):
-    """The run's strategy, built here so that a bad method setting fails before Flower
-    starts (``runtime=in_process`` then runs with it)."""
-    try:
-        return components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
-    except FedimbError:
-        raise
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"method '{cfg.method.name}': {err}") from None
-
-
 def prepare_run_dir(cfg: DictConfig, run_dir: Path):
     """Write config.yaml and partition.json; fails early (before writing anything) on bad
-    data, partitions or method settings. Returns the strategy :func:`preflight` built."""
+    data, partitions, devices or method settings. Returns the strategy :func:`preflight` built."""
     data = experiment_data(cfg)
-    strategy = preflight(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    strategy = preflight(cfg, data)
     summary = partition_summary(data.partition.counts, data.partition.groups)
-    (run_dir / "partition.json").write_text(partition_json(summary, data.partition.indices))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+        (run_dir / "partition.json").write_text(partition_json(summary, data.partition.indices))
+    except OSError as err:
+        raise unwritable(run_dir, err, "config.yaml, partition.json") from err
     return strategy
 
 
@@ -141,13 +132,20 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
                 code = flwr_run(stage_app(home / "app"), connection, home, run_config=run_config, on_line=recorder.feed)
     finally:
         recorder.close()
-    recorder.finish()
+    try:
+        recorder.finish()
+    except RunFolderError as err:
+        unwritten: RunFolderError | None = err
+    else:
+        unwritten = None
     reason = recorder.failure_reason()
-    if reason is not None or code != 0:
+    if reason is not None or code != 0:  # the run's own failure first: a full disk may be its cause
         hint = ""
         if cfg.checkpoint.enabled and any(r["round"] > 0 for r in recorder.rounds):
             hint = f"; continue it with: fedimb resume {run_dir}"
         raise FederationError(
             f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}{hint}"
         )
+    if unwritten is not None:
+        raise unwritten
     return run_dir

@@ -56,12 +56,14 @@ def main() -> None:
             sys.exit(SUBCOMMANDS[sys.argv[1]](sys.argv[2:]))
         except FedimbError as err:
             _fail(err)
+    from fedimb.cli.preflight import check_writable
+
     overrides = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
     try:
         check_overrides(overrides)
         if not any(arg.startswith("--") for arg in sys.argv[1:]):  # not --help, --cfg, ...
             for variant in sweep_variants(overrides):  # every value of a sweep, before any run
-                compose(variant)
+                check_writable(Path(str(compose(variant).output.root)), "output.root")
     except FedimbError as err:
         _fail(err)
     experiment()

@@ -8,6 +8,7 @@ never by name.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -222,6 +223,19 @@ def write_connection(
     elif root_certificates:
         lines.append(f'root-certificates = "{Path(root_certificates).expanduser().resolve()}"')
     (home / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+def list_supernodes(connection: str, home: Path, timeout: float = 60.0) -> list[dict] | None:
+    """The federation's SuperNodes as ``flwr supernode list --format json`` gives them
+    (each with its ``status``: online, offline, registered, ...); None when the SuperLink
+    does not answer."""
+    try:
+        listed = subprocess.run([executable("flwr"), "supernode", "list", connection, "--format", "json"],
+                                capture_output=True, text=True, env=flower_env(home), timeout=timeout)
+        nodes = json.loads(listed.stdout).get("nodes")
+    except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):
+        return None
+    return nodes if isinstance(nodes, list) else None
 
 
 def flwr_run(

@@ -10,6 +10,7 @@ the ServerApp sent (a resumed run continues from it).
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import time
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from fedimb.core.errors import FedimbError
 from fedimb.core.events import parse_event
 
 Echo = Callable[[str], None]
@@ -44,6 +46,32 @@ def boxed_message(lines: list[str]) -> str | None:
     return " ".join(t for t in text if t) or None
 
 
+class RunFolderError(FedimbError, OSError):
+    """The run folder cannot be written (disk full, read-only, removed)."""
+
+
+def unwritable(run_dir: Path, err: OSError, files: str) -> RunFolderError:
+    """The one-line error for ``err`` while writing ``files`` of the run folder."""
+    return RunFolderError(f"cannot write the run folder {run_dir}: {err.strerror or err} ({err.filename or files})")
+
+
+def _writes_run_folder(files: str):
+    """A method that writes ``files`` of the run folder, with an ``OSError`` turned into
+    a one-line :class:`RunFolderError`."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def guarded(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as err:
+                raise unwritable(self.run_dir, err, files) from err
+
+        return guarded
+
+    return wrap
+
+
 class RunRecorder:
     """Consumes ``flwr run --stream`` lines for one run."""
 
@@ -61,6 +89,8 @@ class RunRecorder:
             for line in events.read_text().splitlines():
                 self._replay(json.loads(line))
         mode = "a" if resume else "w"
+        log = run_dir / "flwr.log"
+        self._log_lines = len(log.read_text(errors="replace").splitlines()) if resume and log.exists() else 0
         self._log = open(run_dir / "flwr.log", mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._events = open(events, mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._t0 = time.perf_counter()
@@ -72,8 +102,10 @@ class RunRecorder:
             self.rounds.append({k: v for k, v in event.items() if k != "event"})
 
     # ---------------------------------------------------------------- streaming
+    @_writes_run_folder("flwr.log, events.jsonl")
     def feed(self, line: str) -> None:
         self._log.write(f"[{time.perf_counter() - self._t0:7.1f}s] {line}\n")
+        self._log_lines += 1
         event = parse_event(line)
         if event is None:
             if line.strip():
@@ -95,8 +127,9 @@ class RunRecorder:
                 self.echo(f"    ! {message}")
         elif kind == "end":
             self.end = event
-        elif kind == "error":
-            self.errors.append(str(event.get("message")))
+        elif kind == "error":  # its type and message, where it was raised, its line in flwr.log
+            where = f" at {event['where']}" if event.get("where") else ""
+            self.errors.append(f"{event.get('message')}{where}, flwr.log line {self._log_lines}")
         elif kind == "artifact":
             write_artifact(self.run_dir, str(event.get("name")), event.get("data"))
         elif kind == "resume":
@@ -146,6 +179,7 @@ class RunRecorder:
                 handle.close()
 
     # ------------------------------------------------------------------- files
+    @_writes_run_folder("metrics.csv, summary.json, curves.png")
     def finish(self) -> dict[str, Any]:
         """Write metrics.csv, summary.json and curves.png; return the summary."""
         self.close()

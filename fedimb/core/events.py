@@ -34,6 +34,34 @@ def emit(event: str, **fields: Any) -> None:
     print(format_event(event, **fields), flush=True)
 
 
+def emit_error(err: BaseException) -> None:
+    """The ``error`` event of an exception that ends the run: its type, its message and
+    the source line it was raised from, so that the front end's one line names the cause
+    whether or not the rest of the log reaches it."""
+    import traceback
+
+    from fedimb.core.errors import FedimbError
+
+    message = str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}"
+    frames = traceback.extract_tb(err.__traceback__)
+    ours = [f for f in frames if any(m in f.filename for m in _PACKAGES)]  # the innermost line of fedimb's code
+    frame = (ours or frames or [None])[-1]
+    where = f"{_short_path(frame.filename)}:{frame.lineno}" if frame else None
+    emit("error", message=message, where=where)
+
+
+_PACKAGES = ("/fedimb/", "/strategies/", "/clients/")
+
+
+def _short_path(filename: str) -> str:
+    """A source path from fedimb's package roots or site-packages on, else as it is."""
+    for marker in (*_PACKAGES, "/site-packages/"):
+        if marker in filename:
+            tail = filename.rsplit(marker, 1)[1]
+            return tail if marker == "/site-packages/" else marker.strip("/") + "/" + tail
+    return filename
+
+
 def parse_event(line: str) -> dict[str, Any] | None:
     """The event a log line carries, or None."""
     start = line.find(TAG)

@@ -36,7 +36,7 @@ class PersonalEvaluation:
         config = {**self.fit_config(server_round), protocol.PERSONAL_EVAL: True,
                   protocol.RETURN_PROBS: self.ensemble_global_test}
         ins = EvaluateIns(parameters, config)
-        return [(self.registry.proxy(pid), ins) for pid in self.registry.partition_ids()]
+        return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
 
     def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],

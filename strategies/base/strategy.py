@@ -164,9 +164,15 @@ class BaseStrategy(UpdateChecks, Strategy):
                 self.round_log.note(f"{missing} of {self.run.num_clients} clients did not connect; continuing without them")
             self._discovered = True
 
+    def trainable_clients(self) -> list[int]:
+        """Connected clients (partition ids) that hold training samples."""
+        empty = self.run.empty_clients
+        return [pid for pid in self.registry.partition_ids() if pid not in empty]
+
     def sample_clients(self, server_round: int) -> list[int]:
-        """Seeded sample of ``fraction_fit`` of the connected clients (partition ids)."""
-        known = self.registry.partition_ids()
+        """Seeded sample of ``fraction_fit`` of the connected clients with training
+        samples (partition ids)."""
+        known = self.trainable_clients()
         if not known:
             return []
         cfg = self.run.cfg

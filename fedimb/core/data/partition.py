@@ -50,9 +50,11 @@ def make_partition(
         raise ConfigError(
             f"unknown partition '{name}' (choose from: {', '.join(sorted(PARTITIONERS))})"
         )
-    params = {k: v for k, v in spec.items() if k != "name"}
+    params = {k: v for k, v in spec.items() if k not in ("name", "allow_empty_clients")}
     if name == "natural":
         params["groups"] = groups
+    if name == "file":
+        params["allow_empty"] = bool(spec.get("allow_empty_clients"))
     rng = np.random.default_rng([int(seed), 0x9A27])
     try:
         indices, groups = PARTITIONERS[name](labels, num_classes, num_clients, rng, seed, **params)

@@ -38,12 +38,14 @@ def read_partition_file(path: str | None) -> dict[str, Any]:
     return {"clients": clients, "digest": digest}
 
 
-def from_file(labels, num_classes, num_clients, rng, seed, path=None, clients=None, digest=None) -> Split:
+def from_file(labels, num_classes, num_clients, rng, seed, path=None, clients=None, digest=None,
+              allow_empty=False) -> Split:
     """The clients' training indices given in the configuration (``partition=file``,
     filled from ``partition.path`` by :func:`read_partition_file`): indices into the
     data set's training split as fedimb loads it. A sample may belong to several
-    clients (some frameworks reuse samples); indices out of range, empty clients and a
-    client count other than ``num_clients`` are errors."""
+    clients (some frameworks reuse samples); indices out of range, empty clients (unless
+    ``partition.allow_empty_clients``) and a client count other than ``num_clients`` are
+    errors."""
     if clients is None:
         clients = read_partition_file(path)["clients"]
     if len(clients) != num_clients:
@@ -53,7 +55,11 @@ def from_file(labels, num_classes, num_clients, rng, seed, path=None, clients=No
     for k, client in enumerate(clients):
         ix = np.asarray(client, dtype=np.int64)
         if len(ix) == 0:
-            raise ConfigError(f"partition.path: client {k} has no samples")
+            if allow_empty:
+                out.append(ix)
+                continue
+            raise ConfigError(f"partition.path: client {k} has no samples (partition.allow_empty_clients=true "
+                              f"runs without it)")
         if ix.min() < 0 or ix.max() >= len(labels):
             wrong = int(ix.min()) if ix.min() < 0 else int(ix.max())
             raise ConfigError(f"partition.path: client {k} has index {wrong}, outside the training split "

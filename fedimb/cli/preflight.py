@@ -1,0 +1,146 @@
+"""Checks the front end makes before any Flower process starts.
+
+Each failure is a one-line :class:`ConfigError` (exit code 2) that names the numbers
+that make the run impossible, instead of an error minutes later inside a Ray worker or
+a SuperNode, or a run that "succeeds" while rejecting most of its updates.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from fedimb.app import components
+from fedimb.app.checkpoint import checkpoint_path
+from fedimb.app.build import ExperimentData, new_model
+from fedimb.app.run_context import ServerRun
+from fedimb.cli.processes import flwr_home, list_supernodes
+from fedimb.core.errors import ConfigError, FedimbError
+
+#: seconds a deployment's SuperNodes that are still starting get to connect
+SUPERNODE_GRACE = 30.0
+
+#: the partitioner setting that spreads samples over more clients, per partitioner
+_SPREAD_HINT = {
+    "dirichlet": "raise partition.alpha or partition.min_partition_size",
+    "longtail": "raise partition.alpha or partition.min_partition_size",
+    "pathological": "raise partition.classes_per_client or set partition.samples_per_client",
+    "clustered": "raise partition.classes_per_group",
+    "quantity": "raise partition.rho",
+    "file": "give every client indices in partition.path",
+    "natural": "num_clients must not exceed the data set's natural groups",
+}
+
+
+def check_device(cfg: DictConfig) -> None:
+    """``device=cuda`` needs a CUDA device torch can see on this machine (the
+    simulation's and in_process's clients run here; a deployment's run on their nodes)."""
+    if str(cfg.device) != "cuda" or cfg.runtime.name == "deployment" or torch.cuda.is_available():
+        return
+    built = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "built without CUDA"
+    raise ConfigError(f"device=cuda, but torch {torch.__version__} ({built}) sees no CUDA device on this "
+                      f"machine (torch.cuda.is_available() is False); use device=cpu or device=auto")
+
+
+def check_writable(path: Path, setting: str) -> None:
+    """``path`` (a folder fedimb will create or write into) can be written."""
+    existing = path.expanduser().absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{setting}={path} cannot be created: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{setting}={path} cannot be written: {existing} is not writable by this user")
+
+
+def check_checkpoint_dir(cfg: DictConfig) -> None:
+    """The checkpoint folder of a ServerApp that runs on this machine can be written."""
+    if cfg.checkpoint.enabled and cfg.runtime.name != "deployment":
+        check_writable(checkpoint_path(cfg).parent, "checkpoint.dir")
+
+
+def empty_clients(data: ExperimentData) -> list[int]:
+    """Partition ids of the clients without a single training sample."""
+    return [k for k, ix in enumerate(data.partition.indices) if len(ix) == 0]
+
+
+def check_partition(cfg: DictConfig, data: ExperimentData) -> None:
+    """Every client gets training samples, unless ``partition.allow_empty_clients``
+    (those clients are then never sampled, see :meth:`ServerRun.empty_clients`)."""
+    empty = empty_clients(data)
+    if not empty or cfg.partition.get("allow_empty_clients"):
+        return
+    n, name = int(cfg.num_clients), str(cfg.partition.name)
+    shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+    hint = _SPREAD_HINT.get(name, "change the partition")
+    raise ConfigError(
+        f"partition={name} leaves {len(empty)} of {n} clients without training samples (clients {shown}; "
+        f"{cfg.dataset.name} has {len(data.dataset.y_train)} training samples): lower num_clients, {hint}, "
+        f"or set partition.allow_empty_clients=true to run without them"
+    )
+
+
+def check_labels(cfg: DictConfig, data: ExperimentData) -> None:
+    """Every label of the data set has an output of the model's head."""
+    model = new_model(cfg, data.dataset)
+    with torch.no_grad():
+        outputs = int(model(torch.from_numpy(data.dataset.x_test[:1])).shape[-1])
+    labels = np.concatenate([data.dataset.y_train, data.dataset.y_test])
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= outputs:
+        raise ConfigError(
+            f"dataset={cfg.dataset.name} has labels {low} to {high}, but model={cfg.model.name}'s head has "
+            f"{outputs} outputs (labels 0 to {outputs - 1}): the data set's num_classes must cover every label"
+        )
+
+
+def check_supernodes(cfg: DictConfig, grace: float = SUPERNODE_GRACE) -> None:
+    """A deployment federation has at least ``num_clients`` connected SuperNodes; nodes
+    that are still starting get up to ``grace`` seconds (at most ``runtime.connect_timeout``).
+    A SuperLink that does not answer is left to ``flwr run``, which names that failure."""
+    runtime = cfg.runtime
+    wanted = int(cfg.num_clients)
+    deadline = time.monotonic() + min(grace, float(runtime.connect_timeout or grace))
+    with flwr_home(str(runtime.address), insecure=bool(runtime.insecure),
+                   root_certificates=runtime.get("root_certificates")) as (home, connection):
+        while True:
+            nodes = list_supernodes(connection, home)
+            if nodes is None:
+                return
+            online = [n for n in nodes if n.get("status") == "online"]
+            if len(online) >= wanted or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+    if len(online) < wanted:
+        raise ConfigError(
+            f"num_clients={wanted}, but the federation at {runtime.address} has {len(online)} connected "
+            f"SuperNode(s) ({len(nodes)} known to it): start {wanted - len(online)} more or set "
+            f"num_clients={len(online)}"
+        )
+
+
+def build_strategy(cfg: DictConfig):
+    """The run's strategy, built here so that a bad method setting fails before Flower
+    starts (``runtime=in_process`` then runs with it)."""
+    try:
+        return components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+    except FedimbError:
+        raise
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"method '{cfg.method.name}': {err}") from None
+
+
+def preflight(cfg: DictConfig, data: ExperimentData):
+    """Every check that needs no Flower process; returns the strategy it built."""
+    check_device(cfg)
+    check_checkpoint_dir(cfg)
+    check_partition(cfg, data)
+    check_labels(cfg, data)
+    if cfg.runtime.name == "deployment":
+        check_supernodes(cfg)
+    return build_strategy(cfg)

@@ -1,0 +1,122 @@
+"""Failures name their cause in every runtime: a client that raises, a server loop that
+dies, a disk that fills up. Each test fails if the cause drops out of the text."""
+
+from __future__ import annotations
+
+import errno
+import json
+import re
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedimb.app import checkpoint
+from fedimb.app.build import experiment_data
+from fedimb.app.config import compose
+from fedimb.cli.run_folder import RunFolderError, RunRecorder
+from tests.conftest import REPO, run_fedimb
+
+DIGITS = ["dataset=digits", "num_clients=3", "dropout=none", "train.local_epochs=1"]
+RUNTIMES = ["in_process", pytest.param("simulation", marks=pytest.mark.slow)]
+
+
+def run_folder(result) -> Path:
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def round_events(run_dir: Path) -> list[dict]:
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return [e for e in events if e["event"] == "round" and e["round"] > 0]
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_client_error_shows_its_type_and_message(runtime, tmp_path):
+    result = run_fedimb(*DIGITS, "num_rounds=1", f"runtime={runtime}", "fault.kind=raise", "fault.clients=[1]",
+                        f"output.root={tmp_path}", timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"    ! client 1 on node \S+: RuntimeError: injected fault: client 1 raises in fit \(round 1\)$",
+                     result.stdout, re.M), result.stdout
+    (record,) = round_events(run_folder(result))
+    assert record["clients"]["errors"] == 1 and record["clients"]["succeeded"] == 2
+    if runtime == "simulation":  # the whole traceback, from the Ray worker, in flwr.log
+        log = (run_folder(result) / "flwr.log").read_text()
+        assert "Traceback" in log and "RuntimeError: injected fault: client 1 raises in fit (round 1)" in log
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_dying_server_names_type_message_and_line(runtime, tmp_path):
+    result = run_fedimb(*DIGITS, "num_rounds=3", f"runtime={runtime}", "fault.kind=server", "fault.rounds=[2]",
+                        f"checkpoint.dir={tmp_path / 'checkpoints'}", f"output.root={tmp_path / 'out'}", timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]
+    assert "RuntimeError: injected fault: the server raises in round 2 at fedimb/app/faults.py:" in line, line
+    assert "fedimb resume" in line  # round 1 is checkpointed
+    log_line = int(re.search(r"flwr\.log line (\d+)", line).group(1))
+    log_path = Path(re.search(r"see (\S+flwr\.log)", line).group(1))
+    assert '"event":"error"' in log_path.read_text().splitlines()[log_line - 1]
+
+
+def _file_size_limit(limit: int):
+    def apply() -> None:  # Python ignores SIGXFSZ, so a write past the limit fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def test_a_full_disk_stops_the_run_in_one_line_without_a_partial_checkpoint(tmp_path):
+    experiment_data(compose(DIGITS))  # the data set's cache is written here, not under the limit
+    checkpoints = tmp_path / "checkpoints"
+    result = subprocess.run(
+        [sys.executable, "-m", "fedimb", *DIGITS, "num_rounds=2", "runtime=in_process",
+         f"checkpoint.dir={checkpoints}", f"output.root={tmp_path / 'out'}"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        preexec_fn=_file_size_limit(40_000),  # digits' checkpoint is ~70 kB, the run folder's files smaller
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]
+    assert "File too large" in line and "at fedimb/app/checkpoint.py:" in line, line
+    assert not list(checkpoints.iterdir())  # neither a checkpoint nor a partial temporary file
+
+
+def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch):
+    path = tmp_path / "run.npz"
+    checkpoint.save(path, {"round": 1, "parameters": [np.ones(3)]})
+
+    def disk_full(handle, **arrays):
+        handle.write(b"PK\x03\x04 half a zip")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint.np, "savez", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        checkpoint.save(path, {"round": 2, "parameters": [np.zeros(3)]})
+    monkeypatch.undo()
+    state = checkpoint.load(path)
+    assert state["round"] == 1 and np.array_equal(state["parameters"][0], np.ones(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["run.npz"]
+
+
+def test_an_unwritable_run_folder_is_one_line(tmp_path, monkeypatch):
+    from fedimb.cli import run_folder
+
+    recorder = RunRecorder(tmp_path, compose(DIGITS), echo=lambda line: None)
+
+    def disk_full(path, rounds):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(run_folder, "write_metrics_csv", disk_full)
+    with pytest.raises(RunFolderError, match=r"cannot write the run folder .*: No space left on device \(.*metrics\.csv\)"):
+        recorder.finish()
+
+
+@pytest.mark.parametrize("setting", ["output.root", "checkpoint.dir"])
+def test_an_output_folder_below_a_file_is_refused_before_the_run(setting, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    extra = [] if setting == "output.root" else [f"output.root={tmp_path / 'out'}"]
+    result = run_fedimb(*DIGITS, "runtime=in_process", f"{setting}={blocker / 'x'}", *extra, timeout=120)
+    assert result.returncode == 2
+    assert f"{setting}={blocker / 'x'} cannot be created: {blocker} is a file, not a folder" in result.stderr
