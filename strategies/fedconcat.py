@@ -84,6 +84,9 @@ class FedConcatStrategy(BaseStrategy):
     def fit_config(self, server_round):
         return {**super().fit_config(server_round), "infer_samples": self.infer_samples}
 
+    def payload_names(self) -> set[str]:
+        return super().payload_names() | {"inferred_distribution"}
+
     def sample_clients(self, server_round):
         if self.stage_of(server_round) == "encoders" and self.clusters is None:
             self.cluster_by_label_distributions()

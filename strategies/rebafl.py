@@ -28,6 +28,9 @@ class ReBaFLStrategy(BaseStrategy):
     def fit_config(self, server_round):
         return {**super().fit_config(server_round), **to_payload("prototypes", self.prototypes)}
 
+    def payload_names(self) -> set[str]:
+        return super().payload_names() | {f"prototypes_{part}" for part in ("classes", "vectors", "counts")}
+
     def check_update(self, pid, arrays, res):
         problem = super().check_update(pid, arrays, res)
         if problem:

@@ -42,6 +42,9 @@ class ScaffoldStrategy(BaseStrategy):
         return {**super().fit_config(server_round),
                 **payload.pack({f"control.{j}": c for j, c in enumerate(self.control)})}
 
+    def payload_names(self) -> set[str]:
+        return super().payload_names() | {f"control_delta.{j}" for j in range(len(self.control))}
+
     def check_update(self, pid, arrays, res):
         problem = super().check_update(pid, arrays, res)
         if problem:

@@ -50,6 +50,11 @@ class ServerRun:
         ``partition.allow_empty_clients``; the front end refuses them otherwise)."""
         return frozenset(k for k, ix in enumerate(self.data.partition.indices) if len(ix) == 0)
 
+    @cached_property
+    def num_parameters(self) -> int:
+        """Values in the run's model (every array of its state)."""
+        return sum(int(np.prod(w.shape)) for w in self.initial_weights())
+
     @property
     def seed(self) -> int:
         return int(self.cfg.seed)

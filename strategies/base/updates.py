@@ -11,7 +11,7 @@ from flwr.common import FitRes, Parameters, parameters_to_ndarrays
 from flwr.server.client_proxy import ClientProxy
 
 from fedimb.app.registry import ClientFailure
-from fedimb.core import payload
+from fedimb.core import payload, protocol
 from strategies.base.round_log import ClientUpdate
 
 #: how every rejection for NaN/Inf values ends, so that they are counted apart (``nonfinite``)
@@ -88,7 +88,26 @@ class UpdateChecks:
                 return f"array {i} {NONFINITE}"
         if not isinstance(res.num_examples, int) or res.num_examples <= 0:
             return f"num_examples must be a positive integer, got {res.num_examples!r}"
-        for name, arr in payload.unpack(res.metrics).items():
+        try:
+            arrays = payload.unpack(res.metrics)
+        except Exception as err:  # not an ndarray_to_bytes encoding
+            return f"undecodable payload ({type(err).__name__}: {err})"
+        known, limit = self.payload_names(), self.payload_limit()
+        for name, arr in arrays.items():
+            if name not in known:
+                return f"unknown payload '{name}' (this method reads: {', '.join(sorted(known))})"
+            if arr.size > limit:
+                return f"payload '{name}' holds {arr.size:,} values, more than the model's {limit:,} parameters"
             if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
                 return f"payload '{name}' {NONFINITE}"
         return None
+
+    def payload_names(self) -> set[str]:
+        """Names of the named arrays the strategy reads from fit results; any other is
+        rejected. Methods whose clients send their own extend it."""
+        return {protocol.LATENT_MEAN}
+
+    def payload_limit(self) -> int:
+        """The most values one named array may hold: as many as the model has parameters
+        (control variates are as large; prototypes, latents and distributions far smaller)."""
+        return self.run.num_parameters

@@ -120,3 +120,49 @@ def test_an_output_folder_below_a_file_is_refused_before_the_run(setting, tmp_pa
     result = run_fedimb(*DIGITS, "runtime=in_process", f"{setting}={blocker / 'x'}", *extra, timeout=120)
     assert result.returncode == 2
     assert f"{setting}={blocker / 'x'} cannot be created: {blocker} is a file, not a folder" in result.stderr
+
+
+def _final_model(kind: str, rounds: int = 2):
+    """The global model and round records of a 3-client in-process federation whose
+    client 1 misbehaves as ``kind`` in every round."""
+    from flwr.common import parameters_to_ndarrays
+
+    from fedimb.app.in_process import InProcessFederation
+
+    fed = InProcessFederation([*DIGITS, f"num_rounds={rounds}", f"fault.kind={kind}", "fault.clients=[1]"])
+    records = [fed.round(r) for r in range(1, rounds + 1)]
+    return parameters_to_ndarrays(fed.parameters), records
+
+
+@pytest.mark.parametrize(("kind", "reason"), [
+    ("nan", "array 0 holds NaN or Inf"),
+    ("shape", "expected 6 arrays of shapes [(128, 64), (128,), (64, 128)]..., got 6 of [(8191,)"),
+    ("payload", "unknown payload 'injected' (this method reads: latent_mean)"),
+])
+def test_a_bad_update_is_rejected_counted_and_never_aggregated(kind, reason):
+    without_client_1, failed = _final_model("raise")  # client 1 fails outright
+    model, records = _final_model(kind)
+    for record in records:
+        assert record["clients"]["rejected"] == 1 and record["clients"]["succeeded"] == 2
+        assert record["clients"]["nonfinite"] == (kind == "nan")
+        assert any(f"update of client 1 rejected: {reason}" in m for m in record["messages"]), record["messages"]
+    # the global model is, to the last bit, the one the two good clients make alone
+    assert all(np.array_equal(a, b) for a, b in zip(model, without_client_1, strict=True))
+    assert all(r["clients"]["errors"] == 1 for r in failed)
+
+
+def test_an_oversized_known_payload_is_rejected():
+    from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
+
+    from fedimb.app.in_process import InProcessFederation
+    from fedimb.core import payload, protocol
+
+    fed = InProcessFederation([*DIGITS, "num_rounds=1"])
+    fed.round(1)
+    strategy = fed.strategy
+    weights = strategy.current_weights
+    limit = strategy.run.num_parameters
+    res = FitRes(Status(Code.OK, "ok"), ndarrays_to_parameters(weights), 10,
+                 payload.pack({protocol.LATENT_MEAN: np.zeros(limit + 1, dtype=np.float32)}))
+    assert strategy.check_update(0, weights, res) == (
+        f"payload 'latent_mean' holds {limit + 1:,} values, more than the model's {limit:,} parameters")
