@@ -168,10 +168,10 @@ def _check(cfg: DictConfig) -> None:
         if check_settings is not None:
             check_settings({k: v for k, v in cfg.method[part].items() if k != "_target_"})
     if cfg.get("evaluation", {}).get("personal"):
-        _need(all(getattr(c, "personal_evaluation", False)
-                  for c in (client_cls, strategy_cls)),
-              f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
-              f"methods with one: {', '.join(methods_with_personal_evaluation())}")
+        if not all(getattr(c, "personal_evaluation", False) for c in (client_cls, strategy_cls)):
+            raise ConfigError(  # the list composes every method: only when it is needed
+                f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
+                f"methods with one: {', '.join(methods_with_personal_evaluation())}")
 
     info = dataset_info(str(cfg.dataset.name))
     _need(cfg.model.name in MODELS,
