@@ -15,6 +15,7 @@ import contextlib
 import io
 import logging
 import sys
+import time
 from typing import Callable
 
 import torch
@@ -28,6 +29,17 @@ from fedimb.app.client_app import make_client
 from fedimb.core import protocol
 
 OK = Status(code=Code.OK, message="ok")
+
+
+def _within(timeout: float | None, call):
+    """``call()``, failed as a straggler when it took longer than the round timeout. The
+    clients of the process share one model, so a late one is waited for, then discarded
+    as the other runtimes discard it."""
+    start = time.monotonic()
+    result = call()
+    if timeout is not None and time.monotonic() - start > timeout:
+        raise TimeoutError(f"no reply within the round timeout ({timeout:g} s)")
+    return result
 
 
 class InProcessNode(ClientProxy):
@@ -55,10 +67,10 @@ class InProcessNode(ClientProxy):
         raise NotImplementedError
 
     def fit(self, ins, timeout, group_id):
-        return self._client().fit(ins)
+        return _within(timeout, lambda: self._client().fit(ins))
 
     def evaluate(self, ins, timeout, group_id):
-        return self._client().evaluate(ins)
+        return _within(timeout, lambda: self._client().evaluate(ins))
 
     def reconnect(self, ins, timeout, group_id):
         raise NotImplementedError
