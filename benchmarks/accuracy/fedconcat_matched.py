@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.accuracy.compare_methods import ensure_run  # noqa: E402
 from benchmarks.common import argument_parser, publish_table  # noqa: E402
 from fedimb.cli.report import mean_std  # noqa: E402
-from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
+from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 
 def bytes_per_encoder_round(run_dir: Path) -> float:

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import argument_parser, panels, publish_table, save_panels  # noqa: E402
 from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
-from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
+from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 SETTINGS = [
     "dataset=mnist5k", "partition=dirichlet", "num_clients=10", "dropout=none", "runtime=in_process",

@@ -20,7 +20,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from fedimb.cli.run_folder import read_metrics_csv  # noqa: E402
+from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 #: seconds between memory samples. Reading PSS costs about 40 ms of CPU per ~1 GB
 #: process, so on few cores frequent samples slow the run being timed; the memory of a

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from fedimb.cli.run_folder import read_metrics_csv
+from fedimb.cli.run_files import read_metrics_csv
 from fedimb.core.errors import ConfigError
 
 # Settings that say where or how a run was executed, not what it computed.

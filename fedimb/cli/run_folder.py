@@ -9,16 +9,15 @@ the ServerApp sent (a resumed run continues from it).
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from fedimb.cli.run_files import plot_curves, traffic_to_target, write_artifact, write_metrics_csv
 from fedimb.core.errors import FedimbError
 from fedimb.core.events import parse_event
 
@@ -232,106 +231,3 @@ class RunRecorder:
             "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3) if len(seconds) > 1 else None,
             "run_dir": str(self.run_dir),
         }
-
-
-def write_artifact(run_dir: Path, name: str, data: Any) -> None:
-    """A method's structured output (clusters, inferred distributions, curves) as
-    ``<name>.json``; data with ``x`` and ``y`` lists is also plotted as ``<name>.png``."""
-    safe = "".join(ch for ch in name if ch.isalnum() or ch in "-_") or "artifact"
-    (run_dir / f"{safe}.json").write_text(json.dumps(data, indent=1) + "\n")
-    if isinstance(data, dict) and isinstance(data.get("x"), list) and isinstance(data.get("y"), list):
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.plot(data["x"], data["y"], marker="o")
-        ax.set(xlabel=data.get("xlabel", ""), ylabel=data.get("ylabel", ""), title=data.get("title", safe))
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(run_dir / f"{safe}.png", dpi=110)
-        plt.close(fig)
-
-
-def traffic_to_target(rounds: list[dict[str, Any]], target: float) -> tuple[int, int] | None:
-    """(round, bytes up + down so far) when test accuracy first reaches ``target``."""
-    total = 0
-    for r in rounds:
-        total += sum((r.get("bytes") or {}).values())
-        accuracy = (r.get("test") or {}).get("accuracy")
-        if accuracy is not None and accuracy >= target:
-            return r["round"], total
-    return None
-
-
-def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
-    """(split, metric, value) rows of one round event."""
-    rows: list[tuple[str, str, float]] = []
-    test = r.get("test") or {}
-    for key in ("accuracy", "macro_f1", "loss"):
-        if test.get(key) is not None:
-            rows.append(("test", key, test[key]))
-    for c, recall in enumerate(test.get("recall") or []):
-        if recall is not None:
-            rows.append(("test", f"recall_class_{c}", recall))
-    for key, value in (r.get("train") or {}).items():
-        rows.append(("train", key, value))
-    for key, value in (r.get("clients") or {}).items():
-        rows.append(("clients", key, value))
-    for key, value in (r.get("bytes") or {}).items():
-        rows.append(("comm", f"bytes_{key}", value))
-    if r.get("weight_diversity") is not None:
-        rows.append(("train", "weight_diversity", r["weight_diversity"]))
-    for key, value in (r.get("extra") or {}).items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            rows.append(("extra", key, value))
-    if r.get("seconds") is not None:
-        rows.append(("system", "seconds", r["seconds"]))
-    return [(s, m, float(v)) for s, m, v in rows if v is not None and math.isfinite(float(v))]
-
-
-def write_metrics_csv(path: Path, rounds: list[dict[str, Any]]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["round", "stage", "split", "metric", "value"])
-        for r in rounds:
-            for split, metric, value in metric_rows(r):
-                writer.writerow([r["round"], r.get("stage", ""), split, metric, f"{value:.10g}"])
-
-
-def read_metrics_csv(path: Path) -> list[dict[str, Any]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        return [
-            {**row, "round": int(row["round"]), "value": float(row["value"])} for row in csv.DictReader(fh)
-        ]
-
-
-def plot_curves(path: Path, rounds: list[dict[str, Any]], title: str) -> None:
-    """Test accuracy and macro-F1, test loss and client outcomes per round."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tested = [r for r in rounds if (r.get("test") or {}).get("accuracy") is not None]
-    trained = [r for r in rounds if r["round"] > 0 and r.get("clients")]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    x = [r["round"] for r in tested]
-    axes[0].plot(x, [r["test"]["accuracy"] for r in tested], label="accuracy")
-    axes[0].plot(x, [r["test"].get("macro_f1") for r in tested], label="macro-F1")
-    axes[0].set(xlabel="round", ylabel="test score", ylim=(0, 1), title=title)
-    axes[0].legend()
-    axes[1].plot(x, [r["test"].get("loss") for r in tested])
-    axes[1].set(xlabel="round", ylabel="test loss")
-    xr = [r["round"] for r in trained]
-    axes[2].bar(xr, [r["clients"]["succeeded"] for r in trained], label="succeeded")
-    axes[2].bar(xr, [r["clients"]["failures"] for r in trained],
-                bottom=[r["clients"]["succeeded"] for r in trained], label="failed / dropped")
-    axes[2].set(xlabel="round", ylabel="clients")
-    axes[2].legend()
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

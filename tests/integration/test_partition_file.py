@@ -11,7 +11,7 @@ import pytest
 
 from fedimb.app.build import experiment_data
 from fedimb.app.config import compose
-from fedimb.cli.run_folder import read_metrics_csv
+from fedimb.cli.run_files import read_metrics_csv
 from fedimb.core.errors import ConfigError
 
 DIGITS_TRAIN = 1437  # sklearn's 1,797 digits, 20% held out as the test set
