@@ -45,7 +45,7 @@ FAULTS = {
     "payload": ("client 1 adds an unknown 8 MiB named array", "rejected",
                 "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[payload]"),
     "hang": ("client 1 answers 45 s late (round timeout 30 s)", "errors", "test_faults.py (straggler), this script"),
-    "kill_worker": ("the process running client 1 is killed (SIGKILL)", "errors",
+    "kill_worker": ("the process running client 1's fit is killed (SIGKILL)", "errors",
                     "deployment/test_faults.py (SuperNode killed and restarted), this script"),
     "kill_server": ("the server side is killed (SIGKILL), then fedimb resume", "-",
                     "test_resume.py::test_server_killed_mid_run_resumes_with_identical_results, this script"),
@@ -95,10 +95,9 @@ def kill_client_worker(front_end: int, federation) -> str:
         federation.nodes[1].proc.kill()
         return "SuperNode 1"
     actors = [p for p in descendants(front_end) if "ClientAppActor" in " ".join(p.cmdline())]
-    if not actors:
-        return "no Ray actor found"
-    actors[0].kill()  # the actors serve clients in turn: one of them is running a fit
-    return f"Ray actor {actors[0].pid}"
+    for actor in actors:  # the one running client 1's fit among them; the others are idle
+        actor.kill()
+    return f"{len(actors)} Ray actors killed" if actors else "no Ray actor found"
 
 
 def kill_server_side(front_end: int, runtime: str) -> None:
@@ -132,15 +131,16 @@ def one_cell(fault: str, runtime: str, out: Path, federation) -> Cell:
     root = out / runtime / fault
     overrides = [*EXPERIMENT, f"output.root={root}", f"checkpoint.dir={out / 'checkpoints'}"]
     overrides += federation.runtime_overrides() if federation is not None else [f"runtime={runtime}"]
-    kind = {"kill_worker": "none", "kill_server": "none"}.get(fault, fault)
-    proc = fedimb(*overrides, f"fault.kind={kind}", "fault.hang_seconds=45")
+    # a killed worker is killed while it runs client 1's round-2 fit, made to last 20 s
+    kind, hang = {"kill_worker": ("hang", 20), "kill_server": ("none", 0)}.get(fault, (fault, 45))
+    proc = fedimb(*overrides, f"fault.kind={kind}", f"fault.hang_seconds={hang}")
     note = ""
     if fault == "kill_worker":
         if runtime == "in_process":
             proc.kill()
             return Cell(fault, runtime, None, None, None, "n/a: the clients run in the server's process")
         run_until(proc, "round 1/", lambda: None)
-        time.sleep(1.0)  # round 2 has started
+        time.sleep(5.0)  # client 1 is inside its round-2 fit
         note = kill_client_worker(proc.pid, federation)
     elif fault == "kill_server":
         run_until(proc, "round 1/", lambda: kill_server_side(proc.pid, runtime))

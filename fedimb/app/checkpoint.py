@@ -75,10 +75,11 @@ def load(path: Path) -> Any:
 
 def experiment_key(cfg: DictConfig) -> str:
     """Identity of an experiment for resuming: the configuration without the keys that
-    do not change its results (where it runs, where outputs go, resume itself)."""
+    do not change its results (where it runs, where outputs go, resume itself, an
+    injected fault that a resume may switch off)."""
     data = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(data, dict)
-    for key in ("runtime", "output", "resume", "checkpoint"):
+    for key in ("runtime", "output", "resume", "checkpoint", "fault"):
         data.pop(key, None)
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 

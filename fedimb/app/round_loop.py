@@ -76,10 +76,11 @@ class FedImbServer(Server):
         if res_fed is not None and res_fed[0] is not None:
             self.history.add_loss_distributed(server_round=server_round, loss=res_fed[0])
             self.history.add_metrics_distributed(server_round=server_round, metrics=res_fed[1])
-        self._checkpoint(server_round)
         now = time.perf_counter()
         record = self.strategy.round_record()
-        events.emit("round", **record, seconds=now - round_start, elapsed=now - self.started)
+        event = {**record, "seconds": now - round_start, "elapsed": now - self.started}
+        self._checkpoint(server_round, event)
+        events.emit("round", **event)
         return record
 
     def start(self, timeout: float | None = None) -> int:
@@ -92,6 +93,8 @@ class FedImbServer(Server):
             self.strategy.load_state_dict(state["strategy"])
             events.emit("start", **self.strategy.describe())
             events.emit("resume", round=int(state["round"]))
+            if state.get("event"):  # the checkpointed round's event may have died with the server
+                events.emit("round", **state["event"])
             return int(state["round"]) + 1
         if self.resume:
             events.emit("warning", message=f"no checkpoint at {self.checkpoint_file}: starting from round 1")
@@ -101,11 +104,12 @@ class FedImbServer(Server):
         events.emit("round", **self.strategy.round_record(), seconds=0.0)
         return 1
 
-    def _checkpoint(self, server_round: int) -> None:
+    def _checkpoint(self, server_round: int, event: dict) -> None:
         if not self.checkpointing:
             return
         checkpoint.save(self.checkpoint_file, {
             "round": server_round,
+            "event": event,
             "parameters": parameters_to_ndarrays(self.parameters),
             "strategy": self.strategy.state_dict(),
         })

@@ -94,7 +94,8 @@ def resume_main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(
         prog="fedimb resume", description=resume_main.__doc__,
-        epilog="Overrides after the folder may change where it runs (runtime.*), e.g. a new SuperLink address.",
+        epilog="Overrides after the folder may change where it runs (runtime.*), e.g. a new SuperLink address, "
+               "and switch off an injected fault (fault.*).",
     )
     parser.add_argument("run_dir", type=Path)
     args, overrides = parser.parse_known_args(argv)
@@ -102,9 +103,9 @@ def resume_main(argv: list[str]) -> int:
     if not config_file.is_file():
         parser.error(f"{args.run_dir} is not a run folder (no config.yaml)")
     cfg = OmegaConf.load(config_file)
-    if any(not o.startswith("runtime.") and not o.startswith("runtime=") for o in overrides):
-        parser.error("only runtime.* settings may change when resuming")
-    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([o for o in overrides if o.startswith("runtime.")]))
+    if any(not o.startswith(("runtime.", "fault.")) for o in overrides):
+        parser.error("only runtime.* and fault.* settings may change when resuming")
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
     cfg.resume = True
     print(run_experiment(cfg, args.run_dir), flush=True)
     return 0

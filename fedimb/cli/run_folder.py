@@ -120,6 +120,8 @@ class RunRecorder:
                 f"{event.get('num_rounds')} rounds, {event.get('num_parameters'):,} parameters"
             )
         elif kind == "round":  # a round replaces any earlier record of it (a restarted attempt)
+            if event in self.rounds:  # a resumed server repeats its checkpointed round: known here
+                return
             self.rounds = [r for r in self.rounds if r["round"] < event["round"]] + [event]
             self.echo(self.progress_line(event))
             for message in event.get("messages", []):  # failures and rejections, naming the client

@@ -166,3 +166,24 @@ def test_an_oversized_known_payload_is_rejected():
                  payload.pack({protocol.LATENT_MEAN: np.zeros(limit + 1, dtype=np.float32)}))
     assert strategy.check_update(0, weights, res) == (
         f"payload 'latent_mean' holds {limit + 1:,} values, more than the model's {limit:,} parameters")
+
+
+def test_a_checkpointed_round_the_front_end_never_received_comes_back_on_resume(tmp_path):
+    common = [*DIGITS, "num_rounds=3", "runtime=in_process", f"checkpoint.dir={tmp_path / 'checkpoints'}",
+              f"output.root={tmp_path / 'out'}"]
+    failed = run_fedimb(*common, "fault.kind=server", "fault.rounds=[3]", timeout=300)
+    assert failed.returncode == 2 and "fedimb resume" in failed.stderr, failed.stderr[-2000:]
+    run_dir = Path(failed.stderr.strip().split("fedimb resume ")[-1])
+    # the server checkpointed round 2, but its event died with it on the way to the front end
+    events = run_dir / "events.jsonl"
+    lines = events.read_text().splitlines()
+    (lost,) = [line for line in lines if json.loads(line).get("event") == "round" and json.loads(line)["round"] == 2]
+    events.write_text("".join(f"{line}\n" for line in lines if line != lost))
+
+    resumed = subprocess.run([sys.executable, "-m", "fedimb", "resume", str(run_dir), "fault.kind=none"], cwd=REPO,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [line.split("|")[0].strip() for line in resumed.stdout.splitlines() if line.startswith("round")] == [
+        "round 2/3", "round 3/3"]
+    assert [e["round"] for e in round_events(run_dir)] == [1, 2, 3]
+    assert [e for e in round_events(run_dir) if e["round"] == 2][0]["test"] == json.loads(lost)["test"]
