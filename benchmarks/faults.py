@@ -9,9 +9,9 @@ checks three things:
 - *survived*: the run completed (after ``fedimb resume`` where the server was killed);
 - *counted*: round 2 reports client 1 as failed (errors) or rejected;
 - *lost nothing*: the run folder holds every round in metrics.csv and events.jsonl, and
-  where the fault is a bad update, the final global model is the one the two good
-  clients make alone (its test loss equals, to the last digit, that of the same run with
-  client 1 failing outright).
+  where the fault is a bad or late update, the global model after round 2 is the one the
+  two good clients make alone (its test scores equal, to the last digit, those of the
+  same run with client 1 failing outright). What round 3 made of it is noted.
 
 Writes results/faults/table.md (and .json); the README's fault table is this file.
 """
@@ -122,9 +122,10 @@ def rounds_recorded(run_dir: Path) -> tuple[list[int], list[int]]:
     return in_events, in_metrics
 
 
-def final_loss(run_dir: Path) -> float | None:
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return summary.get("final_loss")
+def round_event(run_dir: Path, server_round: int) -> dict:
+    """The last record of ``server_round`` in the run's events."""
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    return [e for e in events if e.get("event") == "round" and e.get("round") == server_round][-1]
 
 
 def one_cell(fault: str, runtime: str, out: Path, federation) -> Cell:
@@ -160,15 +161,18 @@ def one_cell(fault: str, runtime: str, out: Path, federation) -> Cell:
     lost_nothing = survived and in_events == [0, 1, 2, 3] and in_metrics == [0, 1, 2, 3]
     counted = None
     if FAULTS[fault][1] != "-":
-        record = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()
-                  if json.loads(line).get("event") == "round" and json.loads(line).get("round") == 2][-1]
+        record = round_event(run_dir, 2)
         counted = record["clients"][FAULTS[fault][1]] >= 1
         note = "; ".join(filter(None, [note, *record.get("messages", [])[:1]]))
-    if fault in BAD_UPDATES and survived:
+    if fault in BAD_UPDATES and survived:  # the model after round 2 is the good clients' alone
         reference = run_folder(out / runtime / "raise")
-        same = reference is not None and final_loss(reference) == final_loss(run_dir)
+        same = reference is not None and round_event(reference, 2)["test"] == round_event(run_dir, 2)["test"]
         lost_nothing = lost_nothing and same
-        note = f"{note}; final model {'identical to' if same else 'DIFFERENT from'} client 1 failing"
+        note = f"{note}; round-2 model {'identical to' if same else 'DIFFERENT from'} client 1 failing"
+    if survived:
+        after = round_event(run_dir, 3).get("clients", {})
+        if after.get("errors") or after.get("rejected"):
+            note = f"{note}; round 3: {after.get('succeeded')} ok, {after.get('errors')} errors"
     if not survived:
         note = f"{note}; {err.strip().splitlines()[-1] if err.strip() else ''}"
     return Cell(fault, runtime, survived, counted, lost_nothing, note[:300])
