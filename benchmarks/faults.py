@@ -100,14 +100,17 @@ def kill_client_worker(front_end: int, federation) -> str:
     return f"{len(actors)} Ray actors killed" if actors else "no Ray actor found"
 
 
-def kill_server_side(front_end: int, runtime: str) -> None:
-    """SIGKILL the server: the front end itself in process, else its SuperLink's tree
-    (simulation) or the ServerApp process (deployment)."""
-    if runtime == "in_process":
-        os.kill(front_end, signal.SIGKILL)
+def kill_server_side(front_end: int, federation) -> None:
+    """SIGKILL the server: the front end itself in process, the SuperLink it started and
+    everything below it in the simulation, the ServerApp process under the federation's
+    SuperLink in a deployment."""
+    if federation is not None:
+        procs = [p for p in descendants(federation.superlink.pid) if "flwr-serverapp" in " ".join(p.cmdline())]
+    elif not [p for p in descendants(front_end) if "flower-superlink" in " ".join(p.cmdline())]:
+        os.kill(front_end, signal.SIGKILL)  # in process: the front end is the server
         return
-    name = "flwr-serverapp" if runtime == "deployment" else "flower-superlink"
-    procs = [p for p in descendants(front_end) if name in " ".join(p.cmdline())]
+    else:
+        procs = [p for p in descendants(front_end) if "flower-superlink" in " ".join(p.cmdline())]
     for proc in procs + [c for p in procs for c in descendants(p.pid)]:
         proc.kill()
 
@@ -144,7 +147,7 @@ def one_cell(fault: str, runtime: str, out: Path, federation) -> Cell:
         time.sleep(5.0)  # client 1 is inside its round-2 fit
         note = kill_client_worker(proc.pid, federation)
     elif fault == "kill_server":
-        run_until(proc, "round 1/", lambda: kill_server_side(proc.pid, runtime))
+        run_until(proc, "round 1/", lambda: kill_server_side(proc.pid, federation))
     _, err = proc.communicate(timeout=900)
     run_dir = run_folder(root)
     if run_dir is None:

@@ -105,7 +105,7 @@ def test_more_clients_than_supernodes_is_refused(tmp_path):
     with LocalFederation(tmp_path / "fed", 2) as federation:
         cfg = compose([*DIGITS, *federation.runtime_overrides(), "num_clients=3"])
         with pytest.raises(ConfigError, match=r"num_clients=3, but the federation at .* has 2 connected SuperNode"):
-            preflight.check_supernodes(cfg, grace=20)
+            preflight.check_supernodes(cfg, grace=5)
         preflight.check_supernodes(compose([*DIGITS, *federation.runtime_overrides(), "num_clients=2"]), grace=20)
 
 
