@@ -122,15 +122,16 @@ def test_an_output_folder_below_a_file_is_refused_before_the_run(setting, tmp_pa
     assert f"{setting}={blocker / 'x'} cannot be created: {blocker} is a file, not a folder" in result.stderr
 
 
-def _final_model(kind: str, rounds: int = 2):
+def _final_model(kind: str, rounds: int = 2, extra: tuple[str, ...] = ()):
     """The global model and round records of a 3-client in-process federation whose
     client 1 misbehaves as ``kind`` in every round."""
     from flwr.common import parameters_to_ndarrays
 
     from fedimb.app.in_process import InProcessFederation
 
-    fed = InProcessFederation([*DIGITS, f"num_rounds={rounds}", f"fault.kind={kind}", "fault.clients=[1]"])
-    records = [fed.round(r) for r in range(1, rounds + 1)]
+    fed = InProcessFederation([*DIGITS, f"num_rounds={rounds}", f"fault.kind={kind}", "fault.clients=[1]", *extra])
+    timeout = fed.cfg.runtime.get("round_timeout")
+    records = [fed.server.run_round(r, timeout) for r in range(1, rounds + 1)]
     return parameters_to_ndarrays(fed.parameters), records
 
 
@@ -187,3 +188,13 @@ def test_a_checkpointed_round_the_front_end_never_received_comes_back_on_resume(
         "round 2/3", "round 3/3"]
     assert [e["round"] for e in round_events(run_dir)] == [1, 2, 3]
     assert [e for e in round_events(run_dir) if e["round"] == 2][0]["test"] == json.loads(lost)["test"]
+
+
+def test_a_client_slower_than_the_round_timeout_fails_in_process():
+    without_client_1, _ = _final_model("raise")
+    model, records = _final_model("hang", extra=["fault.hang_seconds=4", "runtime.round_timeout=2"])
+    for record in records:
+        assert record["clients"]["errors"] == 1 and record["clients"]["succeeded"] == 2
+        assert any("client 1 on node" in m and "TimeoutError: no reply within the round timeout (2 s)" in m
+                   for m in record["messages"]), record["messages"]
+    assert all(np.array_equal(a, b) for a, b in zip(model, without_client_1, strict=True))  # its late answer dropped
