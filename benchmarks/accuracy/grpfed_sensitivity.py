@@ -43,6 +43,7 @@ OPTIONS: dict[str, tuple[str, list[str]]] = {
     "grpfed q in [0, 5], η_q = 2": ("grpfed", ["method.strategy.q0=2", "method.strategy.eta_q=2",
                                               "method.strategy.q_min=0", "method.strategy.q_max=5"]),
     "grpfed personal re-sync every 5 rounds": ("grpfed", ["method.client.personal_resync_every=5"]),
+    "grpfed_tuned (q_0 = 0, re-sync every 5 rounds)": ("grpfed_tuned", []),
 }
 SCORES = ("T_g", "T_p", "T_r", "T_l")
 
