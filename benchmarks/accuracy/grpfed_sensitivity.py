@@ -43,7 +43,10 @@ OPTIONS: dict[str, tuple[str, list[str]]] = {
     "grpfed q in [0, 5], η_q = 2": ("grpfed", ["method.strategy.q0=2", "method.strategy.eta_q=2",
                                               "method.strategy.q_min=0", "method.strategy.q_max=5"]),
     "grpfed personal re-sync every 5 rounds": ("grpfed", ["method.client.personal_resync_every=5"]),
-    "grpfed_tuned (q_0 = 0, re-sync every 5 rounds)": ("grpfed_tuned", []),
+    "grpfed q_0 = 0, re-sync every 5 rounds": ("grpfed", ["method.strategy.q0=0",
+                                                         "method.client.personal_resync_every=5"]),
+    # the settings of method=grpfed_tuned
+    "grpfed q_0 = 0, re-sync every round": ("grpfed", ["method.strategy.q0=0", "method.client.personal_resync_every=1"]),
 }
 SCORES = ("T_g", "T_p", "T_r", "T_l")
 
@@ -110,6 +113,7 @@ def main() -> None:
         cells = " | ".join(mean_std([s[k] for s in scores]) for k in (*SCORES, "accuracy"))
         q_range = value_range([extra_range(runs[label, s], "q") for s in seeds])
         lines.append(f"| {label} | {cells} | {q_range} |")
+    args.out.mkdir(parents=True, exist_ok=True)
     heatmap(means, args.out / "heatmap.png")
     publish_table(args.out / "table.md", [
         "# GRP-FED: sensitivity to q_0, η_q and the open readings (mnist5k, quantity skew)", "",
