@@ -1,4 +1,4 @@
-"""Deliberate client faults, for the fault matrix (tests and ``benchmarks/faults.py``).
+"""Deliberate faults, for the fault matrix (tests and ``benchmarks/faults.py``).
 
 ``fault.kind`` makes the clients ``fault.clients`` misbehave in ``fault.rounds`` (every
 round when empty), whatever the method: raise in fit, return NaN weights, weights of

@@ -48,7 +48,7 @@ class ServerRun:
     def empty_clients(self) -> frozenset[int]:
         """Clients the partition left without training samples (only with
         ``partition.allow_empty_clients``; the front end refuses them otherwise)."""
-        return frozenset(k for k, ix in enumerate(self.data.partition.indices) if len(ix) == 0)
+        return frozenset(self.data.partition.empty_clients)
 
     @cached_property
     def num_parameters(self) -> int:

@@ -64,15 +64,10 @@ def check_checkpoint_dir(cfg: DictConfig) -> None:
         check_writable(checkpoint_path(cfg).parent, "checkpoint.dir")
 
 
-def empty_clients(data: ExperimentData) -> list[int]:
-    """Partition ids of the clients without a single training sample."""
-    return [k for k, ix in enumerate(data.partition.indices) if len(ix) == 0]
-
-
 def check_partition(cfg: DictConfig, data: ExperimentData) -> None:
     """Every client gets training samples, unless ``partition.allow_empty_clients``
     (those clients are then never sampled, see :meth:`ServerRun.empty_clients`)."""
-    empty = empty_clients(data)
+    empty = data.partition.empty_clients
     if not empty or cfg.partition.get("allow_empty_clients"):
         return
     n, name = int(cfg.num_clients), str(cfg.partition.name)

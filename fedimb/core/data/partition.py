@@ -35,6 +35,11 @@ class Partition:
     def num_clients(self) -> int:
         return len(self.indices)
 
+    @property
+    def empty_clients(self) -> list[int]:
+        """Clients without a single training sample."""
+        return [k for k, ix in enumerate(self.indices) if len(ix) == 0]
+
 
 def make_partition(
     labels: np.ndarray, num_classes: int, num_clients: int, spec: Mapping[str, Any], seed: int,
