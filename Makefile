@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-deployment bench clean
+.PHONY: install run test test-fast test-deployment test-faults bench clean
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ test-fast: install
 # every method against real SuperLink + SuperNode processes (~45 min on 2 cores)
 test-deployment: install
 	$(BIN)/python -m pytest -m deployment_all $(PYTEST_ARGS)
+
+# the fault matrix's simulation and deployment cells (~17 min on 2 cores); its in-process
+# cells run in `make test`
+test-faults: install
+	$(BIN)/python -m pytest -m fault_matrix tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
 
 # performance tables in results/perf (about 1.5 h on 2 cores); the accuracy tables are
 # bash benchmarks/accuracy/run.sh (about a day)

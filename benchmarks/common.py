@@ -17,6 +17,17 @@ def publish_table(table: Path, lines: list[str]) -> Path:
     return table
 
 
+def publish_in_readme(name: str, lines: list[str], readme: Path = REPO / "README.md") -> None:
+    """Replace what README.md holds between ``<!-- name:begin -->`` and ``<!-- name:end -->``
+    with ``lines``, so that a table in README is the one its script wrote last."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    text = readme.read_text()
+    if begin not in text or end not in text:
+        raise SystemExit(f"README.md has no {begin} ... {end} block for this table")
+    head, rest = text.split(begin, 1)
+    readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])
+
+
 def argument_parser(doc: str) -> argparse.ArgumentParser:
     """A command-line parser described by the first line of a script's docstring."""
     return argparse.ArgumentParser(description=doc.splitlines()[0])

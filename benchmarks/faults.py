@@ -7,17 +7,20 @@ Each cell runs digits over 3 clients for 3 rounds with client 1 misbehaving in r
 checks three things:
 
 - *survived*: the run completed (after ``fedimb resume`` where the server was killed);
-- *counted*: round 2 reports client 1 as failed (errors) or rejected;
+- *counted*: round 2 reports client 1 as failed (errors) or rejected in events.jsonl,
+  metrics.csv and on the console, with its cause;
 - *lost nothing*: the run folder holds every round in metrics.csv and events.jsonl, and
   where the fault is a bad or late update, the global model after round 2 is the one the
   two good clients make alone (its test scores equal, to the last digit, those of the
   same run with client 1 failing outright). What round 3 made of it is noted.
 
+tests/integration/test_fault_matrix.py runs the same cells (``one_cell``) and asserts them.
 Writes results/faults/table.md (and .json); the README's fault table is this file.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -31,26 +34,49 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import REPO, argument_parser, publish_table  # noqa: E402
+from benchmarks.common import REPO, argument_parser, publish_in_readme, publish_table  # noqa: E402
 
 EXPERIMENT = ["dataset=digits", "num_clients=3", "num_rounds=3", "dropout=none", "train.local_epochs=1", "seed=0",
-              "fault.clients=[1]", "fault.rounds=[2]", "runtime.round_timeout=60"]
-#: fault -> (how it is made, what round 2 must count, the test that proves the cell)
+              "fault.clients=[1]", "fault.rounds=[2]"]
+RUNTIMES = ("in_process", "simulation", "deployment")
+#: fault -> (how it is made, what round 2 must count, the words of the cause the count must carry)
 FAULTS = {
-    "raise": ("client 1 raises in fit", "errors", "test_failures.py::test_a_client_error_shows_its_type_and_message"),
-    "nan": ("client 1 returns NaN weights", "rejected",
-            "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[nan]"),
+    "raise": ("client 1 raises in fit", "errors", "RuntimeError: injected fault: client 1 raises in fit (round 2)"),
+    "nan": ("client 1 returns NaN weights", "rejected", "update of client 1 rejected: array 0 holds NaN or Inf"),
     "shape": ("client 1 returns a wrongly shaped array", "rejected",
-              "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[shape]"),
+              "update of client 1 rejected: expected 6 arrays of shapes"),
     "payload": ("client 1 adds an unknown 8 MiB named array", "rejected",
-                "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[payload]"),
-    "hang": ("client 1 answers 75 s late (round timeout 60 s)", "errors", "test_faults.py (straggler), this script"),
-    "kill_worker": ("the process running client 1's fit is killed (SIGKILL)", "errors",
-                    "deployment/test_faults.py (SuperNode killed and restarted), this script"),
-    "kill_server": ("the server side is killed (SIGKILL), then fedimb resume", "-",
-                    "test_resume.py::test_server_killed_mid_run_resumes_with_identical_results, this script"),
+                "update of client 1 rejected: unknown payload 'injected'"),
+    "hang": ("client 1 answers after the round timeout", "errors", "no reply within the round timeout"),
+    "kill_worker": ("the process running client 1's fit is killed (SIGKILL)", "errors", ""),  # see CAUSES
+    "kill_server": ("the server side is killed (SIGKILL), then fedimb resume", "-", ""),
 }
+#: the cause of a killed worker, by runtime: Ray reports the actor's death; a dead SuperNode
+#: sends nothing, and the SuperLink may say so before the round timeout does
+KILLED_WORKER = {"simulation": ("ActorDiedError: The actor died unexpectedly",),
+                 "deployment": ("no reply within the round timeout", "Node Unavailable")}
 BAD_UPDATES = ("nan", "shape", "payload", "hang")
+#: the cells that cannot occur: in process the clients run inside the server's process
+NOT_APPLICABLE = {("kill_worker", "in_process")}
+#: the tests that prove a cell beside tests/integration/test_fault_matrix.py
+OTHER_TESTS = {
+    "raise": "test_failures.py::test_a_client_error_shows_its_type_and_message",
+    "nan": "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[nan]",
+    "shape": "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[shape]",
+    "payload": "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[payload]",
+    "hang": "test_failures.py::test_a_client_slower_than_the_round_timeout_fails_in_process",
+    "kill_worker": "deployment/test_faults.py::test_secure_federation_survives_client_faults",
+    "kill_server": "test_resume.py::test_server_killed_mid_run_resumes_with_identical_results",
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long a round may take and how long the faulty client stays away (seconds)."""
+
+    round_timeout: int = 60
+    hang: int = 75  # a late answer: past the round timeout
+    busy: int = 20  # client 1's fit lasts this long so that its worker is killed inside it
 
 
 @dataclass
@@ -68,12 +94,12 @@ def fedimb(*args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def run_until(proc: subprocess.Popen, marker: str, action) -> None:
-    """Call ``action`` when the front end prints a line starting with ``marker``."""
+def read_until(proc: subprocess.Popen, marker: str, lines: list[str]) -> None:
+    """Collect the front end's output into ``lines`` up to the first line starting with ``marker``."""
     assert proc.stdout is not None
     for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
         if line.startswith(marker):
-            action()
             return
 
 
@@ -93,7 +119,7 @@ def kill_client_worker(front_end: int, federation) -> str:
     """SIGKILL the process that runs client 1: a SuperNode, or a Ray actor."""
     if federation is not None:
         federation.nodes[1].proc.kill()
-        return "SuperNode 1"
+        return "SuperNode 1 killed"
     actors = [p for p in descendants(front_end) if "ClientAppActor" in " ".join(p.cmdline())]
     for actor in actors:  # the one running client 1's fit among them; the others are idle
         actor.kill()
@@ -115,40 +141,65 @@ def kill_server_side(front_end: int, federation) -> None:
         proc.kill()
 
 
-def rounds_recorded(run_dir: Path) -> tuple[list[int], list[int]]:
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    in_events = sorted({e["round"] for e in events if e["event"] == "round"})
-    import csv
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
 
+
+def metrics(run_dir: Path) -> list[dict]:
     with open(run_dir / "metrics.csv") as fh:
-        in_metrics = sorted({int(r["round"]) for r in csv.DictReader(fh)})
-    return in_events, in_metrics
+        return list(csv.DictReader(fh))
 
 
 def round_event(run_dir: Path, server_round: int) -> dict:
     """The last record of ``server_round`` in the run's events."""
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    return [e for e in events if e.get("event") == "round" and e.get("round") == server_round][-1]
+    return [e for e in events(run_dir) if e.get("event") == "round" and e.get("round") == server_round][-1]
 
 
-def one_cell(fault: str, runtime: str, out: Path, federation) -> Cell:
+def client_count(run_dir: Path, server_round: int, kind: str) -> float:
+    """metrics.csv's count of ``kind`` clients (errors, rejected) in ``server_round``."""
+    rows = [r for r in metrics(run_dir) if int(r["round"]) == server_round and r["split"] == "clients"
+            and r["metric"] == kind]
+    return float(rows[-1]["value"]) if rows else 0.0
+
+
+def causes(fault: str, runtime: str) -> tuple[str, ...]:
+    """The words, any one of them, that name the cause of ``fault`` in ``runtime``."""
+    return KILLED_WORKER[runtime] if fault == "kill_worker" else (FAULTS[fault][2],)
+
+
+def is_counted(run_dir: Path, fault: str, runtime: str, console: list[str]) -> tuple[bool, str]:
+    """Round 2 counts client 1 in events.jsonl, metrics.csv and on the console, with its cause."""
+    kind = FAULTS[fault][1]
+    record = round_event(run_dir, 2)
+    messages = [m for m in record.get("messages", []) if "client 1" in m]
+    shown = [m for m in messages if f"    ! {m}" in console]
+    counted = (record["clients"][kind] >= 1 and client_count(run_dir, 2, kind) >= 1
+               and any(cause in m for m in shown for cause in causes(fault, runtime)))
+    return counted, (shown or messages or ["no message about client 1"])[0]
+
+
+def one_cell(fault: str, runtime: str, out: Path, federation=None, timing: Timing = Timing()) -> Cell:
+    """Inject ``fault`` into a run of ``runtime`` under ``out/<runtime>/<fault>`` and judge it.
+    The bad-update faults compare with ``out/<runtime>/raise``, so that cell runs first."""
+    if (fault, runtime) in NOT_APPLICABLE:
+        return Cell(fault, runtime, None, None, None, "n/a: the clients run in the server's process")
     root = out / runtime / fault
-    overrides = [*EXPERIMENT, f"output.root={root}", f"checkpoint.dir={out / 'checkpoints'}"]
+    overrides = [*EXPERIMENT, f"runtime.round_timeout={timing.round_timeout}", f"output.root={root}",
+                 f"checkpoint.dir={out / runtime / 'checkpoints'}"]
     overrides += federation.runtime_overrides() if federation is not None else [f"runtime={runtime}"]
-    # a killed worker is killed while it runs client 1's round-2 fit, made to last 20 s
-    kind, hang = {"kill_worker": ("hang", 20), "kill_server": ("none", 0)}.get(fault, (fault, 75))
+    kind, hang = {"kill_worker": ("hang", timing.busy), "kill_server": ("none", 0)}.get(fault, (fault, timing.hang))
     proc = fedimb(*overrides, f"fault.kind={kind}", f"fault.hang_seconds={hang}")
-    note = ""
-    if fault == "kill_worker":
-        if runtime == "in_process":
-            proc.kill()
-            return Cell(fault, runtime, None, None, None, "n/a: the clients run in the server's process")
-        run_until(proc, "round 1/", lambda: None)
-        time.sleep(5.0)  # client 1 is inside its round-2 fit
-        note = kill_client_worker(proc.pid, federation)
-    elif fault == "kill_server":
-        run_until(proc, "round 1/", lambda: kill_server_side(proc.pid, federation))
-    _, err = proc.communicate(timeout=900)
+    console: list[str] = []
+    notes = []
+    if fault in ("kill_worker", "kill_server"):
+        read_until(proc, "round 1/", console)
+        if fault == "kill_worker":
+            time.sleep(5.0)  # client 1 is inside its round-2 fit
+            notes.append(kill_client_worker(proc.pid, federation))
+        else:
+            kill_server_side(proc.pid, federation)
+    out_text, err = proc.communicate(timeout=900)
+    console += out_text.splitlines()
     run_dir = run_folder(root)
     if run_dir is None:
         return Cell(fault, runtime, False, None, False, f"no run folder: {err.strip()[-200:]}")
@@ -156,44 +207,49 @@ def one_cell(fault: str, runtime: str, out: Path, federation) -> Cell:
         extra = federation.runtime_overrides()[1:2] if federation is not None else []
         resumed = subprocess.run([sys.executable, "-m", "fedimb", "resume", str(run_dir), *extra], cwd=REPO,
                                  capture_output=True, text=True, timeout=900)
-        note = f"first exit {proc.returncode}; resume exit {resumed.returncode}"
+        notes.append(f"first exit {proc.returncode}; resume exit {resumed.returncode}")
         err = resumed.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     survived = bool(summary.get("completed"))
-    in_events, in_metrics = rounds_recorded(run_dir)
-    lost_nothing = survived and in_events == [0, 1, 2, 3] and in_metrics == [0, 1, 2, 3]
+    in_events = sorted({e["round"] for e in events(run_dir) if e["event"] == "round"})
+    in_metrics = sorted({int(r["round"]) for r in metrics(run_dir)})
+    lost_nothing = survived and in_events == in_metrics == [0, 1, 2, 3]
     counted = None
-    if FAULTS[fault][1] != "-":
-        record = round_event(run_dir, 2)
-        counted = record["clients"][FAULTS[fault][1]] >= 1
-        note = "; ".join(filter(None, [note, *record.get("messages", [])[:1]]))
+    if FAULTS[fault][1] != "-" and survived:
+        counted, message = is_counted(run_dir, fault, runtime, console)
+        notes.append(message)
     if fault in BAD_UPDATES and survived:  # the model after round 2 is the good clients' alone
         reference = run_folder(out / runtime / "raise")
         same = reference is not None and round_event(reference, 2)["test"] == round_event(run_dir, 2)["test"]
         lost_nothing = lost_nothing and same
-        note = f"{note}; round-2 model {'identical to' if same else 'DIFFERENT from'} client 1 failing"
+        notes.append(f"round-2 model {'identical to' if same else 'DIFFERENT from'} client 1 failing")
     if survived:
         after = round_event(run_dir, 3).get("clients", {})
         if after.get("errors") or after.get("rejected"):
-            note = f"{note}; round 3: {after.get('succeeded')} ok, {after.get('errors')} errors"
-    if not survived:
-        note = f"{note}; {err.strip().splitlines()[-1] if err.strip() else ''}"
-    return Cell(fault, runtime, survived, counted, lost_nothing, note[:300])
+            notes.append(f"round 3: {after.get('succeeded')} ok, {after.get('errors')} errors")
+    elif err.strip():
+        notes.append(err.strip().splitlines()[-1])
+    return Cell(fault, runtime, survived, counted if survived else False, lost_nothing, "; ".join(notes)[:300])
 
 
 def mark(value: bool | None) -> str:
     return "n/a" if value is None else ("yes" if value else "**no**")
 
 
+def proved_by(fault: str, runtime: str) -> str:
+    return f"test_fault_matrix.py::test_cell[{runtime}-{fault}], {OTHER_TESTS[fault]}"
+
+
 def main() -> None:
     parser = argument_parser(__doc__)
-    parser.add_argument("--runtimes", default="in_process,simulation,deployment")
+    parser.add_argument("--runtimes", default=",".join(RUNTIMES))
     parser.add_argument("--faults", default=",".join(FAULTS))
     parser.add_argument("--out", type=Path, default=REPO / "results" / "faults")
     args = parser.parse_args()
     faults = args.faults.split(",")
     if any(f in BAD_UPDATES for f in faults) and "raise" not in faults:
         faults.insert(0, "raise")  # the reference run of the bad updates
+    timing = Timing()
     cells = []
     for runtime in args.runtimes.split(","):
         federation = None
@@ -204,7 +260,7 @@ def main() -> None:
         try:
             for fault in faults:
                 started = time.perf_counter()
-                cell = one_cell(fault, runtime, args.out, federation)
+                cell = one_cell(fault, runtime, args.out, federation, timing)
                 print(f"{runtime:>11} {fault:>11}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)", flush=True)
                 cells.append(cell)
                 if federation is not None and fault == "kill_worker":  # bring SuperNode 1 back
@@ -214,15 +270,18 @@ def main() -> None:
             if federation is not None:
                 federation.stop()
     (args.out / "table.json").write_text(json.dumps([asdict(c) for c in cells], indent=1))
-    lines = ["# Fault matrix", "", f"Set-up: `{' '.join(EXPERIMENT)}`; client 1 misbehaves in round 2.", "",
+    lines = [f"Set-up: `{' '.join(EXPERIMENT)} runtime.round_timeout={timing.round_timeout}`; client 1 misbehaves in "
+             f"round 2 (a late answer comes after {timing.hang} s).", "",
              "| fault | runtime | survived | counted | lost nothing | what happened | proved by |",
              "|---|---|---|---|---|---|---|"]
     for cell in cells:
-        what, _, test = FAULTS[cell.fault]
-        lines.append(f"| {cell.fault}: {what} | {cell.runtime} | {mark(cell.survived)} | {mark(cell.counted)} "
-                     f"| {mark(cell.lost_nothing)} | {cell.detail.replace('|', '/')} | {test} |")
+        lines.append(f"| {cell.fault}: {FAULTS[cell.fault][0]} | {cell.runtime} | {mark(cell.survived)} "
+                     f"| {mark(cell.counted)} | {mark(cell.lost_nothing)} | {cell.detail.replace('|', '/')} "
+                     f"| {proved_by(cell.fault, cell.runtime)} |")
     lines += ["", "Command: `python benchmarks/faults.py`"]
-    publish_table(args.out / "table.md", lines)
+    publish_table(args.out / "table.md", ["# Fault matrix", "", *lines])
+    if args.runtimes == ",".join(RUNTIMES) and args.faults == ",".join(FAULTS):  # the whole matrix
+        publish_in_readme("fault-matrix", lines)
 
 
 if __name__ == "__main__":

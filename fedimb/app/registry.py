@@ -26,8 +26,20 @@ class ClientFailure(RuntimeError):
     """A client's instruction failed; the message names the client and its node."""
 
 
+def _one_line(reason: str) -> str:
+    """A reason's first line, and where Ray explains a dead actor on a later line, the
+    first sentence of that explanation: one console line; the whole text is in flwr.log."""
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    why = [line.split(". ")[0].rstrip(".") + "." for line in lines[1:] if line.startswith("The actor is dead because")]
+    return " ".join(lines[:1] + why[:1])
+
+
 def _reason(err: BaseException) -> str:
-    """A client failure as ``<exception type>: <message>`` in every runtime."""
+    """A client failure as ``<exception type>: <message>`` in every runtime, on one line."""
+    return _one_line(_full_reason(err))
+
+
+def _full_reason(err: BaseException) -> str:
     text = str(err)
     ray = re.search(r"ClientAppException occurred\. Message: (.*?)(?:'>\)\. It originated.*)?$", text, re.S)
     if ray:  # the simulation: Flower keeps only the message, Ray's traceback above it the type

@@ -102,3 +102,9 @@ def test_failure_reasons_are_short_and_name_the_cause():
     assert _reason(ValueError(wrap.format("Error: Node Unavailable - no heartbeat"))) == "Error: Node Unavailable - no heartbeat"
     assert "round timeout" in _reason(ValueError("Expected one Message but got: 0"))
     assert _reason(KeyError("x")) == "KeyError: 'x'"
+    # a Ray actor killed under a client: one line, with Ray's reason
+    died = ("<class 'ray.exceptions.ActorDiedError'>:<'The actor died unexpectedly before finishing this task.\n"
+            "\tclass_name: ClientAppActor\n\tpid: 29836\nThe actor is dead because its worker process has died. "
+            "Worker exit type: SYSTEM_ERROR'>")
+    assert _reason(ValueError(wrap.format(died))) == ("ActorDiedError: The actor died unexpectedly before finishing "
+                                                      "this task. The actor is dead because its worker process has died.")
