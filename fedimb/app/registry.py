@@ -26,6 +26,20 @@ class ClientFailure(RuntimeError):
     """A client's instruction failed; the message names the client and its node."""
 
 
+class WorkersLost(RuntimeError):
+    """Every client of a round failed because the Ray actor running it died: Flower's
+    simulation does not replace dead actors, so every later round would fail the same way."""
+
+
+def check_workers_alive(server_round: int, failures: list, succeeded: int) -> None:
+    """Stop the run (it can be resumed, with fresh actors) when a round lost every client
+    to dead Ray actors, rather than run the remaining rounds without clients."""
+    if succeeded or not failures or not all("ActorDiedError" in str(f) for f in failures):
+        return
+    raise WorkersLost(f"every client of round {server_round} failed because its Ray actor died (killed, or out of "
+                      "memory); the simulation cannot replace its actors")
+
+
 def _one_line(reason: str) -> str:
     """A reason's first line, and where Ray explains a dead actor on a later line, the
     first sentence of that explanation: one console line; the whole text is in flwr.log."""

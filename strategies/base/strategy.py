@@ -26,7 +26,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedimb.app.registry import ClientRegistry
+from fedimb.app.registry import ClientRegistry, check_workers_alive
 from fedimb.app.run_context import ServerRun
 from fedimb.core import payload, protocol
 from fedimb.core.aggregate import (
@@ -229,6 +229,7 @@ class BaseStrategy(UpdateChecks, Strategy):
 
     def _aggregate_fit(self, server_round, results, failures) -> tuple[Parameters | None, dict[str, Scalar]]:
         updates = self.accept_updates(results, failures)
+        check_workers_alive(server_round, failures, len(results))
         minimum = int(self.run.cfg.get("min_successful_clients", 1))
         if len(updates) < minimum:
             if updates:
