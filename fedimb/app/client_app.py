@@ -11,7 +11,7 @@ from flwr.app import Context
 from flwr.client import Client, ClientApp
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app import components, faults, transport
+from fedimb.app import components, faults, phases, transport
 from fedimb.app.build import (
     as_tensors,
     client_split,
@@ -116,23 +116,29 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
         return _MODELS[key]
 
 
-def make_client(cfg: DictConfig, context: Context, pid: int):
+def make_client(cfg: DictConfig, context: Context, pid: int) -> Client:
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
     node's own data when its node config has a ``data-path`` (wrapped by
-    :func:`fedimb.app.faults.inject` when the run injects a fault into it)."""
+    :func:`fedimb.app.faults.inject` when the run injects a fault into it), timing its
+    phases (:mod:`fedimb.app.phases`)."""
+    clock = phases.ClientClock()
     client_cls = components.import_class(str(cfg.method.client._target_))
     data_path = context.node_config.get("data-path")
-    data = _device_client_data(cfg, pid, str(data_path)) if data_path else _client_data(cfg, pid)
+    with clock.phase("data"):
+        data = _device_client_data(cfg, pid, str(data_path)) if data_path else _client_data(cfg, pid)
+    with clock.phase("model"):
+        model = _process_model(cfg)
     client = client_cls(
-        context=context, data=data, model=_process_model(cfg), device=resolve_device(cfg),
+        context=context, data=data, model=model, device=resolve_device(cfg),
         model_factory=lambda: new_model(cfg, dataset_info(str(cfg.dataset.name))),
     )
-    return faults.inject(cfg, pid, client)
+    return phases.TimedClient(faults.inject(cfg, pid, client), clock)
 
 
 def client_fn(context: Context) -> Client:
     cfg = transport.from_run_config(context.run_config)
-    return make_client(cfg, context, partition_id_of(context, cfg)).to_client()
+    return make_client(cfg, context, partition_id_of(context, cfg))
 
 
 app = ClientApp(client_fn=client_fn)
+phases.mark_client_app_imported()

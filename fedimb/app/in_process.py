@@ -24,9 +24,11 @@ from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_proxy import ClientProxy
 from omegaconf import DictConfig
 
-from fedimb.app import config, transport
+from fedimb.app import config, phases, transport
 from fedimb.app.client_app import make_client
 from fedimb.core import protocol
+
+phases.in_server_process()  # the clients here report no process start-up: it is the server's
 
 OK = Status(code=Code.OK, message="ok")
 
@@ -50,13 +52,13 @@ class InProcessNode(ClientProxy):
     def __init__(self, cid: str, partition_id: int, make_client=None):
         super().__init__(cid)
         self.partition_id = partition_id
-        self.make_client = make_client  # node -> the method's NumPyClient for this node
+        self.make_client = make_client  # node -> the method's client for this node
         self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
 
     def _client(self):
         if self.make_client is None:
             raise NotImplementedError("this node has no client")
-        return self.make_client(self).to_client()
+        return self.make_client(self)
 
     def get_properties(self, ins, timeout, group_id):
         if self.make_client is None:

@@ -26,6 +26,20 @@ class ClientFailure(RuntimeError):
     """A client's instruction failed; the message names the client and its node."""
 
 
+class WorkersLost(RuntimeError):
+    """Every client of a round failed because the Ray actor running it died: Flower's
+    simulation does not replace dead actors, so every later round would fail the same way."""
+
+
+def check_workers_alive(server_round: int, failures: list, succeeded: int) -> None:
+    """Stop the run (it can be resumed, with fresh actors) when a round lost every client
+    to dead Ray actors, rather than run the remaining rounds without clients."""
+    if succeeded or not failures or not all("ActorDiedError" in str(f) for f in failures):
+        return
+    raise WorkersLost(f"every client of round {server_round} failed because its Ray actor died (killed, or out of "
+                      "memory); the simulation cannot replace its actors")
+
+
 def _one_line(reason: str) -> str:
     """A reason's first line, and where Ray explains a dead actor on a later line, the
     first sentence of that explanation: one console line; the whole text is in flwr.log."""
@@ -61,10 +75,11 @@ def _full_reason(err: BaseException) -> str:
 class LabelledProxy(ClientProxy):
     """A node's proxy whose failures say which client and which Flower node failed."""
 
-    def __init__(self, proxy: ClientProxy, partition_id: int):
+    def __init__(self, proxy: ClientProxy, partition_id: int, fit_replies: list[float] | None = None):
         super().__init__(proxy.cid)
         self.inner = proxy
         self.partition_id = partition_id
+        self.fit_replies = fit_replies if fit_replies is not None else []  # when each fit ended (perf_counter)
         self.node_id = getattr(proxy, "node_id", proxy.cid)
 
     def __getattr__(self, name: str):  # anything else (e.g. a test double's attributes): the node's proxy
@@ -83,7 +98,10 @@ class LabelledProxy(ClientProxy):
         return self._call("get_parameters", ins, timeout, group_id)
 
     def fit(self, ins, timeout, group_id):
-        return self._call("fit", ins, timeout, group_id)
+        try:
+            return self._call("fit", ins, timeout, group_id)
+        finally:
+            self.fit_replies.append(time.perf_counter())
 
     def evaluate(self, ins, timeout, group_id):
         return self._call("evaluate", ins, timeout, group_id)
@@ -109,6 +127,7 @@ class ClientRegistry:
         self._by_pid: dict[int, ClientInfo] = {}
         self._pid_by_cid: dict[str, int] = {}
         self._pid_by_device: dict[str, int] = {}
+        self.fit_replies: list[float] = []  # when each fit reply (or failure) came back, for the round's timing
 
     def refresh(self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0) -> None:
         """Learn the partition id of every node not seen before.
@@ -136,7 +155,8 @@ class ClientRegistry:
                     log.warning("node %s has its own data but all %s client ids are taken", proxy.cid, self.capacity)
                     continue
             counts = payload.unpack(props).get(protocol.LABEL_COUNTS)
-            self._by_pid[pid] = ClientInfo(pid, LabelledProxy(proxy, pid), int(props.get(protocol.NUM_EXAMPLES, 0)), counts)
+            proxy_of_pid = LabelledProxy(proxy, pid, self.fit_replies)
+            self._by_pid[pid] = ClientInfo(pid, proxy_of_pid, int(props.get(protocol.NUM_EXAMPLES, 0)), counts)
             self._pid_by_cid[proxy.cid] = pid
 
     def _device_client_id(self, device_key: str) -> int | None:

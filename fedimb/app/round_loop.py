@@ -17,6 +17,19 @@ from fedimb.core import events
 logger = logging.getLogger(__name__)
 
 
+class _Stopwatch:
+    """Seconds between successive laps, by the name of the phase each lap ends."""
+
+    def __init__(self):
+        self.last = time.perf_counter()
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[phase] = now - self.last
+        self.last = now
+
+
 class FedImbServer(Server):
     """Runs rounds like Flower's ``Server.fit`` and emits a structured event after the
     initial evaluation (round 0), after every round, and at the end. After every round
@@ -58,8 +71,10 @@ class FedImbServer(Server):
     def run_round(self, server_round: int, timeout: float | None = None) -> dict:
         """One round: fit, the strategy's end of round, central and federated evaluation,
         checkpoint, and its event; returns the round's record. Every runtime (and every
-        test that drives a federation round by round) runs rounds through here."""
+        test that drives a federation round by round) runs rounds through here. The event's
+        ``timing`` adds the loop's own phases to the strategy's (:mod:`fedimb.app.phases`)."""
         round_start = time.perf_counter()
+        clock = _Stopwatch()
         faults.server_fault(self.strategy.run.cfg, server_round)
         self.strategy.begin_round(server_round)
         res_fit = self.fit_round(server_round=server_round, timeout=timeout)
@@ -68,19 +83,24 @@ class FedImbServer(Server):
             if parameters is not None:
                 self.parameters = parameters
             self.history.add_metrics_distributed_fit(server_round=server_round, metrics=fit_metrics)
+        clock.lap("fit")
         ended = self.strategy.end_round(server_round)
         if ended is not None:
             self.parameters = ended
+        clock.lap("end_round")
         self._evaluate_centrally(server_round)
+        clock.lap("test")
         res_fed = self.evaluate_round(server_round=server_round, timeout=timeout)
         if res_fed is not None and res_fed[0] is not None:
             self.history.add_loss_distributed(server_round=server_round, loss=res_fed[0])
             self.history.add_metrics_distributed(server_round=server_round, metrics=res_fed[1])
+        clock.lap("federated_eval")
         now = time.perf_counter()
         record = self.strategy.round_record()
-        event = {**record, "seconds": now - round_start, "elapsed": now - self.started}
+        timing = {**record.get("timing", {}), **clock.seconds}
+        event = {**record, "timing": timing, "seconds": now - round_start, "elapsed": now - self.started}
         self._checkpoint(server_round, event)
-        events.emit("round", **event)
+        events.emit("round", **{**event, "timing": {**timing, "checkpoint": time.perf_counter() - now}})
         return record
 
     def start(self, timeout: float | None = None) -> int:

@@ -65,6 +65,8 @@ def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
             rows.append(("extra", key, value))
     if r.get("seconds") is not None:
         rows.append(("system", "seconds", r["seconds"]))
+    for phase, seconds in (r.get("timing") or {}).items():  # where the round's time went (fedimb.app.phases)
+        rows.append(("time", phase, seconds))
     return [(s, m, float(v)) for s, m, v in rows if v is not None and math.isfinite(float(v))]
 
 

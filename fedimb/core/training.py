@@ -12,6 +12,7 @@ from torch import nn
 
 from fedimb.core.errors import ConfigError
 from fedimb.core.metrics import classification_metrics
+from fedimb.core.no_dynamo import without_dynamo
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,12 @@ OPTIMIZERS = ("sgd", "adam")
 
 
 def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """Every optimiser fedimb trains with; none imports TorchDynamo (:mod:`fedimb.core.no_dynamo`)."""
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        return without_dynamo(lambda: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
+                                                      weight_decay=cfg.weight_decay))
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return without_dynamo(lambda: torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay))
     raise ConfigError(f"unknown optimizer '{cfg.optimizer}' (choose from: {', '.join(OPTIMIZERS)})")
 
 

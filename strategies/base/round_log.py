@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
+from fedimb.app.phases import summarise_clients
 from fedimb.core import payload
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class RoundLog:
     test: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)  # the server's phases (seconds)
+    client_timing: list[dict[str, float]] = field(default_factory=list)  # each replying client's phases
 
     @property
     def failures(self) -> int:
@@ -78,6 +81,9 @@ class RoundLog:
             "weight_diversity": self.weight_diversity,
             "train": self.client_metrics,
         })
+        timing = {**self.timing, **summarise_clients(self.client_timing)}
+        if timing:
+            record["timing"] = timing
         if self.extra:
             record["extra"] = self.extra
         if self.messages:

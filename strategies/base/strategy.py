@@ -8,6 +8,7 @@ it changes (usually :meth:`fit_instructions` or :meth:`aggregate`), calling
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedimb.app.registry import ClientRegistry
+from fedimb.app.registry import ClientRegistry, check_workers_alive
 from fedimb.app.run_context import ServerRun
 from fedimb.core import payload, protocol
 from fedimb.core.aggregate import (
@@ -75,6 +76,7 @@ class BaseStrategy(UpdateChecks, Strategy):
         )
         self.round_log = RoundLog(0, "train")  # replaced by begin_round
         self._sent_shapes: dict[int, list[tuple[int, ...]]] = {}
+        self._sent_at: float | None = None  # when this round's fit instructions were ready
         self._discovered = False
 
     # ------------------------------------------------------------------ identity
@@ -136,7 +138,10 @@ class BaseStrategy(UpdateChecks, Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
+        began = time.perf_counter()
         self._refresh_clients(client_manager)
+        self.round_log.timing["discover"] = time.perf_counter() - began  # round 1: the clients' start-up
+        began = time.perf_counter()
         sampled = self.sample_clients(server_round)
         available = self.run.availability.filter(server_round, sampled)
         self.round_log.sampled = len(sampled)
@@ -152,6 +157,9 @@ class BaseStrategy(UpdateChecks, Strategy):
             self._sent_shapes[pid] = shapes_of[key]
             self.round_log.bytes_down += parameters_nbytes(ins.parameters) + payload.nbytes(ins.config)
             out.append((self.registry.proxy(pid), ins))
+        self.registry.fit_replies.clear()
+        self._sent_at = time.perf_counter()
+        self.round_log.timing["select"] = self._sent_at - began
         return out
 
     def _refresh_clients(self, client_manager: ClientManager) -> None:
@@ -210,7 +218,18 @@ class BaseStrategy(UpdateChecks, Strategy):
         results: list[tuple[ClientProxy, FitRes]],
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        began = time.perf_counter()
+        replies = self.registry.fit_replies
+        if replies and self._sent_at is not None:  # from the instructions to the first and the last reply
+            self.round_log.timing.update(first_reply=min(replies) - self._sent_at, last_reply=max(replies) - self._sent_at)
+        try:
+            return self._aggregate_fit(server_round, results, failures)
+        finally:
+            self.round_log.timing["aggregate"] = time.perf_counter() - began
+
+    def _aggregate_fit(self, server_round, results, failures) -> tuple[Parameters | None, dict[str, Scalar]]:
         updates = self.accept_updates(results, failures)
+        check_workers_alive(server_round, failures, len(results))
         minimum = int(self.run.cfg.get("min_successful_clients", 1))
         if len(updates) < minimum:
             if updates:

@@ -10,6 +10,7 @@ import numpy as np
 from flwr.common import FitRes, Parameters, parameters_to_ndarrays
 from flwr.server.client_proxy import ClientProxy
 
+from fedimb.app.phases import split_client_timing
 from fedimb.app.registry import ClientFailure
 from fedimb.core import payload, protocol
 from strategies.base.round_log import ClientUpdate
@@ -48,6 +49,8 @@ class UpdateChecks:
         for proxy, res in self.in_partition_order(results):
             pid = self.registry.partition_of(proxy)
             self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
+            metrics, timing = split_client_timing(dict(res.metrics))  # a rejected client's time counts too
+            self.round_log.client_timing.append(timing)
             try:
                 arrays = parameters_to_ndarrays(res.parameters)
             except Exception as err:
@@ -59,7 +62,7 @@ class UpdateChecks:
                 self.round_log.nonfinite += problem.endswith(NONFINITE)
                 self.round_log.note(f"update of client {pid} rejected: {problem}")
                 continue
-            updates.append(ClientUpdate(int(pid), arrays, int(res.num_examples), dict(res.metrics)))
+            updates.append(ClientUpdate(int(pid), arrays, int(res.num_examples), metrics))
         self.round_log.succeeded = len(updates)
         return updates
 

@@ -108,3 +108,13 @@ def test_failure_reasons_are_short_and_name_the_cause():
             "Worker exit type: SYSTEM_ERROR'>")
     assert _reason(ValueError(wrap.format(died))) == ("ActorDiedError: The actor died unexpectedly before finishing "
                                                       "this task. The actor is dead because its worker process has died.")
+
+
+def test_a_round_that_lost_every_client_to_dead_ray_actors_stops_the_run():
+    from fedimb.app.registry import ClientFailure, WorkersLost, check_workers_alive
+
+    died = ClientFailure("client 1 on node 5: ActorDiedError: The actor died unexpectedly before finishing this task.")
+    with pytest.raises(WorkersLost, match="every client of round 3 failed because its Ray actor died"):
+        check_workers_alive(3, [died, died], succeeded=0)
+    check_workers_alive(3, [died], succeeded=1)  # the other actors still serve
+    check_workers_alive(3, [ClientFailure("client 1 on node 5: RuntimeError: bad")], succeeded=0)  # not the actors

@@ -1,0 +1,132 @@
+"""Where a round's time goes. Each client times its own phases and sends them back with
+its fit metrics (``timing.<phase>`` scalars, seconds); the strategy and the round loop
+time the server's. The round event carries both under ``timing`` (client phases as the
+mean and the maximum over the replying clients), metrics.csv under split ``time``.
+
+Client phases, in the order they happen:
+
+- ``start``: from the process's start to the moment it began importing fedimb (a fresh
+  ClientApp process in a deployment, a Ray actor in the simulation): the interpreter
+  and Flower. Reported by the first fit a process serves (in the simulation and a
+  deployment the discovery's properties query may have started the process), 0 by the
+  later ones, absent in process.
+- ``imports``: importing the client app (torch, the method's code).
+- ``data``: the client's data (the data set is loaded and partitioned once per process).
+- ``model``: the model (built once per process, then reused).
+- ``unpack``, ``pack``: the parameters from and to Flower's wire format.
+- ``train``: the method's local objective, the model's weights out included.
+
+Server phases: ``discover`` (which node serves which client; in round 1 it waits for the
+clients to start), ``select`` (sampling, dropout, instructions), ``first_reply`` and
+``last_reply`` (from the instructions to the first and the last reply), ``aggregate``
+(checks and aggregation), ``fit`` (all of the above), ``end_round``, ``test`` (the
+server's evaluation), ``federated_eval``, ``checkpoint``.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import psutil
+from flwr.client import Client, NumPyClient
+from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+
+from fedimb.app import IMPORTED_AT
+
+PREFIX = "timing."
+CLIENT_PHASES = ("start", "imports", "data", "model", "unpack", "train", "pack")
+
+_startup: dict[str, float] | None = None
+_in_server_process = False
+
+
+def mark_client_app_imported() -> None:
+    """Called once the client app's imports are done: this process's start-up phases,
+    to be reported by the first client it builds."""
+    global _startup
+    began = IMPORTED_AT
+    _startup = {"start": max(0.0, began - psutil.Process().create_time()), "imports": time.time() - began}
+
+
+def in_server_process() -> None:
+    """The clients run inside the server's process (runtime=in_process): its start-up is
+    the server's, not theirs."""
+    global _in_server_process
+    _in_server_process = True
+
+
+def take_startup() -> dict[str, float]:
+    """This process's start-up phases the first time, zeros afterwards (none in the
+    server's process)."""
+    global _startup
+    if _in_server_process:
+        return {}
+    startup, _startup = _startup, None
+    return startup or {"start": 0.0, "imports": 0.0}
+
+
+class ClientClock:
+    """Seconds per phase of one client's message."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str):
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - began
+
+    def metrics(self) -> dict[str, float]:
+        return {PREFIX + name: seconds for name, seconds in self.seconds.items()}
+
+
+class TimedClient(Client):
+    """A method's NumPyClient as a Flower Client whose fit reports its phases; the
+    conversion to and from Flower's wire format is Flower's own (NumPyClient's wrapper)."""
+
+    def __init__(self, numpy_client: NumPyClient, clock: ClientClock):
+        self.numpy_client = numpy_client
+        self.inner = numpy_client.to_client()
+        self.clock = clock
+
+    def get_properties(self, ins):
+        return self.inner.get_properties(ins)
+
+    def get_parameters(self, ins):
+        return self.inner.get_parameters(ins)
+
+    def evaluate(self, ins):
+        return self.inner.evaluate(ins)
+
+    def fit(self, ins: FitIns) -> FitRes:
+        self.clock.seconds.update(take_startup())
+        with self.clock.phase("unpack"):
+            arrays = parameters_to_ndarrays(ins.parameters)
+        with self.clock.phase("train"):
+            weights, num_examples, metrics = self.numpy_client.fit(arrays, ins.config)
+        if not (isinstance(weights, list) and isinstance(num_examples, int) and isinstance(metrics, dict)):
+            raise TypeError("a client's fit must return (list of arrays, int, dict)")
+        with self.clock.phase("pack"):
+            parameters = ndarrays_to_parameters(weights)
+        return FitRes(Status(Code.OK, "Success"), parameters, num_examples, {**metrics, **self.clock.metrics()})
+
+
+def split_client_timing(metrics: dict) -> tuple[dict, dict[str, float]]:
+    """A client's fit metrics without its ``timing.*`` entries, and those entries by phase."""
+    timing = {k[len(PREFIX):]: float(v) for k, v in metrics.items() if k.startswith(PREFIX)}
+    return {k: v for k, v in metrics.items() if not k.startswith(PREFIX)}, timing
+
+
+def summarise_clients(per_client: list[dict[str, float]]) -> dict[str, float]:
+    """``client_<phase>`` (mean over the clients) and ``client_<phase>_max`` for each phase."""
+    out: dict[str, float] = {}
+    for phase in CLIENT_PHASES:
+        values = [t[phase] for t in per_client if phase in t]
+        if values:
+            out[f"client_{phase}"] = sum(values) / len(values)
+            out[f"client_{phase}_max"] = max(values)
+    return out

@@ -1,0 +1,57 @@
+"""Where a round's time goes: every phase is reported, client timings stay out of the
+training metrics, and timing a client changes nothing it computes."""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.client import NumPyClient
+from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
+
+from fedimb.app import phases
+from fedimb.app.in_process import InProcessFederation
+
+SERVER_PHASES = {"discover", "select", "first_reply", "last_reply", "aggregate", "fit", "end_round", "test",
+                 "federated_eval"}
+CLIENT_PHASES = {"data", "model", "unpack", "train", "pack"}
+
+
+def test_every_phase_of_a_round_is_timed_and_kept_out_of_the_client_metrics():
+    fed = InProcessFederation(["dataset=digits", "num_clients=3", "dropout=none", "train.local_epochs=1"])
+    record = fed.round(1)
+    timing = record["timing"]
+    expected = SERVER_PHASES - {"fit", "end_round", "test", "federated_eval"}  # the loop's own are in the event
+    expected |= {f"client_{p}" for p in CLIENT_PHASES} | {f"client_{p}_max" for p in CLIENT_PHASES}
+    assert expected <= set(timing), sorted(expected - set(timing))
+    assert "client_start" not in timing  # in process, the clients' start-up is the server's
+    assert all(v >= 0 for v in timing.values())
+    assert timing["first_reply"] <= timing["last_reply"]
+    assert timing["client_train_max"] >= timing["client_train"] > 0
+    assert not [k for k in record["train"] if "timing" in k or k.startswith("client_")]
+
+
+def test_a_timed_client_computes_what_flowers_wrapper_computes():
+    class Doubler:
+        def fit(self, parameters, config):
+            return [2 * a for a in parameters], 7, {"loss": 1.5}
+
+    class Wrapped(Doubler, NumPyClient):
+        pass
+
+    arrays = [np.arange(6, dtype=np.float32).reshape(2, 3)]
+    ins = FitIns(ndarrays_to_parameters(arrays), {})
+    plain = Wrapped().to_client().fit(ins)
+    clock = phases.ClientClock()
+    with clock.phase("data"):
+        pass
+    timed = phases.TimedClient(Wrapped(), clock).fit(ins)
+    assert [a.tobytes() for a in parameters_to_ndarrays(timed.parameters)] == \
+        [a.tobytes() for a in parameters_to_ndarrays(plain.parameters)]
+    assert timed.num_examples == plain.num_examples == 7
+    metrics, timing = phases.split_client_timing(timed.metrics)
+    assert metrics == {"loss": 1.5}
+    assert {"data", "unpack", "train", "pack"} <= set(timing)
+
+
+def test_client_phases_are_summarised_as_mean_and_maximum():
+    summary = phases.summarise_clients([{"train": 1.0, "data": 0.5}, {"train": 3.0}])
+    assert summary == {"client_data": 0.5, "client_data_max": 0.5, "client_train": 2.0, "client_train_max": 3.0}
