@@ -209,8 +209,9 @@ def one_cell(fault: str, runtime: str, out: Path, federation=None, timing: Timin
         extra = federation.runtime_overrides()[1:2] if federation is not None else []
         resumed = subprocess.run([sys.executable, "-m", "fedimb", "resume", str(run_dir), *extra], cwd=REPO,
                                  capture_output=True, text=True, timeout=900)
-        reason = [line for line in err.splitlines() if line.startswith("fedimb: error:")] if fault != "kill_server" else []
-        notes.append(f"{reason[0][:160] + '; ' if reason else ''}first exit {proc.returncode}; "
+        stopped = [line.split("the run failed (")[-1].split(" at ")[0] for line in err.splitlines()
+                   if line.startswith("fedimb: error:")] if fault != "kill_server" else []
+        notes.append(f"{'stopped: ' + stopped[0] + '; ' if stopped else ''}first exit {proc.returncode}; "
                      f"resume exit {resumed.returncode}")
         err = resumed.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -233,7 +234,7 @@ def one_cell(fault: str, runtime: str, out: Path, federation=None, timing: Timin
             notes.append(f"round 3: {after.get('succeeded')} ok, {after.get('errors')} errors")
     elif err.strip():
         notes.append(err.strip().splitlines()[-1])
-    return Cell(fault, runtime, survived, counted if survived else False, lost_nothing, "; ".join(notes)[:300])
+    return Cell(fault, runtime, survived, counted if survived else False, lost_nothing, "; ".join(notes)[:500])
 
 
 def mark(value: bool | None) -> str:
