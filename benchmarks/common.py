@@ -44,10 +44,11 @@ def figure(*args, **kwargs):
 
 
 def save_figure(fig, path: Path) -> None:
-    """Lay out, write at 110 dpi and close ``fig``."""
+    """Lay out, write at 110 dpi (creating the folder) and close ``fig``."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
