@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import torch
 from flwr.app import Context
-from flwr.client import Client, ClientApp
+from flwr.client import Client, ClientApp, NumPyClient
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app import components, faults, phases, transport
@@ -116,12 +116,12 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
         return _MODELS[key]
 
 
-def make_client(cfg: DictConfig, context: Context, pid: int) -> Client:
+def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.ClientClock | None = None) -> NumPyClient:
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
     node's own data when its node config has a ``data-path`` (wrapped by
-    :func:`fedimb.app.faults.inject` when the run injects a fault into it), timing its
-    phases (:mod:`fedimb.app.phases`)."""
-    clock = phases.ClientClock()
+    :func:`fedimb.app.faults.inject` when the run injects a fault into it); ``clock``
+    times loading its data and model."""
+    clock = clock or phases.ClientClock()
     client_cls = components.import_class(str(cfg.method.client._target_))
     data_path = context.node_config.get("data-path")
     with clock.phase("data"):
@@ -132,12 +132,19 @@ def make_client(cfg: DictConfig, context: Context, pid: int) -> Client:
         context=context, data=data, model=model, device=resolve_device(cfg),
         model_factory=lambda: new_model(cfg, dataset_info(str(cfg.dataset.name))),
     )
-    return phases.TimedClient(faults.inject(cfg, pid, client), clock)
+    return faults.inject(cfg, pid, client)
+
+
+def timed_client(cfg: DictConfig, context: Context, pid: int) -> Client:
+    """:func:`make_client` as the Flower client every runtime runs, reporting its phases
+    (:mod:`fedimb.app.phases`)."""
+    clock = phases.ClientClock()
+    return phases.TimedClient(make_client(cfg, context, pid, clock), clock)
 
 
 def client_fn(context: Context) -> Client:
     cfg = transport.from_run_config(context.run_config)
-    return make_client(cfg, context, partition_id_of(context, cfg))
+    return timed_client(cfg, context, partition_id_of(context, cfg))
 
 
 app = ClientApp(client_fn=client_fn)

@@ -25,7 +25,7 @@ from flwr.server.client_proxy import ClientProxy
 from omegaconf import DictConfig
 
 from fedimb.app import config, phases, transport
-from fedimb.app.client_app import make_client
+from fedimb.app.client_app import make_client, timed_client
 from fedimb.core import protocol
 
 phases.in_server_process()  # the clients here report no process start-up: it is the server's
@@ -92,7 +92,7 @@ class InProcessFederation:
         self.run = self.strategy.run
         self.cfg = self.run.cfg
         self.manager = self.server.client_manager()
-        self.nodes = [InProcessNode(f"node-{pid}", pid, self.client) for pid in range(int(self.cfg.num_clients))]
+        self.nodes = [InProcessNode(f"node-{pid}", pid, self.flower_client) for pid in range(int(self.cfg.num_clients))]
         for node in self.nodes:
             self.manager.register(node)
         self.server.start()
@@ -102,7 +102,12 @@ class InProcessFederation:
         return self.server.parameters
 
     def client(self, node: InProcessNode):
+        """The method's NumPyClient for ``node`` (tests drive it directly)."""
         return make_client(self.cfg, node.context, node.partition_id)
+
+    def flower_client(self, node: InProcessNode):
+        """The client as every runtime runs it, timing its phases."""
+        return timed_client(self.cfg, node.context, node.partition_id)
 
     def round(self, server_round: int) -> dict:
         """One round, as every runtime runs it; the round's record."""
@@ -192,7 +197,7 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
         run_cfg = transport.from_run_config(run_config)
         for pid in range(int(run_cfg.num_clients)):
             server.client_manager().register(InProcessNode(
-                f"in-process-{pid}", pid, lambda node: make_client(run_cfg, node.context, node.partition_id)))
+                f"in-process-{pid}", pid, lambda node: timed_client(run_cfg, node.context, node.partition_id)))
         try:
             server.fit(server.strategy.total_rounds(), timeout=run_cfg.runtime.get("round_timeout"))
         except Exception:  # the loop has reported it as an error event, as the ServerApp's does

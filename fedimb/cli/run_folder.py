@@ -71,6 +71,11 @@ def _writes_run_folder(files: str):
     return wrap
 
 
+def _result_of(round_event: dict) -> dict:
+    """A round's record without its timings, which say how long, not what."""
+    return {k: v for k, v in round_event.items() if k != "timing"}
+
+
 class RunRecorder:
     """Consumes ``flwr run --stream`` lines for one run."""
 
@@ -120,8 +125,8 @@ class RunRecorder:
                 f"{event.get('num_rounds')} rounds, {event.get('num_parameters'):,} parameters"
             )
         elif kind == "round":  # a round replaces any earlier record of it (a restarted attempt)
-            if event in self.rounds:  # a resumed server repeats its checkpointed round: known here
-                return
+            if any(_result_of(r) == _result_of(event) for r in self.rounds):
+                return  # a resumed server repeats its checkpointed round (its timings may differ): known here
             self.rounds = [r for r in self.rounds if r["round"] < event["round"]] + [event]
             self.echo(self.progress_line(event))
             for message in event.get("messages", []):  # failures and rejections, naming the client
