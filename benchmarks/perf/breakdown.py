@@ -81,15 +81,19 @@ def cell(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def two_cells(values: dict[int, float] | None, bold: bool = False) -> str:
+    """Round 1 and the mean of rounds 2+ as two table cells."""
+    mark = "**" if bold else ""
+    return "".join(f" {mark}{cell(v)}{mark} |" for v in first_and_later(values))
+
+
 def table(results: list[dict]) -> list[str]:
     header = "| phase (s) |" + "".join(f" {r['runtime']}: round 1 | {r['runtime']}: rounds 2+ |" for r in results)
     lines = [header, "|---|" + "---|---|" * len(results)]
     lines.append("| command to round 1 |" + "".join(f" {cell(r['to_round_1'])} | |" for r in results))
-    lines.append("| **round** |" + "".join(" **{}** | **{}** |".format(*map(cell, first_and_later(r["phases"].get("round"))))
-                                         for r in results))
+    lines.append("| **round** |" + "".join(two_cells(r["phases"].get("round"), bold=True) for r in results))
     for name in SERVER_ROWS:
-        lines.append(f"| server: {name} |" + "".join(" {} | {} |".format(*map(cell, first_and_later(r["phases"].get(name))))
-                                                    for r in results))
+        lines.append(f"| server: {name} |" + "".join(two_cells(r["phases"].get(name)) for r in results))
     for name in CLIENT_ROWS:
         row = f"| client: {name} (mean / max) |"
         for r in results:

@@ -221,7 +221,8 @@ class BaseStrategy(UpdateChecks, Strategy):
         began = time.perf_counter()
         replies = self.registry.fit_replies
         if replies and self._sent_at is not None:  # from the instructions to the first and the last reply
-            self.round_log.timing.update(first_reply=min(replies) - self._sent_at, last_reply=max(replies) - self._sent_at)
+            self.round_log.timing.update(first_reply=min(replies) - self._sent_at,
+                                         last_reply=max(replies) - self._sent_at)
         try:
             return self._aggregate_fit(server_round, results, failures)
         finally:
