@@ -31,7 +31,7 @@ from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 #: the rows of the table, in the order a round runs (client phases: mean over the clients / maximum)
 SERVER_ROWS = ["discover", "select", "first_reply", "last_reply", "aggregate", "fit", "end_round", "test",
                "federated_eval", "checkpoint"]
-CLIENT_ROWS = ["start", "imports", "data", "model", "unpack", "train", "pack"]
+CLIENT_ROWS = ["start", "imports", "data", "model", "train", "serialise"]
 
 
 def run(runtime: str, clients: int, rounds: int, overrides: list[str], workdir: Path) -> dict:

@@ -116,12 +116,12 @@ def _process_model(cfg: DictConfig) -> EncoderHeadNet:
         return _MODELS[key]
 
 
-def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.ClientClock | None = None) -> NumPyClient:
+def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.PhaseClock | None = None) -> NumPyClient:
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
     node's own data when its node config has a ``data-path`` (wrapped by
     :func:`fedimb.app.faults.inject` when the run injects a fault into it); ``clock``
     times loading its data and model."""
-    clock = clock or phases.ClientClock()
+    clock = clock or phases.PhaseClock()
     client_cls = components.import_class(str(cfg.method.client._target_))
     data_path = context.node_config.get("data-path")
     with clock.phase("data"):
@@ -138,7 +138,7 @@ def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.Clien
 def timed_client(cfg: DictConfig, context: Context, pid: int) -> Client:
     """:func:`make_client` as the Flower client every runtime runs, reporting its phases
     (:mod:`fedimb.app.phases`)."""
-    clock = phases.ClientClock()
+    clock = phases.PhaseClock()
     return phases.TimedClient(make_client(cfg, context, pid, clock), clock)
 
 

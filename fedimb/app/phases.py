@@ -13,8 +13,9 @@ Client phases, in the order they happen:
 - ``imports``: importing the client app (torch, the method's code).
 - ``data``: the client's data (the data set is loaded and partitioned once per process).
 - ``model``: the model (built once per process, then reused).
-- ``unpack``, ``pack``: the parameters from and to Flower's wire format.
 - ``train``: the method's local objective, the model's weights out included.
+- ``serialise``: the parameters from and to Flower's wire format (the time Flower's
+  NumPyClient wrapper takes beyond the method's fit).
 
 Server phases: ``discover`` (which node serves which client; in round 1 it waits for the
 clients to start), ``select`` (sampling, dropout, instructions), ``first_reply`` and
@@ -25,17 +26,19 @@ server's evaluation), ``federated_eval``, ``checkpoint``.
 
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 
 import psutil
 from flwr.client import Client, NumPyClient
-from flwr.common import Code, FitIns, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import FitIns, FitRes
 
 from fedimb.app import IMPORTED_AT
+from fedimb.core import payload
 
 PREFIX = "timing."
-CLIENT_PHASES = ("start", "imports", "data", "model", "unpack", "train", "pack")
+CLIENT_PHASES = ("start", "imports", "data", "model", "train", "serialise")
 
 _startup: dict[str, float] | None = None
 _in_server_process = False
@@ -66,8 +69,8 @@ def take_startup() -> dict[str, float]:
     return startup or {"start": 0.0, "imports": 0.0}
 
 
-class ClientClock:
-    """Seconds per phase of one client's message."""
+class PhaseClock:
+    """Seconds per named phase (one client's message, or one round of the server loop)."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
@@ -85,13 +88,19 @@ class ClientClock:
 
 
 class TimedClient(Client):
-    """A method's NumPyClient as a Flower Client whose fit reports its phases; the
-    conversion to and from Flower's wire format is Flower's own (NumPyClient's wrapper)."""
+    """A method's NumPyClient as the Flower client every runtime runs (Flower's own
+    NumPyClient wrapper converts the parameters), its fit reporting the phases of ``clock``."""
 
-    def __init__(self, numpy_client: NumPyClient, clock: ClientClock):
-        self.numpy_client = numpy_client
-        self.inner = numpy_client.to_client()
+    def __init__(self, numpy_client: NumPyClient, clock: PhaseClock):
         self.clock = clock
+        method_fit = numpy_client.fit
+
+        def timed_fit(parameters, config):
+            with clock.phase("train"):
+                return method_fit(parameters, config)
+
+        numpy_client.fit = timed_fit  # what Flower's wrapper calls; the class's fit stays the method's
+        self.inner = numpy_client.to_client()
 
     def get_properties(self, ins):
         return self.inner.get_properties(ins)
@@ -104,20 +113,18 @@ class TimedClient(Client):
 
     def fit(self, ins: FitIns) -> FitRes:
         self.clock.seconds.update(take_startup())
-        with self.clock.phase("unpack"):
-            arrays = parameters_to_ndarrays(ins.parameters)
-        with self.clock.phase("train"):
-            weights, num_examples, metrics = self.numpy_client.fit(arrays, ins.config)
-        if not (isinstance(weights, list) and isinstance(num_examples, int) and isinstance(metrics, dict)):
-            raise TypeError("a client's fit must return (list of arrays, int, dict)")
-        with self.clock.phase("pack"):
-            parameters = ndarrays_to_parameters(weights)
-        return FitRes(Status(Code.OK, "Success"), parameters, num_examples, {**metrics, **self.clock.metrics()})
+        with self.clock.phase("serialise"):
+            res = self.inner.fit(ins)
+        self.clock.seconds["serialise"] -= self.clock.seconds.get("train", 0.0)
+        res.metrics.update(self.clock.metrics())
+        return res
 
 
 def split_client_timing(metrics: dict) -> tuple[dict, dict[str, float]]:
-    """A client's fit metrics without its ``timing.*`` entries, and those entries by phase."""
-    timing = {k[len(PREFIX):]: float(v) for k, v in metrics.items() if k.startswith(PREFIX)}
+    """A client's fit metrics without its ``timing.*`` entries, and those entries by phase
+    (a value that is not a finite number of seconds is dropped: timings never fail a round)."""
+    timing = {k[len(PREFIX):]: v for k, v in payload.scalars(metrics).items()
+              if k.startswith(PREFIX) and math.isfinite(v) and v >= 0}
     return {k: v for k, v in metrics.items() if not k.startswith(PREFIX)}, timing
 
 

@@ -11,23 +11,10 @@ from flwr.server import Server, SimpleClientManager
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
-from fedimb.app import checkpoint, faults
+from fedimb.app import checkpoint, faults, phases
 from fedimb.core import events
 
 logger = logging.getLogger(__name__)
-
-
-class _Stopwatch:
-    """Seconds between successive laps, by the name of the phase each lap ends."""
-
-    def __init__(self):
-        self.last = time.perf_counter()
-        self.seconds: dict[str, float] = {}
-
-    def lap(self, phase: str) -> None:
-        now = time.perf_counter()
-        self.seconds[phase] = now - self.last
-        self.last = now
 
 
 class FedImbServer(Server):
@@ -74,27 +61,27 @@ class FedImbServer(Server):
         test that drives a federation round by round) runs rounds through here. The event's
         ``timing`` adds the loop's own phases to the strategy's (:mod:`fedimb.app.phases`)."""
         round_start = time.perf_counter()
-        clock = _Stopwatch()
+        clock = phases.PhaseClock()
         faults.server_fault(self.strategy.run.cfg, server_round)
         self.strategy.begin_round(server_round)
-        res_fit = self.fit_round(server_round=server_round, timeout=timeout)
+        with clock.phase("fit"):
+            res_fit = self.fit_round(server_round=server_round, timeout=timeout)
         if res_fit is not None:
             parameters, fit_metrics, _ = res_fit
             if parameters is not None:
                 self.parameters = parameters
             self.history.add_metrics_distributed_fit(server_round=server_round, metrics=fit_metrics)
-        clock.lap("fit")
-        ended = self.strategy.end_round(server_round)
+        with clock.phase("end_round"):
+            ended = self.strategy.end_round(server_round)
         if ended is not None:
             self.parameters = ended
-        clock.lap("end_round")
-        self._evaluate_centrally(server_round)
-        clock.lap("test")
-        res_fed = self.evaluate_round(server_round=server_round, timeout=timeout)
+        with clock.phase("test"):
+            self._evaluate_centrally(server_round)
+        with clock.phase("federated_eval"):
+            res_fed = self.evaluate_round(server_round=server_round, timeout=timeout)
         if res_fed is not None and res_fed[0] is not None:
             self.history.add_loss_distributed(server_round=server_round, loss=res_fed[0])
             self.history.add_metrics_distributed(server_round=server_round, metrics=res_fed[1])
-        clock.lap("federated_eval")
         now = time.perf_counter()
         record = self.strategy.round_record()
         timing = {**record.get("timing", {}), **clock.seconds}
