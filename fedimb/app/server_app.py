@@ -6,8 +6,11 @@ import logging
 
 from flwr.app import Context
 from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+from flwr.server.compat import start_grid
+from flwr.serverapp import Grid
 
 from fedimb.app import components, transport
+from fedimb.app.prompt_grid import PromptGrid
 from fedimb.app.round_loop import FedImbServer
 from fedimb.app.run_context import ServerRun
 from fedimb.core import events
@@ -36,4 +39,11 @@ def server_fn(context: Context) -> ServerAppComponents:
     )
 
 
-app = ServerApp(server_fn=server_fn)
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Flower's compatibility loop (``start_grid``) over :class:`PromptGrid`."""
+    parts = server_fn(context)
+    start_grid(grid=PromptGrid(grid), server=parts.server, config=parts.config)

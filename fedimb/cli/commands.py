@@ -6,6 +6,8 @@
 - ``fedimb local-federation``: start a SuperLink and N SuperNodes on this machine, run
   one experiment against them through the front end (``runtime=deployment``), stop them.
 - ``fedimb report``: one comparison table and accuracy plot over run and sweep folders.
+- ``fedimb supernode``: ``flower-supernode`` with a warm ClientApp launcher
+  (:mod:`fedimb.cli.node_worker`).
 - ``fedimb diagnose``: the label imbalance of a data set + partition, and which methods
   target it.
 """
@@ -18,7 +20,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fedimb.cli.launch import FLWR_BASE
 
 
 def certs_main(argv: list[str]) -> int:
@@ -75,6 +76,8 @@ def local_federation_main(argv: list[str]) -> int:
     args, overrides = parser.parse_known_args(argv)
     if args.nodes < 1:
         parser.error("--nodes must be >= 1")
+    from fedimb.cli.launch import FLWR_BASE
+
     FLWR_BASE.mkdir(parents=True, exist_ok=True)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="local-federation-", dir=FLWR_BASE))
     with LocalFederation(workdir, args.nodes, secure=args.secure) as federation:
@@ -168,7 +171,13 @@ def diagnose_main(argv: list[str]) -> int:
     return 0
 
 
+def supernode_main(argv: list[str]) -> int:
+    from fedimb.cli.node_worker import supernode_main as start
+
+    return start(argv)
+
+
 SUBCOMMANDS = {
     "certs": certs_main, "local-federation": local_federation_main, "resume": resume_main, "report": report_main,
-    "diagnose": diagnose_main,
+    "diagnose": diagnose_main, "supernode": supernode_main,
 }

@@ -83,13 +83,13 @@ def test_server_entrypoint_is_the_native_superlink_command():
 @pytest.mark.parametrize("name", ["Dockerfile.edge", "Dockerfile.jetson"])
 def test_edge_entrypoint_is_the_native_supernode_command(name):
     command = _entrypoint(DOCKER / name)
-    assert command == ["flower-supernode", "--port", "9094"]
+    assert command == ["fedimb", "supernode", "--port", "9094"]  # flower-supernode with its warm launcher
     # compose adds the rest; together they are the native arguments
     node = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["supernode-0"]
     native = supernode_arguments("superlink:9093", 9094, {"partition-id": 0, "num-partitions": 3},
                                  ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key",
                                   "/certs/node-0"])
-    assert sorted(flags(command[1:] + node["command"])) == sorted(flags(native))
+    assert sorted(flags(command[2:] + node["command"])) == sorted(flags(native))
 
 
 def test_compose_starts_a_secure_federation():

@@ -1,0 +1,160 @@
+"""A warm ClientApp launcher for one SuperNode, and ``fedimb supernode``, which starts both.
+
+Flower's SuperNode hands each message to a fresh ``flwr-clientapp`` process, which pays
+Python, Flower and torch before it trains (about 2.5 s on 2 cores, several times that on
+a Raspberry Pi). Started with ``--isolation process``, the SuperNode leaves the launching
+to this worker instead: it has imported torch and Flower once and forks for each message;
+the fork runs Flower's own ``run_clientapp`` with the task's token, so every message is
+still served by a process of its own, as with Flower's launcher, only without the
+imports. The app's own packages (fedimb, strategies, clients) are not imported here: each
+fork loads them from the message's FAB, as ``flwr-clientapp`` does.
+
+The worker talks only to its SuperNode's Runtime API on this machine (plain HTTP on the
+loopback interface, as Flower's own launcher does) and exits with its SuperNode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+#: imported once by the worker, so that no fork pays for them
+PRELOAD = ("torch", "numpy", "omegaconf", "psutil", "flwr.clientapp", "flwr.supernode.runtime.run_clientapp")
+#: the app's top-level packages (the FAB's): each fork imports them from its FAB
+APP_PACKAGES = ("fedimb", "strategies", "clients")
+
+
+def _forget_app_modules() -> None:
+    for name in [m for m in sys.modules if m.split(".")[0] in APP_PACKAGES]:
+        del sys.modules[name]
+
+
+def _run_task(address: str, token: str) -> None:
+    """In the fork: Flower's ClientApp process body for one task; never returns."""
+    code = 1
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        _forget_app_modules()
+        from flwr.supernode.runtime.run_clientapp import run_clientapp
+
+        run_clientapp(runtime_api_address=address, token=token, insecure=True, parent_pid=os.getppid())
+        code = 0
+    except SystemExit as done:  # Flower ends the process with sys.exit
+        code = done.code if isinstance(done.code, int) else 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _reap(children: dict[int, int]) -> None:
+    """Forget the ClientApp processes that ended (``children``: pid -> task id); a
+    failed one is logged here, its reason is in the SuperNode's log and the server's."""
+    for pid, task in list(children.items()):
+        try:
+            finished, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            finished, status = pid, 0
+        if finished:
+            del children[pid]
+            code = os.waitstatus_to_exitcode(status)
+            if code != 0:
+                print(f"task {task}: ClientApp process {pid} exited with code {code}", flush=True)
+
+
+def serve(address: str, node_pid: int | None, poll_interval: float) -> None:
+    """Acquire the SuperNode's ClientApp tasks and fork one process per task."""
+    for module in PRELOAD:
+        importlib.import_module(module)
+    from flwr.proto.runtime_pb2 import AcquireTaskRequest  # pylint: disable=no-name-in-module
+    from flwr.supercore.app_utils import start_parent_process_monitor
+    from flwr.supercore.constant import TaskType
+    from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
+    from flwr.supercore.retry import make_simple_http_retry_invoker
+    from flwr.supercore.runtime import RuntimeHttpClient
+
+    if node_pid is not None:
+        start_parent_process_monitor(node_pid)  # the SuperNode gone: SIGINT ends this loop
+    client = RuntimeHttpClient.from_server_address(
+        server_address=address, insecure=True, root_certificates=None,
+        interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
+        retry_invoker=make_simple_http_retry_invoker(),
+    )
+    request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP.value])
+    children: dict[int, int] = {}
+    print(f"fedimb node worker {os.getpid()}: serving ClientApp tasks of {address}", flush=True)
+    try:
+        while True:
+            _reap(children)
+            reply = client.AcquireTask(request)
+            if reply.HasField("task") and reply.token:
+                pid = os.fork()
+                if pid == 0:
+                    _run_task(address, reply.token)
+                children[pid] = reply.task.task_id
+                print(f"task {reply.task.task_id}: ClientApp process {pid}", flush=True)
+            else:
+                time.sleep(poll_interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+def worker_arguments(runtime_api_address: str, node_pid: int) -> list[str]:
+    """The command that starts a SuperNode's worker."""
+    return [sys.executable, "-m", "fedimb.cli.node_worker",
+            "--runtime-api-address", runtime_api_address, "--node-pid", str(node_pid)]
+
+
+def _option(argv: list[str], name: str, default: str) -> str:
+    """The value of ``--name value`` or ``--name=value`` in ``argv``."""
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def supernode_main(argv: list[str]) -> int:
+    """``fedimb supernode ARGS``: ``flower-supernode ARGS --isolation process`` with this
+    node's worker. The worker starts first, watching this process, which then becomes
+    the SuperNode (exec): signals reach the SuperNode directly, the worker follows it."""
+    from fedimb.cli.processes import executable
+    from fedimb.core.errors import ConfigError
+
+    if any(arg == "--isolation" or arg.startswith("--isolation=") for arg in argv):
+        raise ConfigError("--isolation is set by fedimb supernode (process, with its worker); "
+                         "run flower-supernode itself for another isolation mode")
+    if any(arg.startswith("--ssl-") for arg in argv):
+        raise ConfigError("the worker reaches the Runtime API over the loopback interface "
+                         "without TLS; run flower-supernode itself to serve it with --ssl-*")
+    host = _option(argv, "--host", "127.0.0.1")
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
+    port = _option(argv, "--port", "9094")
+    node = executable("flower-supernode")
+    subprocess.Popen(worker_arguments(f"{host}:{port}", os.getpid()))
+    os.execv(node, [node, *argv, "--isolation", "process"])
+    return 1  # not reached
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fedimb node-worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--runtime-api-address", default="127.0.0.1:9094",
+                        help="the SuperNode's Runtime API (its --host and --port)")
+    parser.add_argument("--node-pid", type=int, default=None, help="exit when this process (the SuperNode) exits")
+    parser.add_argument("--poll-interval", type=float, default=0.25, help="seconds between polls for a task")
+    args = parser.parse_args(argv)
+    serve(args.runtime_api_address, args.node_pid, args.poll_interval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""PromptGrid: Flower's send-and-receive contract over the run's Grid, checked often."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from fedimb.app.prompt_grid import PromptGrid
+from fedimb.cli.node_worker import supernode_main
+from fedimb.core.errors import ConfigError
+
+
+class SlowGrid:
+    """Replies to message i become available after ``ready[i]`` pulls."""
+
+    def __init__(self, ready: dict[str, int]):
+        self.ready = ready
+        self.pulls = 0
+        self.pushed: list = []
+
+    def push_messages(self, messages):
+        self.pushed += list(messages)
+        return list(self.ready)
+
+    def pull_messages(self, ids):
+        self.pulls += 1
+        due = [i for i in ids if self.ready[i] <= self.pulls]
+        return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i)) for i in due]
+
+
+def test_every_reply_comes_back_once_as_soon_as_it_is_there():
+    grid = SlowGrid({"a": 1, "b": 3, "c": 3})
+    started = time.monotonic()
+    replies = PromptGrid(grid, interval=0.01).send_and_receive(["m1", "m2", "m3"])
+    assert sorted(r.metadata.reply_to_message_id for r in replies) == ["a", "b", "c"]
+    assert grid.pushed == ["m1", "m2", "m3"]
+    assert grid.pulls == 3  # stops pulling once the last reply arrived
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_timeout_returns_the_replies_so_far():
+    grid = SlowGrid({"a": 1, "b": 10**9})
+    replies = PromptGrid(grid, interval=0.01).send_and_receive(["m1", "m2"], timeout=0.1)
+    assert [r.metadata.reply_to_message_id for r in replies] == ["a"]
+    assert 5 <= grid.pulls <= 15
+
+
+@pytest.mark.parametrize("args", [["--isolation", "subprocess"], ["--isolation=process"],
+                                  ["--ssl-certfile", "x.pem"]])
+def test_fedimb_supernode_refuses_what_its_worker_cannot_serve(args):
+    with pytest.raises(ConfigError):
+        supernode_main(["--insecure", "--superlink", "127.0.0.1:9092", *args])
