@@ -27,6 +27,7 @@ from fedimb.cli.processes import (
     flower_env,
     flwr_home,
     flwr_run,
+    ray_cluster_configured,
     write_connection,
 )
 from fedimb.cli.preflight import preflight
@@ -93,6 +94,8 @@ def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
     env = flower_env(home)
     if cfg.runtime.get("ray_address"):
         env["RAY_ADDRESS"] = str(cfg.runtime.ray_address)
+    elif not ray_cluster_configured(env):
+        env["RAY_ADDRESS"] = "local"  # a private Ray, never a cluster a stale record names
     return env
 
 
@@ -112,16 +115,15 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     runtime = cfg.runtime
     try:
         if runtime.name == "simulation":
-            with (
-                flwr_home(None, base=FLWR_BASE) as (home, connection),
-                SuperLink(run_dir / "superlink.log", simulation=True, env=simulation_env(cfg, home)) as superlink,
-            ):
-                superlink.wait_ready()
-                write_connection(home, connection, superlink.address)
-                code = flwr_run(
-                    stage_app(home / "app"), connection, home, run_config=run_config,
-                    federation_config=federation_config(cfg), on_line=recorder.feed,
-                )
+            with flwr_home(None, base=FLWR_BASE) as (home, connection):
+                env = simulation_env(cfg, home)
+                with SuperLink(run_dir / "superlink.log", simulation=True, env=env) as superlink:
+                    superlink.wait_ready()
+                    write_connection(home, connection, superlink.address)
+                    code = flwr_run(
+                        stage_app(home / "app"), connection, home, run_config=run_config,
+                        federation_config=federation_config(cfg), on_line=recorder.feed,
+                    )
         elif runtime.name == "in_process":
             code = run_in_process(cfg, recorder.feed, strategy)
         else:

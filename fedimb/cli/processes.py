@@ -175,6 +175,21 @@ class SuperLink(ManagedProcess):
         raise FederationError(f"flower-superlink did not become ready within {timeout:.0f}s; see {self.log_path}")
 
 
+def ray_cluster_configured(env: Mapping[str, str]) -> bool:
+    """Whether a simulation's ``ray.init`` would join a cluster already: ``RAY_ADDRESS``,
+    or a live cluster that a ``ray start`` on this machine recorded (Ray's default
+    look-up; a record left by a cluster that is gone does not count)."""
+    if env.get("RAY_ADDRESS"):
+        return True
+    record = Path(env.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    try:
+        host, port = record.read_text().strip().rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 class SuperNode(ManagedProcess):
     """A ``flower-supernode`` serving one partition; ``warm`` (the default) launches its
     ClientApps from :mod:`fedimb.cli.node_worker` instead of a fresh process each."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -140,6 +142,23 @@ def test_ray_address_reaches_the_simulation_as_ray_address(tmp_path, monkeypatch
     from fedimb.cli.launch import simulation_env
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    assert "RAY_ADDRESS" not in simulation_env(config.compose([]), tmp_path)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no cluster recorded by a `ray start`
+    assert simulation_env(config.compose([]), tmp_path)["RAY_ADDRESS"] == "local"
     env = simulation_env(config.compose(["runtime.ray_address=10.0.0.5:6379"]), tmp_path)
     assert env["RAY_ADDRESS"] == "10.0.0.5:6379" and env["FLWR_HOME"] == str(tmp_path)
+
+
+def test_a_ray_cluster_counts_only_when_named_or_alive(tmp_path):
+    from fedimb.cli.processes import ray_cluster_configured
+
+    assert ray_cluster_configured({"RAY_ADDRESS": "10.0.0.5:6379"})
+    record = tmp_path / "ray" / "ray_current_cluster"
+    assert not ray_cluster_configured({"RAY_TMPDIR": str(tmp_path)})
+    record.parent.mkdir()
+    record.write_text("127.0.0.1:9")  # a cluster that is gone: nothing listens there
+    assert not ray_cluster_configured({"RAY_TMPDIR": str(tmp_path)})
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        record.write_text(f"127.0.0.1:{listening.getsockname()[1]}")
+        assert ray_cluster_configured({"RAY_TMPDIR": str(tmp_path)})
