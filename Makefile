@@ -31,7 +31,7 @@ test-deployment: install
 test-faults: install
 	$(BIN)/python -m pytest -m fault_matrix tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
 
-# performance tables in results/perf (about 1.5 h on 2 cores); the accuracy tables are
+# performance tables in results/perf (about 1.75 h on 2 cores); the accuracy tables are
 # bash benchmarks/accuracy/run.sh (about a day)
 bench: install
 	$(BIN)/python benchmarks/perf/fedavg_loop.py
@@ -39,6 +39,9 @@ bench: install
 	$(BIN)/python benchmarks/perf/scale.py
 	$(BIN)/python benchmarks/perf/deployment.py --nodes 3,10
 	$(BIN)/python benchmarks/perf/process_start.py
+	$(BIN)/python benchmarks/perf/startup.py --repeats 3
+	$(BIN)/python benchmarks/perf/breakdown.py --runtimes in_process,simulation,deployment --clients 3
+	$(BIN)/python benchmarks/perf/breakdown.py --runtimes deployment --clients 10 --out results/perf/breakdown10
 
 clean:
 	rm -rf .flwr outputs multirun results

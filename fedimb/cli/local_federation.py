@@ -1,4 +1,5 @@
-"""A SuperLink and N SuperNodes as native processes on this machine.
+"""A SuperLink and N SuperNodes as native processes on this machine (each SuperNode with
+its warm ClientApp launcher, :mod:`fedimb.cli.node_worker`).
 
 Used by ``fedimb local-federation`` (an experiment against real Flower processes in one
 command), by the deployment tests, and by benchmarks. With ``secure=True`` the SuperLink
