@@ -9,3 +9,7 @@ from strategies.base import BaseStrategy, PersonalEvaluation
 
 class FedAvgStrategy(PersonalEvaluation, BaseStrategy):
     """Server side of FedAvg."""
+
+    #: the next round starts from the aggregate alone, so its clients need not wait for
+    #: this round's test (without personal evaluation, see the round loop)
+    evaluation_overlaps_next_round = True

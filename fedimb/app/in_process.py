@@ -190,8 +190,8 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
     with _server_output_to(_LineWriter(on_line, sys.stdout)):
         try:
             # one client at a time: the clients of a process share one model object
-            server = FedImbServer(strategy, max_workers=1) if strategy is not None else \
-                build_server(run_config, max_workers=1)
+            server = FedImbServer(strategy, max_workers=1, overlap_evaluation=False) if strategy is not None else \
+                build_server(run_config, max_workers=1, overlap_evaluation=False)
         except Exception:  # build_server has reported it
             return 1
         run_cfg = transport.from_run_config(run_config)

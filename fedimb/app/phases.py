@@ -21,7 +21,8 @@ Server phases: ``discover`` (which node serves which client; in round 1 it waits
 clients to start), ``select`` (sampling, dropout, instructions), ``first_reply`` and
 ``last_reply`` (from the instructions to the first and the last reply), ``aggregate``
 (checks and aggregation), ``fit`` (all of the above), ``end_round``, ``test`` (the
-server's evaluation), ``federated_eval``, ``checkpoint``.
+server's evaluation; for FedAvg-like methods outside ``in_process``, while the next
+round's clients train), ``federated_eval``, ``checkpoint``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from fedimb.core import events
 logger = logging.getLogger(__name__)
 
 
-def build_server(run_config, max_workers: int | None = None) -> FedImbServer:
+def build_server(run_config, max_workers: int | None = None, overlap_evaluation: bool = True) -> FedImbServer:
     """The run's server with its method's strategy; a failure is reported as one line
     to the front end, then raised. By default one worker per client (at most 256)."""
     try:
@@ -27,7 +27,8 @@ def build_server(run_config, max_workers: int | None = None) -> FedImbServer:
     except Exception as err:
         events.emit_error(err)
         raise
-    return FedImbServer(strategy, max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256))
+    return FedImbServer(strategy, max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256),
+                        overlap_evaluation=overlap_evaluation)
 
 
 def server_fn(context: Context) -> ServerAppComponents:

@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 
 
-
 def certs_main(argv: list[str]) -> int:
     from fedimb.cli.local_federation import register_node
     from fedimb.cli.security import make_certificates, make_node_keys
@@ -172,6 +171,7 @@ def diagnose_main(argv: list[str]) -> int:
 
 
 def supernode_main(argv: list[str]) -> int:
+    """flower-supernode ARGS with a warm ClientApp launcher (fedimb.cli.node_worker)."""
     from fedimb.cli.node_worker import supernode_main as start
 
     return start(argv)

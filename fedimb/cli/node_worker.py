@@ -92,19 +92,31 @@ def serve(address: str, node_pid: int | None, poll_interval: float) -> None:
     try:
         while True:
             _reap(children)
-            reply = client.AcquireTask(request)
-            if reply.HasField("task") and reply.token:
-                pid = os.fork()
-                if pid == 0:
-                    _run_task(address, reply.token)
-                children[pid] = reply.task.task_id
-                print(f"task {reply.task.task_id}: ClientApp process {pid}", flush=True)
-            else:
+            if not launch_next_task(client, request, address, children):
                 time.sleep(poll_interval)
     except KeyboardInterrupt:
         pass
     finally:
         client.close()
+
+
+def launch_next_task(client, request, address: str, children: dict[int, int]) -> bool:
+    """Fork a ClientApp process for the SuperNode's next task, if there is one. A failure
+    (the Runtime API not answering, no memory to fork) is logged in one line and the
+    worker goes on: the task's token expires and Flower reports the message as failed."""
+    try:
+        reply = client.AcquireTask(request)
+        if not (reply.HasField("task") and reply.token):
+            return False
+        pid = os.fork()
+    except Exception as err:  # noqa: BLE001 - a worker that stops would silence its node
+        print(f"fedimb node worker: {type(err).__name__}: {err}", flush=True)
+        return False
+    if pid == 0:
+        _run_task(address, reply.token)
+    children[pid] = reply.task.task_id
+    print(f"task {reply.task.task_id}: ClientApp process {pid}", flush=True)
+    return True
 
 
 def worker_arguments(runtime_api_address: str, node_pid: int) -> list[str]:

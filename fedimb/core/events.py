@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import threading
 from typing import Any
 
 TAG = "FEDIMB-EVENT "
@@ -30,8 +32,16 @@ def format_event(event: str, **fields: Any) -> str:
     return TAG + json.dumps(_clean({"event": event, **fields}), separators=(",", ":"))
 
 
+_WRITE = threading.Lock()
+
+
 def emit(event: str, **fields: Any) -> None:
-    print(format_event(event, **fields), flush=True)
+    """One line on stdout, written at once (a round's event may come from the round
+    loop's background thread while other threads log)."""
+    line = format_event(event, **fields) + "\n"
+    with _WRITE:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def emit_error(err: BaseException) -> None:

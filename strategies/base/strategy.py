@@ -50,6 +50,10 @@ class BaseStrategy(UpdateChecks, Strategy):
 
     #: whether the strategy scores personal models (:class:`strategies.base.PersonalEvaluation`)
     personal_evaluation = False
+    #: whether round t's central test may run while round t+1 trains (the round loop
+    #: then tests in the background, :meth:`detached_evaluation`): only where the next
+    #: round does not depend on the test and the test touches nothing but its round's log
+    evaluation_overlaps_next_round = False
     #: rules for the method's strategy settings (``method.strategy``), by name, e.g.
     #: ``{"weighting": one_of("uniform", "samples")}``; checked with the configuration
     setting_rules: dict = {}
@@ -305,9 +309,31 @@ class BaseStrategy(UpdateChecks, Strategy):
         """Accuracy, macro-F1, per-class recall and loss on the balanced test set."""
         if not self.should_evaluate(server_round):
             return None
-        result = self.run.evaluate(self.evaluation_weights(parameters))
-        self.round_log.test = result
-        return float(result["loss"]), {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"]}
+        return self._test(self.round_log, self.evaluation_weights(parameters))
+
+    def _test(self, log: RoundLog, weights: list[np.ndarray]) -> tuple[float, dict[str, Scalar]]:
+        log.test = self.run.evaluate(weights)
+        return float(log.test["loss"]), {"accuracy": log.test["accuracy"], "macro_f1": log.test["macro_f1"]}
+
+    def evaluation_may_overlap(self) -> bool:
+        """Whether this run may test round t while round t+1 trains: the method allows it
+        and no federated evaluation of personal models follows the test."""
+        personal = self.run.cfg.evaluation.get("personal") or getattr(self, "ensemble_global_test", False)
+        return self.evaluation_overlaps_next_round and not personal
+
+    def detached_evaluation(self, server_round: int, parameters: Parameters):
+        """:meth:`evaluate` and :meth:`round_record` of this round as a function to call
+        later, from another thread, after :meth:`begin_round` of the next round: what they
+        read (the round's log, the weights to test) is captured now. The function returns
+        the round's record and ``evaluate``'s result (None where the round is not tested)."""
+        log = self.round_log
+        weights = self.evaluation_weights(parameters) if self.should_evaluate(server_round) else None
+
+        def finish() -> tuple[dict[str, Any], tuple[float, dict[str, Scalar]] | None]:
+            result = None if weights is None else self._test(log, weights)
+            return log.to_record(), result
+
+        return finish
 
     def evaluation_weights(self, parameters: Parameters) -> list[np.ndarray]:
         """The weights of the model the server tests (override for composite models)."""

@@ -1,4 +1,5 @@
-"""PromptGrid: Flower's send-and-receive contract over the run's Grid, checked often."""
+"""The deployed path: PromptGrid (Flower's send-and-receive contract, checked often) and
+the SuperNode's warm launcher (fedimb supernode, its worker loop)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ def test_a_timeout_returns_the_replies_so_far():
 def test_fedimb_supernode_refuses_what_its_worker_cannot_serve(args):
     with pytest.raises(ConfigError):
         supernode_main(["--insecure", "--superlink", "127.0.0.1:9092", *args])
+
+
+def test_the_node_worker_goes_on_when_its_runtime_api_fails(capsys):
+    from fedimb.cli.node_worker import launch_next_task
+
+    class Failing:
+        def AcquireTask(self, request):  # noqa: N802 - Flower's name
+            raise ConnectionError("runtime API unreachable")
+
+    class Idle:
+        def AcquireTask(self, request):  # noqa: N802
+            return SimpleNamespace(HasField=lambda name: False, token="")
+
+    children: dict[int, int] = {}
+    assert not launch_next_task(Failing(), None, "127.0.0.1:9", children)
+    assert "ConnectionError: runtime API unreachable" in capsys.readouterr().out
+    assert not launch_next_task(Idle(), None, "127.0.0.1:9", children)
+    assert children == {}
