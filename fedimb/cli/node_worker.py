@@ -70,17 +70,18 @@ def _reap(children: dict[int, int]) -> None:
 
 def serve(address: str, node_pid: int | None, poll_interval: float) -> None:
     """Acquire the SuperNode's ClientApp tasks and fork one process per task."""
+    from flwr.supercore.app_utils import start_parent_process_monitor
+
+    if node_pid is not None:
+        start_parent_process_monitor(node_pid)  # the SuperNode gone: SIGINT ends this loop
     for module in PRELOAD:
         importlib.import_module(module)
     from flwr.proto.runtime_pb2 import AcquireTaskRequest  # pylint: disable=no-name-in-module
-    from flwr.supercore.app_utils import start_parent_process_monitor
     from flwr.supercore.constant import TaskType
     from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
     from flwr.supercore.retry import make_simple_http_retry_invoker
     from flwr.supercore.runtime import RuntimeHttpClient
 
-    if node_pid is not None:
-        start_parent_process_monitor(node_pid)  # the SuperNode gone: SIGINT ends this loop
     client = RuntimeHttpClient.from_server_address(
         server_address=address, insecure=True, root_certificates=None,
         interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
@@ -164,7 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-pid", type=int, default=None, help="exit when this process (the SuperNode) exits")
     parser.add_argument("--poll-interval", type=float, default=0.25, help="seconds between polls for a task")
     args = parser.parse_args(argv)
-    serve(args.runtime_api_address, args.node_pid, args.poll_interval)
+    try:
+        serve(args.runtime_api_address, args.node_pid, args.poll_interval)
+    except KeyboardInterrupt:  # the SuperNode exited (or Ctrl-C) before the loop began
+        pass
     return 0
 
 
