@@ -143,6 +143,8 @@ def supernode_main(argv: list[str]) -> int:
     from fedimb.cli.processes import executable
     from fedimb.core.errors import ConfigError
 
+    if not hasattr(os, "fork"):
+        raise ConfigError("fedimb supernode forks its ClientApps, which this system cannot; run flower-supernode")
     if any(arg == "--isolation" or arg.startswith("--isolation=") for arg in argv):
         raise ConfigError("--isolation is set by fedimb supernode (process, with its worker); "
                          "run flower-supernode itself for another isolation mode")

@@ -191,12 +191,14 @@ def ray_cluster_configured(env: Mapping[str, str]) -> bool:
 
 
 class SuperNode(ManagedProcess):
-    """A ``flower-supernode`` serving one partition; ``warm`` (the default) launches its
-    ClientApps from :mod:`fedimb.cli.node_worker` instead of a fresh process each."""
+    """A ``flower-supernode`` serving one partition; ``warm`` (the default where the system
+    can fork) launches its ClientApps from :mod:`fedimb.cli.node_worker` instead of a
+    fresh process each."""
 
     def __init__(
         self, superlink: str, node_config: Mapping[str, object], log_path: Path, *,
-        env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",), warm: bool = True,
+        env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",),
+        warm: bool = hasattr(os, "fork"),
     ):
         self.port = free_port()
         env = env or flower_env()
