@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,6 +28,11 @@ def publish_in_readme(name: str, lines: list[str], readme: Path = REPO / "README
         raise SystemExit(f"README.md has no {begin} ... {end} block for this table")
     head, rest = text.split(begin, 1)
     readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])
+
+
+def machine() -> str:
+    """This machine in a table's caption: architecture and CPU count."""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs"
 
 
 def argument_parser(doc: str) -> argparse.ArgumentParser:

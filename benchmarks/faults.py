@@ -293,5 +293,6 @@ def main() -> None:
     if len(cells) == len(RUNTIMES) * len(FAULTS):  # the whole matrix
         publish_in_readme("fault-matrix", lines)
 
+
 if __name__ == "__main__":
     main()

@@ -13,7 +13,6 @@ Writes ``<out>/breakdown.md`` and ``.json``.
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 #: the rows of the table, in the order a round runs (client phases: mean over the clients / maximum)
@@ -123,8 +122,8 @@ def main() -> None:
         "# Where a round's time goes",
         "",
         f"FedAvg, `{' '.join(args.overrides)}`, {args.clients} clients (every client every round), 1 local epoch, "
-        f"{args.rounds} rounds, all processes on one machine ({platform.machine()}, "
-        f"{__import__('os').cpu_count()} CPUs). Client phases: mean over the clients / the slowest client.",
+        f"{args.rounds} rounds, all processes on one machine ({machine()}). "
+        "Client phases: mean over the clients / the slowest client.",
         "",
         *table(results),
         "",

@@ -11,7 +11,6 @@ read each round's wall time from the run's ``events.jsonl``. Writes
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
 from fedimb.cli.local_federation import LocalFederation  # noqa: E402
 
 
@@ -63,7 +62,7 @@ def main() -> None:
         "",
         f"FedAvg, `{' '.join(args.overrides)}`, 1 local epoch, every node every round, {args.rounds} rounds, "
         f"{'TLS + SuperNode authentication' if args.secure else 'insecure'}, all processes on one machine "
-        f"({platform.machine()}, {__import__('os').cpu_count()} CPUs).",
+        f"({machine()}).",
         "",
         "| SuperNodes | federation start (s) | round 1 (s) | rounds 2+ (s per round) | whole run (s) |",
         "|---|---|---|---|---|",

@@ -5,14 +5,16 @@ clients, mnist5k, 5 local epochs, Bernoulli dropout) unless overrides say otherw
 
     python benchmarks/perf/startup.py [--repeats 3] [--runtimes simulation,in_process] [overrides ...]
 
+For the simulation it also splits the wait into its steps, from the run folder: the run's
+``flwr.log`` stamps every line with the seconds since the front end began the run (as the
+lines arrive, in Flower's 0.5 s stream ticks) and ``metrics.csv`` holds round 1's phases.
+
 Writes ``<out>/startup.md`` and ``.json`` (median, min and max over the repeats).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -24,9 +26,23 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
+from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 MARKS = {"round 0": "round 0/", "round 1": "round 1/"}
+#: lines of a simulation's flwr.log that mark its steps
+FLWR_MARKS = {"submitted": "Using SuperLink", "simulation": "Starting Flower Simulation",
+              "server app": "Starting Flower ServerApp", "round 0": '{"event":"round","round":0,',
+              "round 1": '{"event":"round","round":1,'}
+STEPS = [
+    ("front end until the run begins (Python, Hydra, checks, data)", "front end"),
+    ("SuperLink started, `flwr run` submitted the app", "submitted"),
+    ("Flower starts the simulation process", "simulation"),
+    ("the ServerApp imported (torch) and its round-0 test", "server app"),
+    ("round 1, from the round-0 line to the round-1 line", "round 1 lines"),
+    ("... of which discovery (Ray, its actors, the client app's imports)", "discover"),
+    ("... of which training and aggregation", "round 1 fit"),
+]
 
 
 def time_once(runtime: str, overrides: list[str], out: Path) -> dict[str, float]:
@@ -46,7 +62,29 @@ def time_once(runtime: str, overrides: list[str], out: Path) -> dict[str, float]
     if proc.wait() != 0 or len(seen) < len(MARKS):
         raise SystemExit(f"{runtime}: the run failed:\n" + "\n".join(lines[-10:]))
     seen["exit"] = time.perf_counter() - started
+    if runtime == "simulation":
+        seen.update(simulation_steps(Path(lines[-1]), seen))
     return seen
+
+
+def simulation_steps(run_dir: Path, seen: dict[str, float]) -> dict[str, float]:
+    """Seconds per step of :data:`STEPS` in one simulation (its run folder)."""
+    stamps: dict[str, float] = {}
+    for line in (run_dir / "flwr.log").read_text(errors="replace").splitlines():
+        for name, text in FLWR_MARKS.items():
+            if name not in stamps and text in line:
+                stamps[name] = float(line[1:line.index("s]")])
+    phases = {row["metric"]: row["value"] for row in read_metrics_csv(run_dir / "metrics.csv")
+              if row["round"] == 1 and row["split"] == "time"}
+    return {
+        "front end": seen["round 0"] - stamps["round 0"],
+        "submitted": stamps["submitted"],
+        "simulation": stamps["simulation"] - stamps["submitted"],
+        "server app": stamps["round 0"] - stamps["simulation"],
+        "round 1 lines": stamps["round 1"] - stamps["round 0"],
+        "discover": phases["discover"],  # the server's own clock
+        "round 1 fit": phases["fit"] - phases["discover"],
+    }
 
 
 def main() -> None:
@@ -68,17 +106,28 @@ def main() -> None:
     lines = [
         "# From the command to the first result", "",
         f"`fedimb num_rounds=2` with {described}, {args.repeats} calls per runtime, median (min–max); "
-        f"{platform.machine()}, {os.cpu_count()} CPUs.", "",
+        f"{machine()}.", "",
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
         *("| " + " | ".join(row) + " |" for row in rows), "",
+        *step_table(results.get("simulation", {})),
         "Command: `python benchmarks/perf/startup.py " + " ".join(sys.argv[1:]) + "`",
     ]
     publish_table(args.out / "startup.md", lines)
     (args.out / "startup.json").write_text(json.dumps(results, indent=1))
 
 
-def _spread(values: list[float]) -> str:
-    return f"{np.median(values):.1f} ({min(values):.1f}–{max(values):.1f})"
+def step_table(times: dict[str, list[float]]) -> list[str]:
+    """The simulation's command-to-round-1 wait by step (empty without a simulation)."""
+    if "front end" not in times:
+        return []
+    rows = [f"| {label} | {_spread(times[key], 2)} |" for label, key in STEPS]
+    return ["Where the simulation's wait goes (s; the first five rows add up to the command-to-round-1 "
+            "time, give or take Flower's 0.5 s log ticks):", "", "| step | median (min–max) |", "|---|---|",
+            *rows, ""]
+
+
+def _spread(values: list[float], digits: int = 1) -> str:
+    return f"{np.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
 if __name__ == "__main__":

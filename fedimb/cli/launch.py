@@ -30,6 +30,7 @@ from fedimb.cli.processes import (
     ray_cluster_configured,
     write_connection,
 )
+from fedimb.cli.node_worker import APP_PACKAGES
 from fedimb.cli.preflight import preflight
 from fedimb.cli.run_folder import Echo, RunFolderError, RunRecorder, _echo, unwritable
 from fedimb.core.data import partition_summary
@@ -38,7 +39,7 @@ APP_DIR = Path(__file__).resolve().parents[2]
 FLWR_BASE = APP_DIR / ".flwr"
 
 
-APP_PARTS = ("pyproject.toml", "README.md", "fedimb", "strategies", "clients", "conf")
+APP_PARTS = ("pyproject.toml", "README.md", *APP_PACKAGES, "conf")
 
 
 def stage_app(dest: Path) -> Path:

@@ -1,8 +1,7 @@
 """A warm ClientApp launcher for one SuperNode, and ``fedimb supernode``, which starts both.
 
 Flower's SuperNode hands each message to a fresh ``flwr-clientapp`` process, which pays
-Python, Flower and torch before it trains (about 2.5 s on 2 cores, several times that on
-a Raspberry Pi). Started with ``--isolation process``, the SuperNode leaves the launching
+Python, Flower and torch before it trains (about 2 s on 2 cores, more on a Raspberry Pi). Started with ``--isolation process``, the SuperNode leaves the launching
 to this worker instead: it has imported torch and Flower once and forks for each message;
 the fork runs Flower's own ``run_clientapp`` with the task's token, so every message is
 still served by a process of its own, as with Flower's launcher, only without the
@@ -151,9 +150,11 @@ def supernode_main(argv: list[str]) -> int:
     if any(arg.startswith("--ssl-") for arg in argv):
         raise ConfigError("the worker reaches the Runtime API over the loopback interface "
                          "without TLS; run flower-supernode itself to serve it with --ssl-*")
-    host = _option(argv, "--host", "127.0.0.1")
+    from flwr.supercore.constant import SUPERNODE_UVICORN_DEFAULT_PORT, UVICORN_DEFAULT_HOST
+
+    host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
     host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
-    port = _option(argv, "--port", "9094")
+    port = _option(argv, "--port", str(SUPERNODE_UVICORN_DEFAULT_PORT))
     node = executable("flower-supernode")
     subprocess.Popen(worker_arguments(f"{host}:{port}", os.getpid()))
     os.execv(node, [node, *argv, "--isolation", "process"])
@@ -161,8 +162,10 @@ def supernode_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from flwr.supercore.constant import SUPERNODE_UVICORN_DEFAULT_PORT, UVICORN_DEFAULT_HOST
+
     parser = argparse.ArgumentParser(prog="fedimb node-worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--runtime-api-address", default="127.0.0.1:9094",
+    parser.add_argument("--runtime-api-address", default=f"{UVICORN_DEFAULT_HOST}:{SUPERNODE_UVICORN_DEFAULT_PORT}",
                         help="the SuperNode's Runtime API (its --host and --port)")
     parser.add_argument("--node-pid", type=int, default=None, help="exit when this process (the SuperNode) exits")
     parser.add_argument("--poll-interval", type=float, default=0.25, help="seconds between polls for a task")

@@ -319,7 +319,8 @@ class BaseStrategy(UpdateChecks, Strategy):
         """Whether this run may test round t while round t+1 trains: the method allows it
         and no federated evaluation of personal models follows the test."""
         personal = self.run.cfg.evaluation.get("personal") or getattr(self, "ensemble_global_test", False)
-        return self.evaluation_overlaps_next_round and not personal
+        own_test = type(self).evaluate is not BaseStrategy.evaluate  # the detached test is the base one
+        return self.evaluation_overlaps_next_round and not personal and not own_test
 
     def detached_evaluation(self, server_round: int, parameters: Parameters):
         """:meth:`evaluate` and :meth:`round_record` of this round as a function to call

@@ -43,9 +43,10 @@ def test_every_reply_comes_back_once_as_soon_as_it_is_there():
 
 def test_a_timeout_returns_the_replies_so_far():
     grid = SlowGrid({"a": 1, "b": 10**9})
+    started = time.monotonic()
     replies = PromptGrid(grid, interval=0.01).send_and_receive(["m1", "m2"], timeout=0.1)
     assert [r.metadata.reply_to_message_id for r in replies] == ["a"]
-    assert 5 <= grid.pulls <= 15
+    assert grid.pulls >= 2 and time.monotonic() - started < 1.0  # kept asking, then gave up at the deadline
 
 
 @pytest.mark.parametrize("args", [["--isolation", "subprocess"], ["--isolation=process"],
