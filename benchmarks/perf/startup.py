@@ -3,7 +3,10 @@ its round-0 line (the server's first evaluation: every process is up), to its ro
 (the target: the first round's result) and to its exit, for the default experiment (20
 clients, mnist5k, 5 local epochs, Bernoulli dropout) unless overrides say otherwise.
 
-    python benchmarks/perf/startup.py [--repeats 3] [--runtimes simulation,in_process] [overrides ...]
+    python benchmarks/perf/startup.py [--repeats 3] [--runtimes simulation,in_process,flower] [overrides ...]
+
+``flower`` is Flower's own floor (:mod:`flower_floor`): the simulation's launch with the
+same messages and no torch, data or training in them.
 
 For the simulation it also splits the wait into its steps, from the run folder: the run's
 ``flwr.log`` stamps every line with the seconds since the front end began the run (as the
@@ -30,6 +33,9 @@ from benchmarks.common import argument_parser, machine, publish_table  # noqa: E
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 MARKS = {"round 0": "round 0/", "round 1": "round 1/"}
+#: the "runtime" of :mod:`flower_floor`: Flower's launch with fedimb's messages and no work in them
+FLOOR = "flower"
+ROW_NAMES = {FLOOR: "Flower alone: simulation, the same messages, no work (`flower_floor.py`)"}
 #: lines of a simulation's flwr.log that mark its steps
 FLWR_MARKS = {"submitted": "Using SuperLink", "simulation": "Starting Flower Simulation",
               "server app": "Starting Flower ServerApp", "round 0": '{"event":"round","round":0,',
@@ -47,11 +53,12 @@ STEPS = [
 
 def time_once(runtime: str, overrides: list[str], out: Path) -> dict[str, float]:
     """Seconds from the command to each mark and to its exit."""
+    command = [sys.executable, "-m", "fedimb", f"runtime={runtime}", "num_rounds=2", *overrides, f"output.root={out}"]
+    if runtime == FLOOR:
+        nodes = next((o.split("=", 1)[1] for o in overrides if o.startswith("num_clients=")), "20")
+        command = [sys.executable, str(REPO / "benchmarks" / "perf" / "flower_floor.py"), "--nodes", nodes]
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fedimb", f"runtime={runtime}", "num_rounds=2", *overrides, f"output.root={out}"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: dict[str, float] = {}
     lines = []
     for line in proc.stdout:  # type: ignore[union-attr]
@@ -90,7 +97,7 @@ def simulation_steps(run_dir: Path, seen: dict[str, float]) -> dict[str, float]:
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--runtimes", default="simulation,in_process")
+    parser.add_argument("--runtimes", default=f"simulation,in_process,{FLOOR}")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
     args, overrides = parser.parse_known_args()
     results = {}
@@ -100,7 +107,7 @@ def main() -> None:
             results[runtime] = {mark: [run[mark] for run in runs] for mark in runs[0]}
             print(runtime, {mark: round(float(np.median(v)), 2) for mark, v in results[runtime].items()}, flush=True)
     header = ["runtime", "command to round 0 (s)", "command to round 1 (s)", "command to exit (s)"]
-    rows = [[runtime] + [_spread(times[mark]) for mark in ("round 0", "round 1", "exit")]
+    rows = [[ROW_NAMES.get(runtime, runtime)] + [_spread(times[mark]) for mark in ("round 0", "round 1", "exit")]
             for runtime, times in results.items()]
     described = " ".join(overrides) or "the defaults"
     lines = [

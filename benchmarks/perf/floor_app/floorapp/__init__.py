@@ -1,0 +1,1 @@
+"""A Flower App with fedimb's message pattern and no work: the start-up floor."""

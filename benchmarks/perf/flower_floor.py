@@ -1,0 +1,42 @@
+"""Flower's own start-up floor for a simulation: the same launch as ``fedimb`` (a SuperLink
+in simulation mode, ``flwr run --stream``, Ray, one actor per CPU) running
+``floor_app/``, a Flower App with fedimb's messages (a properties query to every node,
+then a small model to every node per round) and no work: no torch, no data, no model.
+Prints the App's ``round N/`` lines as they arrive; :mod:`startup` times it beside fedimb.
+
+    python benchmarks/perf/flower_floor.py [--nodes 20] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from fedimb.cli.processes import SuperLink, flower_env, flwr_home, flwr_run, write_connection  # noqa: E402
+
+APP = Path(__file__).resolve().parent / "floor_app"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as workdir, flwr_home(None, base=Path(workdir)) as (home, connection):
+        env = flower_env(home)
+        env["RAY_ADDRESS"] = "local"  # as fedimb's simulation_env: a private Ray
+        with SuperLink(Path(workdir) / "superlink.log", simulation=True, env=env) as superlink:
+            superlink.wait_ready()
+            write_connection(home, connection, superlink.address)
+            return flwr_run(APP, connection, home, run_config={"num-rounds": args.rounds},
+                            federation_config={"num-supernodes": args.nodes, "client-resources-num-cpus": 1},
+                            on_line=lambda line: print(line, flush=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
