@@ -17,6 +17,11 @@ Client phases, in the order they happen:
 - ``serialise``: the parameters from and to Flower's wire format (the time Flower's
   NumPyClient wrapper takes beyond the method's fit).
 
+Beside the phases each client reports ``peak_memory_mb``, its process's peak resident
+memory so far (what a device must have; absent in process, where the process is the
+server's). The round event keeps every replying client's values under
+``timing_by_client`` (by client id) beside the mean and maximum under ``timing``.
+
 Server phases: ``discover`` (which node serves which client; in round 1 it waits for the
 clients to start), ``select`` (sampling, dropout, instructions), ``first_reply`` and
 ``last_reply`` (from the instructions to the first and the last reply), ``aggregate``
@@ -28,6 +33,8 @@ round's clients train), ``federated_eval``, ``checkpoint``.
 from __future__ import annotations
 
 import math
+import resource
+import sys
 import time
 from contextlib import contextmanager
 
@@ -40,6 +47,8 @@ from fedimb.core import payload
 
 PREFIX = "timing."
 CLIENT_PHASES = ("start", "imports", "data", "model", "train", "serialise")
+#: what a client reports beside its phases (not seconds; summarised the same way)
+CLIENT_GAUGES = ("peak_memory_mb",)
 
 _startup: dict[str, float] | None = None
 _in_server_process = False
@@ -58,6 +67,13 @@ def in_server_process() -> None:
     the server's, not theirs."""
     global _in_server_process
     _in_server_process = True
+
+
+def peak_memory_mb() -> float:
+    """This process's peak resident memory (``ru_maxrss``: KiB on Linux, bytes on macOS).
+    A forked process starts from its parent's resident memory, so a warm launcher's
+    fork reports what it shares with the launcher too: what the device holds for it."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 def take_startup() -> dict[str, float]:
@@ -118,6 +134,8 @@ class TimedClient(Client):
             res = self.inner.fit(ins)
         self.clock.seconds["serialise"] -= self.clock.seconds.get("train", 0.0)
         res.metrics.update(self.clock.metrics())
+        if not _in_server_process:
+            res.metrics[PREFIX + "peak_memory_mb"] = peak_memory_mb()
         return res
 
 
@@ -132,7 +150,7 @@ def split_client_timing(metrics: dict) -> tuple[dict, dict[str, float]]:
 def summarise_clients(per_client: list[dict[str, float]]) -> dict[str, float]:
     """``client_<phase>`` (mean over the clients) and ``client_<phase>_max`` for each phase."""
     out: dict[str, float] = {}
-    for phase in CLIENT_PHASES:
+    for phase in (*CLIENT_PHASES, *CLIENT_GAUGES):
         values = [t[phase] for t in per_client if phase in t]
         if values:
             out[f"client_{phase}"] = sum(values) / len(values)

@@ -126,13 +126,16 @@ def worker_arguments(runtime_api_address: str, node_pid: int) -> list[str]:
 
 
 def _option(argv: list[str], name: str, default: str) -> str:
-    """The value of ``--name value`` or ``--name=value`` in ``argv``."""
+    """The value of ``--name value`` or ``--name=value`` in ``argv``; the last one where it
+    is given twice, as flower-supernode's parser takes it (an image's entry point names
+    ``--port``, its user may name another)."""
+    value = default
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return default
+            value = argv[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
 
 
 def supernode_main(argv: list[str]) -> int:

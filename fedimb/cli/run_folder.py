@@ -73,7 +73,7 @@ def _writes_run_folder(files: str):
 
 def _result_of(round_event: dict) -> dict:
     """A round's record without its timings, which say how long, not what."""
-    return {k: v for k, v in round_event.items() if k != "timing"}
+    return {k: v for k, v in round_event.items() if k not in ("timing", "timing_by_client")}
 
 
 class RunRecorder:

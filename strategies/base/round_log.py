@@ -51,7 +51,7 @@ class RoundLog:
     extra: dict[str, Any] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)  # the server's phases (seconds)
-    client_timing: list[dict[str, float]] = field(default_factory=list)  # each replying client's phases
+    client_timing: dict[int, dict[str, float]] = field(default_factory=dict)  # each replying client's phases
 
     @property
     def failures(self) -> int:
@@ -81,9 +81,11 @@ class RoundLog:
             "weight_diversity": self.weight_diversity,
             "train": self.client_metrics,
         })
-        timing = {**self.timing, **summarise_clients(self.client_timing)}
+        timing = {**self.timing, **summarise_clients(list(self.client_timing.values()))}
         if timing:
             record["timing"] = timing
+        if self.client_timing:
+            record["timing_by_client"] = {str(pid): t for pid, t in sorted(self.client_timing.items())}
         if self.extra:
             record["extra"] = self.extra
         if self.messages:

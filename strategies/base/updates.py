@@ -50,7 +50,7 @@ class UpdateChecks:
             pid = self.registry.partition_of(proxy)
             self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
             metrics, timing = split_client_timing(dict(res.metrics))  # a rejected client's time counts too
-            self.round_log.client_timing.append(timing)
+            self.round_log.client_timing[int(pid)] = timing
             try:
                 arrays = parameters_to_ndarrays(res.parameters)
             except Exception as err:

@@ -72,3 +72,12 @@ def test_the_node_worker_goes_on_when_its_runtime_api_fails(capsys):
     assert "ConnectionError: runtime API unreachable" in capsys.readouterr().out
     assert not launch_next_task(Idle(), None, "127.0.0.1:9", children)
     assert children == {}
+
+
+def test_the_worker_serves_the_port_flower_supernode_takes():
+    from fedimb.cli.node_worker import _option
+
+    # the edge image's entry point names --port 9094; a user's later --port wins, as in argparse
+    assert _option(["--port", "9094", "--superlink", "s:9092", "--port=9200"], "--port", "9094") == "9200"
+    assert _option(["--port", "9094", "--port", "9300"], "--port", "1") == "9300"
+    assert _option(["--superlink", "s:9092"], "--port", "9094") == "9094"

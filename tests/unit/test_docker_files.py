@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def test_the_three_images_exist():
 def test_dockerfile_is_pinned_and_runs_as_non_root(path):
     steps = instructions(path)
     assert steps[0][0] in ("FROM", "ARG")
-    base = next(rest for keyword, rest in steps if keyword == "FROM")
+    base = resolve_args(steps, next(rest for keyword, rest in steps if keyword == "FROM").split()[0])
     image, _, tag = base.partition(":")
     assert tag and tag != "latest" and re.search(r"\d", tag), f"{path.name}: base image {base} is not pinned"
     if path.name != "Dockerfile.jetson":  # Flower's official image, same Flower as pyproject.toml
@@ -58,6 +59,24 @@ def test_dockerfile_is_pinned_and_runs_as_non_root(path):
         if keyword == "RUN" and "pip install" in rest:
             for spec in re.findall(r'"([A-Za-z][\w.-]*)([=<>!~]=?[^"]*)?"', rest):
                 assert spec[1].startswith("=="), f"{path.name}: {spec[0]} is not pinned"
+
+
+def resolve_args(steps: list[tuple[str, str]], text: str) -> str:
+    """``text`` with ``${NAME}`` replaced by the defaults of the Dockerfile's ``ARG``s."""
+    defaults = dict(rest.split("=", 1) for keyword, rest in steps if keyword == "ARG" and "=" in rest)
+    return re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)].strip('"'), text)
+
+
+def test_edge_image_pins_torch_and_installs_pyprojects_dependencies():
+    steps = instructions(DOCKER / "Dockerfile.edge")
+    torch = resolve_args(steps, "${TORCH}").split()
+    assert [spec.split("==")[0] for spec in torch] == ["torch", "torchvision"]
+    assert all("==" in spec for spec in torch)
+    pyproject = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted = [re.sub(r"\[[^]]*\]", "", dep) for dep in pyproject if not dep.startswith("torch")]
+    listed = [line for line in (DOCKER / "edge-requirements.txt").read_text().splitlines()
+              if line and not line.startswith("#")]
+    assert listed == wanted  # the same ranges; Flower without its simulation extra (Ray)
 
 
 def _entrypoint(path: Path) -> list[str]:

@@ -27,9 +27,14 @@ def test_every_phase_of_a_round_is_timed_and_kept_out_of_the_client_metrics():
     assert timing["first_reply"] <= timing["last_reply"]
     assert timing["client_train_max"] >= timing["client_train"] > 0
     assert not [k for k in record["train"] if "timing" in k or k.startswith("client_")]
+    by_client = record["timing_by_client"]  # every replying client's own phases, by client id
+    assert sorted(by_client) == ["0", "1", "2"]
+    assert max(c["train"] for c in by_client.values()) == timing["client_train_max"]
+    assert "client_peak_memory_mb" not in timing  # in process the memory is the server's
 
 
-def test_a_timed_client_computes_what_flowers_wrapper_computes():
+def test_a_timed_client_computes_what_flowers_wrapper_computes(monkeypatch):
+    monkeypatch.setattr(phases, "_in_server_process", False)  # a client process of its own
     class Doubler:
         def fit(self, parameters, config):
             return [2 * a for a in parameters], 7, {"loss": 1.5}
@@ -50,6 +55,9 @@ def test_a_timed_client_computes_what_flowers_wrapper_computes():
     metrics, timing = phases.split_client_timing(timed.metrics)
     assert metrics == {"loss": 1.5}
     assert {"data", "train", "serialise"} <= set(timing)
+    import resource
+
+    assert 50 < timing["peak_memory_mb"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # torch is in
 
 
 def test_a_client_sending_nonsense_timings_loses_only_those():
@@ -60,5 +68,6 @@ def test_a_client_sending_nonsense_timings_loses_only_those():
 
 
 def test_client_phases_are_summarised_as_mean_and_maximum():
-    summary = phases.summarise_clients([{"train": 1.0, "data": 0.5}, {"train": 3.0}])
-    assert summary == {"client_data": 0.5, "client_data_max": 0.5, "client_train": 2.0, "client_train_max": 3.0}
+    summary = phases.summarise_clients([{"train": 1.0, "data": 0.5}, {"train": 3.0, "peak_memory_mb": 400.0}])
+    assert summary == {"client_data": 0.5, "client_data_max": 0.5, "client_train": 2.0, "client_train_max": 3.0,
+                       "client_peak_memory_mb": 400.0, "client_peak_memory_mb_max": 400.0}

@@ -1,0 +1,93 @@
+"""A local TLS federation in which some SuperNodes run from the edge image (under QEMU
+when the image's architecture is not the host's) beside native ones: the SuperLink and
+the native nodes are :class:`fedimb.cli.local_federation.LocalFederation`'s, a container
+node is started with the same ``flower-supernode`` arguments and the host's network, as
+on a device.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from edge.host import Engine
+from fedimb.cli.local_federation import LocalFederation
+from fedimb.cli.processes import ManagedProcess, flower_env, free_port, supernode_arguments
+
+#: the image's user (docker/Dockerfile.edge); a mounted key must be readable by it
+IMAGE_UID = 49999
+
+
+@dataclass
+class ContainerSpec:
+    """How one node runs from an image: which image and architecture, and host paths
+    mounted read-only at container paths (e.g. a device's data at /data/device.npz)."""
+
+    engine: Engine
+    image: str
+    arch: str
+    mounts: dict[Path, str] = field(default_factory=dict)
+
+
+class ContainerNode:
+    """``fedimb supernode`` (the image's entry point) in a container; stopped with
+    ``rm -f`` by name, so nothing survives a failed test."""
+
+    def __init__(self, spec: ContainerSpec, superlink: str, node_config, log_path: Path, node_args: list[str]):
+        self.engine = spec.engine
+        self.name = f"fedimb-edge-{uuid.uuid4().hex[:8]}"
+        self.port = free_port()  # the node's Runtime API, on the host's network
+        mounts = [a for host, inside in spec.mounts.items() for a in ("-v", f"{host}:{inside}:ro")]
+        args = spec.engine("run", "--rm", "--name", self.name, "--network", "host", "--platform", f"linux/{spec.arch}",
+                           *mounts, spec.image, *supernode_arguments(superlink, self.port, node_config, node_args))
+        self.process = ManagedProcess(args, log_path, flower_env())
+        self.log_path = log_path
+
+    def peak_memory_mb(self) -> float | None:
+        """The container's peak memory (all its processes; cgroup v1 or v2), while it runs."""
+        full_id = subprocess.run(self.engine("inspect", "--format", "{{.Id}}", self.name),
+                                 capture_output=True, text=True).stdout.strip()
+        for path in (f"/sys/fs/cgroup/memory/docker/{full_id}/memory.max_usage_in_bytes",
+                     f"/sys/fs/cgroup/system.slice/docker-{full_id}.scope/memory.peak"):
+            try:
+                return int(Path(path).read_text()) / 2**20
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def stop(self, grace: float = 10.0) -> None:
+        subprocess.run(self.engine("rm", "-f", self.name), capture_output=True)
+        self.process.stop(grace)
+
+
+@dataclass
+class EdgeFederation(LocalFederation):
+    """:class:`LocalFederation` (always secure here) whose nodes listed in ``containers``
+    run from an image; each gets its own copy of its key, readable by the image's user."""
+
+    containers: dict[int, ContainerSpec] = field(default_factory=dict)
+
+    def node_args(self, i: int) -> list[str]:
+        if i not in self.containers:
+            return super().node_args(i)
+        return ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key", f"/certs/node-{i}"]
+
+    def start_node(self, i: int):
+        spec = self.containers.get(i)
+        if spec is None:
+            return super().start_node(i)
+        certs = self.workdir / f"node{i}-certs"
+        certs.mkdir(exist_ok=True)
+        for name in ("ca.crt", f"node-{i}"):
+            shutil.copy2(self.certs / name, certs / name)
+            shutil.chown(certs / name, IMAGE_UID, IMAGE_UID)
+        spec = ContainerSpec(spec.engine, spec.image, spec.arch, {**spec.mounts, certs: "/certs"})
+        node = ContainerNode(spec, self.address, self.node_config(i), self.workdir / f"node{i}.log", self.node_args(i))
+        if i < len(self.nodes):
+            self.nodes[i] = node
+        else:
+            self.nodes.append(node)
+        return node
