@@ -4,7 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-deployment test-faults bench clean
+.PHONY: install run test test-fast test-deployment test-faults test-edge edge-image bench clean
+ARCH ?= arm64
 
 install: $(STAMP)
 
@@ -30,6 +31,17 @@ test-deployment: install
 # cells run in `make test`
 test-faults: install
 	$(BIN)/python -m pytest -m fault_matrix tests/integration/test_fault_matrix.py $(PYTEST_ARGS)
+
+# fedimb-edge:$(ARCH) (arm64 or amd64) from a Debian root and PyPI wheels, with the container
+# engine present; sets up QEMU/binfmt and the engine as needed (first build ~10 min, then ~1 min)
+edge-image: install
+	$(BIN)/python -m edge image --arch $(ARCH)
+
+# an emulated arm64 SuperNode from the image beside a native one, TLS and SuperNode
+# authentication, against an all-native run (not part of `make test`; prints its time)
+test-edge: edge-image
+	@start=$$(date +%s); $(BIN)/python -m pytest -m edge tests/edge $(PYTEST_ARGS); code=$$?; \
+	echo "test-edge: $$(( $$(date +%s) - start )) s"; exit $$code
 
 # performance tables in results/perf (about 1.75 h on 2 cores); the accuracy tables are
 # bash benchmarks/accuracy/run.sh (about a day)

@@ -33,6 +33,7 @@ round's clients train), ``federated_eval``, ``checkpoint``.
 from __future__ import annotations
 
 import math
+import os
 import resource
 import sys
 import time
@@ -54,12 +55,26 @@ _startup: dict[str, float] | None = None
 _in_server_process = False
 
 
+#: set by a warm launcher's fork to the moment it began (fedimb.cli.node_worker)
+STARTED_AT_VARIABLE = "FEDIMB_PROCESS_STARTED_AT"
+
+
+def process_started_at() -> float:
+    """When this process began: a launcher's fork says so itself (its creation time as
+    the system reports it may be the launcher's: QEMU user emulation reports it so);
+    otherwise the system's creation time."""
+    try:
+        return float(os.environ[STARTED_AT_VARIABLE])
+    except (KeyError, ValueError):
+        return psutil.Process().create_time()
+
+
 def mark_client_app_imported() -> None:
     """Called once the client app's imports are done: this process's start-up phases,
     to be reported by the first client it builds."""
     global _startup
     began = IMPORTED_AT
-    _startup = {"start": max(0.0, began - psutil.Process().create_time()), "imports": time.time() - began}
+    _startup = {"start": max(0.0, began - process_started_at()), "imports": time.time() - began}
 
 
 def in_server_process() -> None:

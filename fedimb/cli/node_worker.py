@@ -20,10 +20,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 #: imported once by the worker, so that no fork pays for them
 PRELOAD = ("torch", "numpy", "omegaconf", "psutil", "flwr.clientapp", "flwr.supernode.runtime.run_clientapp")
+#: where a fork records when it began: fedimb.app.phases reads it (the ClientApp's ``start``;
+#: the worker does not import the app, whose modules each fork loads from its FAB)
+STARTED_AT_VARIABLE = "FEDIMB_PROCESS_STARTED_AT"
 #: the app's top-level packages (the FAB's): each fork imports them from its FAB
 APP_PACKAGES = ("fedimb", "strategies", "clients")
 
@@ -36,6 +40,7 @@ def _forget_app_modules() -> None:
 def _run_task(address: str, token: str) -> None:
     """In the fork: Flower's ClientApp process body for one task; never returns."""
     code = 1
+    os.environ[STARTED_AT_VARIABLE] = repr(time.time())  # the fork's own start (see fedimb.app.phases)
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
@@ -89,6 +94,7 @@ def serve(address: str, node_pid: int | None, poll_interval: float) -> None:
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP.value])
     children: dict[int, int] = {}
     print(f"fedimb node worker {os.getpid()}: serving ClientApp tasks of {address}", flush=True)
+    threading.Thread(target=lambda: print(f"fedimb node worker: {cuda_visibility()}", flush=True), daemon=True).start()
     try:
         while True:
             _reap(children)
@@ -98,6 +104,27 @@ def serve(address: str, node_pid: int | None, poll_interval: float) -> None:
         pass
     finally:
         client.close()
+
+
+def cuda_visibility() -> str:
+    """Whether this node's ClientApps see a CUDA device (said once, when the node starts; a
+    Jetson's image is built for it). Asked in a child process: CUDA initialised here
+    would be unusable in every fork."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__}, built without CUDA"
+    probe = ("import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
+             "print(n, torch.cuda.get_device_name(0) if n else '')")
+    try:
+        answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+        count, _, name = answer.stdout.strip().partition(" ")
+        visible = int(count)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return f"torch {torch.__version__} with CUDA {torch.version.cuda}: could not ask whether a device is visible"
+    if visible == 0:
+        return f"torch {torch.__version__} with CUDA {torch.version.cuda}: no CUDA device visible"
+    return f"torch {torch.__version__} with CUDA {torch.version.cuda}: {visible} CUDA device(s) visible, {name}"
 
 
 def launch_next_task(client, request, address: str, children: dict[int, int]) -> bool:

@@ -81,3 +81,26 @@ def test_the_worker_serves_the_port_flower_supernode_takes():
     assert _option(["--port", "9094", "--superlink", "s:9092", "--port=9200"], "--port", "9094") == "9200"
     assert _option(["--port", "9094", "--port", "9300"], "--port", "1") == "9300"
     assert _option(["--superlink", "s:9092"], "--port", "9094") == "9094"
+
+
+def test_a_node_says_once_whether_its_client_apps_see_cuda(monkeypatch):
+    import subprocess
+
+    import torch
+
+    from fedimb.cli import node_worker
+
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert node_worker.cuda_visibility() == f"torch {torch.__version__}, built without CUDA"
+    monkeypatch.setattr(torch.version, "cuda", "12.6")
+    asked = []
+
+    def probe(args, **kwargs):  # what a Jetson's child process answers
+        asked.append(args)
+        return subprocess.CompletedProcess(args, 0, "1 Orin\n", "")
+
+    monkeypatch.setattr(subprocess, "run", probe)
+    assert node_worker.cuda_visibility().endswith("with CUDA 12.6: 1 CUDA device(s) visible, Orin")
+    assert "torch.cuda" in asked[0][-1]  # asked in a child: never initialised in the forking worker
+    monkeypatch.setattr(subprocess, "run", lambda args, **kw: subprocess.CompletedProcess(args, 0, "0 \n", ""))
+    assert node_worker.cuda_visibility().endswith("no CUDA device visible")

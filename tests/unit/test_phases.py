@@ -71,3 +71,18 @@ def test_client_phases_are_summarised_as_mean_and_maximum():
     summary = phases.summarise_clients([{"train": 1.0, "data": 0.5}, {"train": 3.0, "peak_memory_mb": 400.0}])
     assert summary == {"client_data": 0.5, "client_data_max": 0.5, "client_train": 2.0, "client_train_max": 3.0,
                        "client_peak_memory_mb": 400.0, "client_peak_memory_mb_max": 400.0}
+
+
+def test_a_forked_client_app_starts_when_its_launcher_forked_it(monkeypatch):
+    import time
+
+    import psutil
+
+    from fedimb.cli import node_worker
+
+    assert node_worker.STARTED_AT_VARIABLE == phases.STARTED_AT_VARIABLE
+    monkeypatch.delenv(phases.STARTED_AT_VARIABLE, raising=False)
+    assert phases.process_started_at() == psutil.Process().create_time()
+    forked = time.time() - 2.5  # under QEMU the system reports the launcher's creation time instead
+    monkeypatch.setenv(phases.STARTED_AT_VARIABLE, repr(forked))
+    assert phases.process_started_at() == forked

@@ -1,0 +1,109 @@
+"""What a device needs: an arm64 SuperNode from the edge image (under QEMU user emulation
+on an x86_64 host, so every time here is the emulator's) beside a native SuperNode in a
+TLS federation; FedAvg on mnist5k, 2 clients, 1 local epoch.
+
+Measures the image's size, each node's start-up (process start to its ClientApp launcher
+serving, i.e. torch and Flower imported), each client's phases per round and its peak
+memory (``timing_by_client`` in the run's events: the ClientApp process's own peak
+resident memory; under QEMU it includes the emulator's) and the container's peak memory
+(all its processes, from its cgroup). Writes ``<out>/edge_node.md`` and ``.json``.
+
+    python benchmarks/perf/edge_node.py [--rounds 3] [--arch arm64]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
+from edge.federation import ContainerNode, ContainerSpec, EdgeFederation  # noqa: E402
+from edge.host import container_engine  # noqa: E402
+from edge.image import build_image, default_cache, image_size_mb  # noqa: E402
+
+PHASES = ("start", "imports", "data", "model", "train", "serialise")
+READY = "serving ClientApp tasks"  # the node worker's first line: torch and Flower imported
+
+
+def seconds_until(log: Path, text: str, since: float, timeout: float = 600) -> float:
+    """Seconds from ``since`` until ``text`` appears in ``log``."""
+    while time.monotonic() - since < timeout:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return time.monotonic() - since
+        time.sleep(0.2)
+    raise SystemExit(f"{log} never said {text!r}")
+
+
+def measure(spec: ContainerSpec, rounds: int, workdir: Path) -> dict:
+    started = time.monotonic()
+    fed = EdgeFederation(workdir, 2, secure=True, containers={0: spec})
+    with fed:
+        ready = [seconds_until(workdir / "node0.log", READY, started),
+                 seconds_until(workdir / "node1-worker.log", READY, started)]
+        result = subprocess.run(
+            [sys.executable, "-m", "fedimb", *fed.runtime_overrides(), "num_clients=2", f"num_rounds={rounds}",
+             "train.local_epochs=1", "dropout=none", "seed=0", f"output.root={workdir / 'out'}"],
+            cwd=REPO, capture_output=True, text=True)
+        node = fed.nodes[0]
+        container_peak = node.peak_memory_mb() if isinstance(node, ContainerNode) else None
+    if result.returncode != 0:
+        raise SystemExit(result.stderr[-2000:])
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    rounds_ = [e for e in events if e.get("event") == "round" and e["round"] > 0]
+    return {"ready": ready, "container_peak_mb": container_peak,
+            "clients": [[r["timing_by_client"][str(c)] for r in rounds_] for c in (0, 1)],
+            "round_seconds": [r["seconds"] for r in rounds_]}
+
+
+def table(result: dict, arch: str, image_mb: float) -> list[str]:
+    arm, native = result["clients"]
+    lines = [
+        f"# An {arch} SuperNode under emulation beside a native one", "",
+        f"FedAvg, mnist5k, 2 clients, 1 local epoch, TLS; {machine()}. The {arch} node runs under QEMU user "
+        f"emulation: its times are the emulator's, not a device's. Both nodes share the machine's cores, so the "
+        f"native node's times include waiting for the emulated one (the ratio is a rough guide).", "",
+        f"- image `fedimb-edge:{arch}`: {image_mb:.0f} MB",
+        f"- start-up, process start to the ClientApp launcher serving (torch and Flower imported): "
+        f"{arch} emulated {result['ready'][0]:.1f} s, native {result['ready'][1]:.1f} s",
+        f"- peak memory of the {arch} node's container (SuperNode, launcher and ClientApps, QEMU included): "
+        f"{result['container_peak_mb'] or float('nan'):.0f} MB", "",
+        f"| round | phase | {arch} emulated (s) | native (s) | ratio |", "|---|---|---|---|---|",
+    ]
+    for i, (a, n) in enumerate(zip(arm, native), start=1):
+        for phase in PHASES:
+            if phase in a and phase in n and (a[phase] > 0 or n[phase] > 0):
+                ratio = f"{a[phase] / n[phase]:.1f}" if n[phase] > 1e-4 else "–"
+                lines.append(f"| {i} | {phase} | {a[phase]:.2f} | {n[phase]:.2f} | {ratio} |")
+        lines.append(f"| {i} | ClientApp peak memory (MB) | {a.get('peak_memory_mb', float('nan')):.0f} | "
+                     f"{n.get('peak_memory_mb', float('nan')):.0f} | |")
+    lines += ["", "Round wall times (s): " + ", ".join(f"{s:.1f}" for s in result["round_seconds"]), ""]
+    return lines
+
+
+def main() -> None:
+    parser = argument_parser(__doc__)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--arch", default="arm64")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    args = parser.parse_args()
+    cache = default_cache()
+    with container_engine(cache) as engine, tempfile.TemporaryDirectory() as workdir:
+        tag = build_image(engine, args.arch, cache)
+        result = measure(ContainerSpec(engine, tag, args.arch), args.rounds, Path(workdir))
+        image_mb = image_size_mb(engine, tag)
+    lines = table(result, args.arch, image_mb)
+    lines.append("Command: `python benchmarks/perf/edge_node.py " + " ".join(sys.argv[1:]) + "`")
+    publish_table(args.out / "edge_node.md", lines)
+    (args.out / "edge_node.json").write_text(json.dumps({**result, "image_mb": image_mb}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
