@@ -20,7 +20,8 @@ Client phases, in the order they happen:
 Beside the phases each client reports ``peak_memory_mb``, its process's peak resident
 memory so far (what a device must have; absent in process, where the process is the
 server's). The round event keeps every replying client's values under
-``timing_by_client`` (by client id) beside the mean and maximum under ``timing``.
+``timing_by_client`` (by client id, for rounds of up to 100 replies) beside the mean and
+maximum under ``timing``.
 
 Server phases: ``discover`` (which node serves which client; in round 1 it waits for the
 clients to start), ``select`` (sampling, dropout, instructions), ``first_reply`` and

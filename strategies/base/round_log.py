@@ -15,6 +15,10 @@ from fedimb.core import payload
 
 logger = logging.getLogger(__name__)
 
+#: rounds with more replying clients report only the clients' mean and maximum phases: the
+#: event travels as one line of Flower's log stream
+CLIENT_TIMING_LIMIT = 100
+
 
 @dataclass
 class ClientUpdate:
@@ -84,8 +88,9 @@ class RoundLog:
         timing = {**self.timing, **summarise_clients(list(self.client_timing.values()))}
         if timing:
             record["timing"] = timing
-        if self.client_timing:
-            record["timing_by_client"] = {str(pid): t for pid, t in sorted(self.client_timing.items())}
+        if 0 < len(self.client_timing) <= CLIENT_TIMING_LIMIT:
+            record["timing_by_client"] = {str(pid): {k: round(v, 4) for k, v in t.items()}
+                                          for pid, t in sorted(self.client_timing.items())}
         if self.extra:
             record["extra"] = self.extra
         if self.messages:

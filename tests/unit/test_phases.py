@@ -29,7 +29,7 @@ def test_every_phase_of_a_round_is_timed_and_kept_out_of_the_client_metrics():
     assert not [k for k in record["train"] if "timing" in k or k.startswith("client_")]
     by_client = record["timing_by_client"]  # every replying client's own phases, by client id
     assert sorted(by_client) == ["0", "1", "2"]
-    assert max(c["train"] for c in by_client.values()) == timing["client_train_max"]
+    assert max(c["train"] for c in by_client.values()) == round(timing["client_train_max"], 4)  # kept to 0.1 ms
     assert "client_peak_memory_mb" not in timing  # in process the memory is the server's
 
 
