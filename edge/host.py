@@ -52,9 +52,16 @@ def run(args: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
+def installed(package: str) -> bool:
+    """Whether the Debian package is installed (a removed one may still be known to dpkg
+    with its configuration files: not installed)."""
+    status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+    return status.returncode == 0 and status.stdout.strip() == "install ok installed"
+
+
 def apt_install(packages: list[str]) -> None:
     """Install the Debian packages that are missing (as root, from Debian's archive)."""
-    missing = [p for p in packages if subprocess.run(["dpkg", "-s", p], capture_output=True).returncode != 0]
+    missing = [p for p in packages if not installed(p)]
     if not missing:
         return
     if shutil.which("apt-get") is None or os.geteuid() != 0:
