@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from edge.host import EdgeSetupError, container_engine, ensure_binfmt
+from edge.host import EdgeSetupError, check_arch, container_engine, ensure_binfmt
 from edge.image import build_image, default_cache
 
 
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cache = args.cache or default_cache()
     try:
-        ensure_binfmt(args.arch)
+        ensure_binfmt(check_arch(args.arch))
         with container_engine(cache) as engine:
             if args.command == "image":
                 print(build_image(engine, args.arch, cache), flush=True)

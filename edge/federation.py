@@ -1,35 +1,51 @@
 """A local TLS federation in which some SuperNodes run from the edge image (under QEMU
 when the image's architecture is not the host's) beside native ones: the SuperLink and
-the native nodes are :class:`fedimb.cli.local_federation.LocalFederation`'s, a container
+the native nodes are :class:`fedimb.cli.local_federation.LocalFederation`'s; an image's
 node is started with the same ``flower-supernode`` arguments and the host's network, as
-on a device.
+on a device: in a container, or where no engine runs, in a chroot of the image's
+contents (:mod:`edge.chroot`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edge import chroot
 from edge.host import Engine
 from fedimb.cli.local_federation import LocalFederation
 from fedimb.cli.processes import ManagedProcess, flower_env, free_port, supernode_arguments
 
-#: the image's user (docker/Dockerfile.edge); a mounted key must be readable by it
-IMAGE_UID = 49999
 
-
-@dataclass
+@dataclass(frozen=True)
 class ContainerSpec:
     """How one node runs from an image: which image and architecture, and host paths
-    mounted read-only at container paths (e.g. a device's data at /data/device.npz)."""
+    mounted read-only at paths inside (e.g. a device's data at /data/device.npz)."""
 
     engine: Engine
     image: str
     arch: str
     mounts: dict[Path, str] = field(default_factory=dict)
+
+    def node(self, superlink: str, node_config, log_path: Path, node_args: list[str]) -> "ContainerNode":
+        return ContainerNode(self, superlink, node_config, log_path, node_args)
+
+
+@dataclass(frozen=True)
+class ChrootSpec:
+    """The same node from the image's contents in ``root`` (:func:`edge.chroot.node_root`);
+    ``mounts`` are copied in."""
+
+    root: Path
+    arch: str
+    mounts: dict[Path, str] = field(default_factory=dict)
+
+    def node(self, superlink: str, node_config, log_path: Path, node_args: list[str]) -> "ChrootNode":
+        return ChrootNode(self, superlink, node_config, log_path, node_args)
 
 
 class ContainerNode:
@@ -44,7 +60,6 @@ class ContainerNode:
         args = spec.engine("run", "--rm", "--name", self.name, "--network", "host", "--platform", f"linux/{spec.arch}",
                            *mounts, spec.image, *supernode_arguments(superlink, self.port, node_config, node_args))
         self.process = ManagedProcess(args, log_path, flower_env())
-        self.log_path = log_path
 
     def peak_memory_mb(self) -> float | None:
         """The container's peak memory (all its processes; cgroup v1 or v2), while it runs."""
@@ -63,29 +78,56 @@ class ContainerNode:
         self.process.stop(grace)
 
 
+class ChrootNode:
+    """The image's entry point in a chroot of its contents, as the image's user."""
+
+    def __init__(self, spec: ChrootSpec, superlink: str, node_config, log_path: Path, node_args: list[str]):
+        self.root = spec.root
+        for host, inside in spec.mounts.items():
+            target = self.root / inside.lstrip("/")
+            if host.is_dir():
+                shutil.copytree(host, target, dirs_exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(host, target)
+        for path in (self.root / "certs").rglob("*"):
+            shutil.chown(path, chroot.IMAGE_UID, chroot.IMAGE_UID)
+        chroot.mount_proc(self.root)
+        self.port = free_port()
+        arguments = supernode_arguments(superlink, self.port, node_config, node_args)
+        self.process = ManagedProcess(chroot.node_command(self.root, arguments), log_path, flower_env())
+
+    def peak_memory_mb(self) -> float | None:
+        return None  # no cgroup of its own
+
+    def stop(self, grace: float = 10.0) -> None:
+        self.process.stop(grace)
+        chroot.unmount_proc(self.root)
+
+
 @dataclass
 class EdgeFederation(LocalFederation):
-    """:class:`LocalFederation` (always secure here) whose nodes listed in ``containers``
-    run from an image; each gets its own copy of its key, readable by the image's user."""
+    """:class:`LocalFederation` (always secure here) whose nodes listed in ``images`` run
+    from the edge image; each gets its own copy of its key, readable by the image's user."""
 
-    containers: dict[int, ContainerSpec] = field(default_factory=dict)
+    images: dict[int, ContainerSpec | ChrootSpec] = field(default_factory=dict)
 
     def node_args(self, i: int) -> list[str]:
-        if i not in self.containers:
+        if i not in self.images:
             return super().node_args(i)
         return ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key", f"/certs/node-{i}"]
 
     def start_node(self, i: int):
-        spec = self.containers.get(i)
+        spec = self.images.get(i)
         if spec is None:
             return super().start_node(i)
         certs = self.workdir / f"node{i}-certs"
         certs.mkdir(exist_ok=True)
         for name in ("ca.crt", f"node-{i}"):
             shutil.copy2(self.certs / name, certs / name)
-            shutil.chown(certs / name, IMAGE_UID, IMAGE_UID)
-        spec = ContainerSpec(spec.engine, spec.image, spec.arch, {**spec.mounts, certs: "/certs"})
-        node = ContainerNode(spec, self.address, self.node_config(i), self.workdir / f"node{i}.log", self.node_args(i))
+            shutil.chown(certs / name, chroot.IMAGE_UID, chroot.IMAGE_UID)
+        spec = dataclasses.replace(spec, mounts={**spec.mounts, certs: "/certs"})
+        node = spec.node(self.address, self.node_config(i), self.workdir / f"node{i}.log", self.node_args(i))
         if i < len(self.nodes):
             self.nodes[i] = node
         else:

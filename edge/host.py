@@ -68,10 +68,10 @@ def apt_install(packages: list[str]) -> None:
         raise EdgeSetupError(f"install {' '.join(missing)} (needs root and apt-get)")
     print(f"edge: installing {' '.join(missing)} with apt-get", flush=True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    if run(["apt-get", "install", "-y", "--no-install-recommends", *missing], "apt-get install",
-           env=env, check=False).returncode != 0:
+    install = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
+    if subprocess.run(install, capture_output=True, env=env).returncode != 0:  # package lists may be stale
         run(["apt-get", "update"], "apt-get update", env=env)
-        run(["apt-get", "install", "-y", "--no-install-recommends", *missing], "apt-get install", env=env)
+        run(install, "apt-get install", env=env)
 
 
 def ensure_binfmt(arch: str) -> None:
@@ -107,7 +107,8 @@ def _answers(name: str) -> bool:
 
 @contextlib.contextmanager
 def container_engine(log_dir: Path) -> Iterator[Engine]:
-    """A container engine that answers: docker or podman as found, else Debian's docker.io
+    """A container engine that answers: docker or podman as found (only docker has been
+    tried; podman may need ``runtime="runc"`` in its containers.conf), else Debian's docker.io
     daemon started for the ``with`` block and stopped after it (``--iptables=false
     --bridge=none``: containers use the host's network, as a SuperNode on a device does)."""
     for name in ("docker", "podman"):

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge.host import Engine, EdgeSetupError, apt_install, ensure_binfmt, native_arch, run
+from edge.host import Engine, EdgeSetupError, apt_install, ensure_binfmt, run
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -27,8 +27,8 @@ def base_image(arch: str) -> str:
 
 
 def debian_root(cache: Path, arch: str) -> Path:
-    """The root folder, made with ``mmdebstrap --variant=minbase`` unless cached (~6 min
-    for arm64 under emulation, ~280 MB)."""
+    """The root folder, made with ``mmdebstrap --variant=minbase`` unless cached (arm64
+    under emulation here: 2–3 min, 255 MB)."""
     root = cache / f"{SUITE}-{arch}"
     if (root / "usr" / "bin" / "python3").exists():
         return root
@@ -93,7 +93,3 @@ def image_archive(root: Path, arch: str, tag: str, workdir: Path) -> Path:
             out.addfile(info, io.BytesIO(data))
     layer.unlink()
     return archive
-
-
-def native(arch: str) -> bool:
-    return arch == native_arch()

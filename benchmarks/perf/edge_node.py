@@ -46,7 +46,7 @@ def seconds_until(log: Path, text: str, since: float, timeout: float = 600) -> f
 def measure(spec: ContainerSpec | None, rounds: int, workdir: Path) -> dict:
     """One run; node 0 from the image with ``spec``, native without."""
     started = time.monotonic()
-    fed = EdgeFederation(workdir, 2, secure=True, containers={0: spec} if spec else {})
+    fed = EdgeFederation(workdir, 2, secure=True, images={0: spec} if spec else {})
     with fed:
         ready = seconds_until(workdir / ("node0.log" if spec else "node0-worker.log"), READY, started)
         result = subprocess.run(

@@ -50,7 +50,7 @@ def test_set_up_failures_are_one_line(tmp_path):
 
 
 def test_a_container_node_finds_its_key_and_ca_where_they_are_mounted(tmp_path):
-    fed = EdgeFederation(tmp_path, 2, secure=True, containers={0: object()})
+    fed = EdgeFederation(tmp_path, 2, secure=True, images={0: object()})
     assert fed.node_args(0) == ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key", "/certs/node-0"]
     assert fed.node_args(1) == ["--root-certificates", str(tmp_path / "certs" / "ca.crt"),
                                 "--auth-supernode-private-key", str(tmp_path / "certs" / "node-1")]
