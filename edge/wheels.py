@@ -8,8 +8,9 @@ the same libraries but torch.
 
 torch is pinned per architecture to a CPU build: on PyPI, aarch64 torch from 2.10 on is a
 CUDA 13 build (GBs of CUDA wheels, and ``import torch`` fails without them); 2.9.1 is the
-newest CPU-only one. x86_64 CPU builds are not on PyPI at all; there the host's own torch
-wheel is used when pip's configured find-links holds one.
+newest CPU-only one. PyPI's x86_64 torch is a CUDA build too, and CPU builds live on the
+PyTorch index only: the amd64 pin is the CPU wheel this machine keeps in pip's
+find-links (/opt/wheels); elsewhere, pin what your index offers.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from edge.host import ARCHES, EdgeSetupError, run
 REPO = Path(__file__).resolve().parents[1]
 REQUIREMENTS = REPO / "docker" / "edge-requirements.txt"
 #: torch and torchvision per architecture (CPU builds; torchvision matches its torch)
-TORCH = {"arm64": ["torch==2.9.1", "torchvision==0.24.1"], "amd64": ["torch==2.14.1", "torchvision==0.29.1"]}
+TORCH = {"arm64": ["torch==2.9.1", "torchvision==0.24.1"], "amd64": ["torch==2.13.0+cpu", "torchvision==0.28.0"]}
 #: torch's own dependencies, resolved with the rest (torch itself comes with --no-deps)
 TORCH_DEPENDENCIES = ["filelock", "typing-extensions", "sympy", "networkx", "jinja2", "fsspec", "pillow"]
 #: what ``pip install .`` needs to build fedimb itself (pyproject.toml's build-system)

@@ -3,13 +3,13 @@ user emulation on this x86_64 machine) and a native SuperNode in one federation 
 and SuperNode authentication, driven by the ordinary front end, against an all-native
 federation with the same seed.
 
-Set-up (binfmt, container engine, Debian root, wheels, image) is done by
-:mod:`edge` and cached; on this 2-core machine the first run from a fresh clone
-took 17 min, a cached one 7 min.
+Set-up (binfmt, container engine, Debian root, wheels, image, the chroot's venv) is done
+by :mod:`edge` and cached; on this 2-core machine a cached run takes about 10 min, the
+first about 25 min.
 
 Tolerance: the arm64 node runs torch 2.9.1 (aarch64 CPU build), the native ones the
 host's torch (2.14.1 here). Measured on this machine, every round's test accuracy and
-loss were the same to 1e-6 in all three cases. We still allow 0.002 in accuracy (2 of
+loss were the same to 1e-6 in all four cases. We still allow 0.002 in accuracy (2 of
 mnist5k's 1,000 test samples) and 0.1% in loss: another torch build or thread count may
 sum float32 in another order, and a test sample at a decision boundary may then flip.
 The differences are printed (``-s``).
