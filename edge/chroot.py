@@ -34,7 +34,10 @@ def node_root(cache: Path, arch: str) -> Path:
     ensure_binfmt(arch)
     root = cache / f"chroot-{arch}"
     pip = "/opt/fedimb/bin/pip install --no-cache-dir --no-index --find-links /tmp/edge"
-    if not (root / "opt" / "fedimb" / "bin" / "fedimb-deps-installed").exists():
+    stamp = root / "opt" / "fedimb" / "dependencies.txt"  # what the venv was installed from
+    wanted = "\n".join([*TORCH[arch], REQUIREMENTS.read_text()])
+    if not stamp.exists() or stamp.read_text() != wanted:
+        shutil.rmtree(root, ignore_errors=True)
         partial = cache / f"chroot-{arch}.part"
         shutil.rmtree(partial, ignore_errors=True)
         print(f"edge: installing the node's venv into a copy of the {arch} root (minutes)", flush=True)
@@ -42,8 +45,8 @@ def node_root(cache: Path, arch: str) -> Path:
         shutil.copytree(wheelhouse(cache, arch), partial / "tmp" / "edge", copy_function=os.link)
         shutil.copy2(REQUIREMENTS, partial / "tmp" / "edge" / REQUIREMENTS.name)
         in_root(partial, f"python3.11 -m venv /opt/fedimb && {pip} {' '.join(TORCH[arch])} "
-                         f"-r /tmp/edge/{REQUIREMENTS.name} && touch /opt/fedimb/bin/fedimb-deps-installed",
-                "installing the node's dependencies in the chroot")
+                         f"-r /tmp/edge/{REQUIREMENTS.name}", "installing the node's dependencies in the chroot")
+        (partial / "opt" / "fedimb" / "dependencies.txt").write_text(wanted)
         partial.rename(root)
     shutil.rmtree(root / "app", ignore_errors=True)
     stage_app(root / "app")

@@ -68,9 +68,3 @@ def wheelhouse(cache: Path, arch: str) -> Path:
          *TORCH_DEPENDENCIES, *BUILD_REQUIREMENTS], f"downloading the {arch} wheels")
     done.write_text(wanted)
     return house
-
-
-def size_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
-
-
