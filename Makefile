@@ -2,16 +2,19 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# pip extras installed with the package: CI adds the trackers and the docs tools
+# (make test EXTRAS=dev,tracking,docs) so that their tests run rather than skip
+EXTRAS ?= dev
+STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: install run test test-fast test-deployment test-faults test-edge edge-image bench clean
+.PHONY: install run test test-fast test-deployment test-faults test-edge edge-image bench docs clean
 ARCH ?= arm64
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 run: install
@@ -55,5 +58,10 @@ bench: install
 	$(BIN)/python benchmarks/perf/breakdown.py --runtimes in_process,simulation,deployment --clients 3
 	$(BIN)/python benchmarks/perf/breakdown.py --runtimes deployment --clients 10 --out results/perf/breakdown10
 
+# the documentation site in site/ (MkDocs, strict: a broken link or a missing page fails)
+docs:
+	$(MAKE) install EXTRAS=dev,docs
+	$(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf .flwr outputs multirun results
+	rm -rf .flwr outputs multirun results site
