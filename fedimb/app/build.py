@@ -71,6 +71,10 @@ def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHe
 
 
 def resolve_device(cfg: DictConfig) -> torch.device:
+    """``device=auto``: CUDA where torch sees a device, else the CPU. Called in the
+    process that computes (each ClientApp process or Ray actor, the ServerApp), never
+    once in the front end, so that an actor given a GPU by Ray (CUDA_VISIBLE_DEVICES,
+    set before it starts) trains there."""
     if cfg.device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(str(cfg.device))

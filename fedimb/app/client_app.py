@@ -52,10 +52,34 @@ def partition_id_of(context: Context, cfg: DictConfig) -> int:
     return pid
 
 
-def _client_data(cfg: DictConfig, pid: int) -> ClientData:
+_INPUTS_LOCK = threading.Lock()
+_INPUTS: dict[tuple[str, str, str], torch.Tensor] = {}
+
+
+def _inputs_on(device: torch.device, key: tuple[str, str], array: np.ndarray) -> torch.Tensor:
+    """Model inputs on ``device``, moved there once per process (keyed by the data set's
+    config and the device) and shared by every client the process serves: a Ray actor
+    runs many clients and rounds, and each client indexes its batches out of these, so
+    no message copies inputs to the GPU again. On the CPU a zero-copy view, as before.
+    Labels stay on the CPU: they are small, and label code (rebalancing, prototypes,
+    metrics) works on them with numpy."""
+    if device.type == "cpu":
+        return torch.from_numpy(array)
+    slot = (*key, str(device))
+    with _INPUTS_LOCK:
+        if slot not in _INPUTS:
+            _INPUTS[slot] = torch.from_numpy(array).to(device)
+        return _INPUTS[slot]
+
+
+def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
+    """Partition ``pid``'s share: indices into the data set's tensors (inputs on
+    ``device``, see :func:`_inputs_on`), built per message, which costs no copy."""
     data = experiment_data(cfg)
-    x, y = as_tensors(data.dataset.x_train, data.dataset.y_train)
-    x_test, y_test = as_tensors(data.dataset.x_test, data.dataset.y_test)
+    dataset_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
+    x = _inputs_on(device, ("train", dataset_key), data.dataset.x_train)
+    x_test = _inputs_on(device, ("test", dataset_key), data.dataset.x_test)
+    y, y_test = torch.from_numpy(data.dataset.y_train), torch.from_numpy(data.dataset.y_test)
     train, local_test = client_split(cfg, data.partition.indices[pid], pid)
     return ClientData(
         partition_id=pid,
@@ -70,14 +94,15 @@ def _client_data(cfg: DictConfig, pid: int) -> ClientData:
     )
 
 
-_DEVICE_DATA: dict[tuple[str, str], ClientData] = {}
+_DEVICE_DATA: dict[tuple[str, str, str], ClientData] = {}
 
 
-def _device_client_data(cfg: DictConfig, pid: int, data_path: str) -> ClientData:
-    """A node's own data (``--node-config data-path=..``), loaded once per process; its
-    label histogram is computed here, on the device. The global test set (for the
+def _device_client_data(cfg: DictConfig, pid: int, data_path: str, device: torch.device) -> ClientData:
+    """A node's own data (``--node-config data-path=..``), loaded once per process with
+    its inputs on the torch ``device`` (labels on the CPU, as in :func:`_inputs_on`);
+    its label histogram is computed here, on the node. The global test set (for the
     client-side evaluations of personalised models) is used when the node has it."""
-    key = (data_path, str(cfg.dataset.name))
+    key = (data_path, str(cfg.dataset.name), str(device))
     with _LOCK:
         if key not in _DEVICE_DATA:
             info = dataset_info(str(cfg.dataset.name))
@@ -85,6 +110,7 @@ def _device_client_data(cfg: DictConfig, pid: int, data_path: str) -> ClientData
             try:
                 test = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
                 x_test, y_test = as_tensors(test.x_test, test.y_test)
+                x_test = x_test.to(device)
             except DataUnavailableError:
                 x_test = y_test = None
             device_key = None
@@ -93,6 +119,7 @@ def _device_client_data(cfg: DictConfig, pid: int, data_path: str) -> ClientData
                 pid = int(device_key[:7], 16)
             train, local_test = client_split(cfg, np.arange(len(y_np)), pid)
             x, y = as_tensors(x_np, y_np)
+            x = x.to(device)
             _DEVICE_DATA[key] = ClientData(
                 partition_id=pid, x=x, y=y, indices=torch.from_numpy(train), num_classes=info.num_classes,
                 label_counts=label_counts(y_np[train], info.num_classes), x_test=x_test, y_test=y_test,
@@ -101,18 +128,19 @@ def _device_client_data(cfg: DictConfig, pid: int, data_path: str) -> ClientData
         return _DEVICE_DATA[key]
 
 
-def _process_model(cfg: DictConfig) -> EncoderHeadNet:
-    """One model object per process, reused by every client it serves (weights are
-    loaded from each instruction, so nothing leaks between clients)."""
+def _process_model(cfg: DictConfig, device: torch.device) -> EncoderHeadNet:
+    """One model object per process and device, moved there once and reused by every
+    client the process serves (weights are loaded from each instruction, so nothing
+    leaks between clients); in a Ray actor that is every message it runs."""
     global _THREADS_SET
-    key = repr(cfg.model) + repr(cfg.method.get("model_options")) + str(cfg.dataset.name)
+    key = repr(cfg.model) + repr(cfg.method.get("model_options")) + str(cfg.dataset.name) + str(device)
     with _LOCK:
         threads = int(cfg.runtime.get("torch_threads", 0) or 0)
         if threads and not _THREADS_SET:
             torch.set_num_threads(threads)
             _THREADS_SET = True
         if key not in _MODELS:
-            _MODELS[key] = new_model(cfg, dataset_info(str(cfg.dataset.name)))
+            _MODELS[key] = new_model(cfg, dataset_info(str(cfg.dataset.name))).to(device)
         return _MODELS[key]
 
 
@@ -120,16 +148,23 @@ def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.Phase
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
     node's own data when its node config has a ``data-path`` (wrapped by
     :func:`fedimb.app.faults.inject` when the run injects a fault into it); ``clock``
-    times loading its data and model."""
+    times loading its data and model.
+
+    ``device=auto`` is resolved here, in the process that runs the client (a Ray actor
+    of the simulation, a SuperNode's ClientApp process, the in_process loop): the
+    configuration carries ``auto`` as written, and an actor with a GPU share
+    (``runtime.num_gpus_per_client``) sees the GPU Ray gave it in CUDA_VISIBLE_DEVICES."""
     clock = clock or phases.PhaseClock()
     client_cls = components.import_class(str(cfg.method.client._target_))
     data_path = context.node_config.get("data-path")
+    device = resolve_device(cfg)
     with clock.phase("data"):
-        data = _device_client_data(cfg, pid, str(data_path)) if data_path else _client_data(cfg, pid)
+        data = (_device_client_data(cfg, pid, str(data_path), device) if data_path
+                else _client_data(cfg, pid, device))
     with clock.phase("model"):
-        model = _process_model(cfg)
+        model = _process_model(cfg, device)
     client = client_cls(
-        context=context, data=data, model=model, device=resolve_device(cfg),
+        context=context, data=data, model=model, device=device,
         model_factory=lambda: new_model(cfg, dataset_info(str(cfg.dataset.name))),
     )
     return faults.inject(cfg, pid, client)

@@ -16,7 +16,7 @@ from fedimb.app.components import import_class
 from fedimb.core.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "experiment")
+GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "tracking", "experiment")
 
 
 def group_choices(group: str) -> list[str]:
@@ -227,6 +227,7 @@ def _check(cfg: DictConfig) -> None:
     elif r.name == "deployment":
         _need(isinstance(r.get("address"), str) and ":" in r.address,
               f"runtime.address must be host:port, got {r.get('address')!r}")
+    _check_gpus_per_client(cfg)
     for key in ("round_timeout", "connect_timeout"):
         value = r.get(key)
         _need(value is None or (_is_number(value) and value > 0),
@@ -242,6 +243,24 @@ def _check(cfg: DictConfig) -> None:
     target = cfg.evaluation.get("target_accuracy")
     _need(target is None or (_is_number(target) and 0 < target <= 1),
           f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
+
+
+def _check_gpus_per_client(cfg: DictConfig) -> None:
+    """``runtime.num_gpus_per_client``: Ray's GPU share per virtual client (Flower's
+    ``client-resources-num-gpus``), so only the simulation has it; a GPU reserved for
+    clients that ``device=cpu`` keeps off it would only idle."""
+    r = cfg.runtime
+    if r.name != "simulation":
+        _need("num_gpus_per_client" not in r,
+              f"runtime.num_gpus_per_client is a setting of runtime=simulation (Ray's GPUs per virtual client), "
+              f"not of runtime={r.name}; there device=auto or device=cuda puts the clients on a GPU")
+        return
+    gpus = r.get("num_gpus_per_client", 0.0)
+    _need(_is_number(gpus) and gpus >= 0,
+          f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), got {gpus!r}")
+    _need(gpus == 0 or cfg.device != "cpu",
+          f"runtime.num_gpus_per_client={gpus} reserves GPUs, but device=cpu keeps the clients off them: "
+          f"use device=auto or device=cuda, or runtime.num_gpus_per_client=0")
 
 
 def methods_with_personal_evaluation() -> list[str]:

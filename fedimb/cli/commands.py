@@ -5,7 +5,9 @@
 - ``fedimb resume``: continue an interrupted run from the server's last checkpoint.
 - ``fedimb local-federation``: start a SuperLink and N SuperNodes on this machine, run
   one experiment against them through the front end (``runtime=deployment``), stop them.
-- ``fedimb report``: one comparison table and accuracy plot over run and sweep folders.
+- ``fedimb report``: one comparison table and accuracy plot over run and sweep folders
+  (or tables written by ``fedimb export``).
+- ``fedimb export``: every completed run's metrics as one tidy Parquet or CSV table.
 - ``fedimb supernode``: ``flower-supernode`` with a warm ClientApp launcher
   (:mod:`fedimb.cli.node_worker`).
 - ``fedimb diagnose``: the label imbalance of a data set + partition, and which methods
@@ -120,13 +122,16 @@ def split_list(text: str) -> list[str]:
 
 def report_main(argv: list[str]) -> int:
     """One comparison table (mean ± std over seeds) and accuracy-vs-round plot over every
-    completed run in the given run or sweep folders."""
+    completed run in the given run or sweep folders, or in tables written by fedimb export."""
     from fedimb.cli.report import write_report
 
     parser = argparse.ArgumentParser(prog="fedimb report", description=report_main.__doc__)
-    parser.add_argument("folders", type=Path, nargs="+", help="run folders, sweep folders or any folder above them")
+    parser.add_argument("folders", type=Path, nargs="+",
+                        help="run folders, sweep folders or any folder above them, or tables written by "
+                             "fedimb export (.parquet, .csv)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="where report.md and accuracy.png go (default: <first folder>/report)")
+                        help="where report.md and accuracy.png go (default: <first folder>/report, or report/ "
+                             "beside a first input that is a table)")
     parser.add_argument("--title", default="Comparison")
     parser.add_argument("--mean-over-rounds", default="", metavar="METRICS",
                         help="comma-separated 'extra' metrics to add as columns averaged over rounds "
@@ -143,12 +148,33 @@ def report_main(argv: list[str]) -> int:
         at_rounds = [int(r) for r in split_list(args.at_rounds)]
     except ValueError:
         parser.error(f"--at-rounds takes comma-separated round numbers, got '{args.at_rounds}'")
+    first = args.folders[0]
+    out = args.out or (first.parent if first.is_file() else first) / "report"
     report = write_report(
-        args.folders, args.out or args.folders[0] / "report", args.title, split_list(args.mean_over_rounds),
-        split_list(args.range_over_rounds), args.per_run, at_rounds,
+        args.folders, out, args.title, split_list(args.mean_over_rounds), split_list(args.range_over_rounds),
+        args.per_run, at_rounds,
     )
     print(report.read_text())
     print(report.resolve())
+    return 0
+
+
+def export_main(argv: list[str]) -> int:
+    """One tidy table (Parquet or CSV) of every completed run in the given run or sweep
+    folders: a row per value of each run's metrics.csv, with the run's set-up as columns."""
+    from fedimb.cli.export import export_runs
+
+    parser = argparse.ArgumentParser(prog="fedimb export", description=export_main.__doc__,
+                                     epilog="fedimb report reads the table back: fedimb report export.parquet")
+    parser.add_argument("folders", type=Path, nargs="+", help="run folders, sweep folders or any folder above them")
+    parser.add_argument("--format", dest="fmt", default=None, metavar="parquet|csv",
+                        help="file format (default: from the --out suffix, else parquet)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the file to write (default: <first folder>/export.parquet, .csv with --format csv)")
+    args = parser.parse_args(argv)
+    path, runs, rows = export_runs(args.folders, args.out, args.fmt)
+    print(f"{runs} runs, {rows} rows")
+    print(path)
     return 0
 
 
@@ -179,5 +205,5 @@ def supernode_main(argv: list[str]) -> int:
 
 SUBCOMMANDS = {
     "certs": certs_main, "local-federation": local_federation_main, "resume": resume_main, "report": report_main,
-    "diagnose": diagnose_main, "supernode": supernode_main,
+    "export": export_main, "diagnose": diagnose_main, "supernode": supernode_main,
 }

@@ -33,6 +33,7 @@ from fedimb.cli.processes import (
 from fedimb.cli.node_worker import APP_PACKAGES
 from fedimb.cli.preflight import preflight
 from fedimb.cli.run_folder import Echo, RunFolderError, RunRecorder, _echo, unwritable
+from fedimb.cli.tracking import check_tracking, open_tracking
 from fedimb.core.data import partition_summary
 
 APP_DIR = Path(__file__).resolve().parents[2]
@@ -83,10 +84,18 @@ def partition_json(summary: dict[str, Any], indices) -> str:
 
 
 def federation_config(cfg: DictConfig) -> dict[str, Any]:
-    return {
+    """The simulation's ``--federation-config``: Flower turns it into its Ray backend's
+    ``client_resources`` (one actor per ``num_cpus``/``num_gpus`` share). The GPU share
+    is a float (fractions put several actors on one GPU) and is left out at 0, Flower's
+    default."""
+    federation = {
         "num-supernodes": int(cfg.num_clients),
         "client-resources-num-cpus": int(cfg.runtime.num_cpus_per_client),
     }
+    gpus = float(cfg.runtime.get("num_gpus_per_client", 0.0) or 0.0)
+    if gpus > 0:
+        federation["client-resources-num-gpus"] = gpus
+    return federation
 
 
 def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
@@ -100,6 +109,30 @@ def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
     return env
 
 
+def run_flower(cfg: DictConfig, run_dir: Path, on_line: Echo, strategy) -> int:
+    """The run through the configured runtime, each line of its stream to ``on_line``;
+    the exit code of ``flwr run`` (or of the in-process loop)."""
+    run_config = {"config": transport.encode(cfg)}
+    runtime = cfg.runtime
+    if runtime.name == "simulation":
+        with flwr_home(None, base=FLWR_BASE) as (home, connection):
+            env = simulation_env(cfg, home)
+            with SuperLink(run_dir / "superlink.log", simulation=True, env=env) as superlink:
+                superlink.wait_ready()
+                write_connection(home, connection, superlink.address)
+                return flwr_run(
+                    stage_app(home / "app"), connection, home, run_config=run_config,
+                    federation_config=federation_config(cfg), on_line=on_line,
+                )
+    if runtime.name == "in_process":
+        return run_in_process(cfg, on_line, strategy)
+    with flwr_home(
+        str(runtime.address), insecure=bool(runtime.insecure),
+        root_certificates=runtime.get("root_certificates"), base=FLWR_BASE,
+    ) as (home, connection):
+        return flwr_run(stage_app(home / "app"), connection, home, run_config=run_config, on_line=on_line)
+
+
 def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     """Validate, prepare the run folder, run through Flower and write the results.
 
@@ -107,40 +140,27 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     Raises :class:`fedimb.core.errors.FedimbError` subclasses with one-line messages.
     """
     cfg = config.finalize(cfg)
+    check_tracking(cfg)
     if cfg.checkpoint.get("run_id") is None:  # names this run's checkpoint; kept in config.yaml
         cfg.checkpoint.run_id = uuid.uuid4().hex[:12]
     run_dir = run_dir.resolve()
     strategy = prepare_run_dir(cfg, run_dir)
-    recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")))
-    run_config = {"config": transport.encode(cfg)}
-    runtime = cfg.runtime
+    tracking = open_tracking(cfg, run_dir, echo)
+    recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")), on_round=tracking.log_round)
+    summary = None
     try:
-        if runtime.name == "simulation":
-            with flwr_home(None, base=FLWR_BASE) as (home, connection):
-                env = simulation_env(cfg, home)
-                with SuperLink(run_dir / "superlink.log", simulation=True, env=env) as superlink:
-                    superlink.wait_ready()
-                    write_connection(home, connection, superlink.address)
-                    code = flwr_run(
-                        stage_app(home / "app"), connection, home, run_config=run_config,
-                        federation_config=federation_config(cfg), on_line=recorder.feed,
-                    )
-        elif runtime.name == "in_process":
-            code = run_in_process(cfg, recorder.feed, strategy)
+        try:
+            code = run_flower(cfg, run_dir, recorder.feed, strategy)
+        finally:
+            recorder.close()
+        try:
+            summary = recorder.finish()
+        except RunFolderError as err:
+            unwritten: RunFolderError | None = err
         else:
-            with flwr_home(
-                str(runtime.address), insecure=bool(runtime.insecure),
-                root_certificates=runtime.get("root_certificates"), base=FLWR_BASE,
-            ) as (home, connection):
-                code = flwr_run(stage_app(home / "app"), connection, home, run_config=run_config, on_line=recorder.feed)
-    finally:
-        recorder.close()
-    try:
-        recorder.finish()
-    except RunFolderError as err:
-        unwritten: RunFolderError | None = err
-    else:
-        unwritten = None
+            unwritten = None
+    finally:  # also when the run is interrupted: the tracker's run ends as failed
+        tracking.end(summary)
     reason = recorder.failure_reason()
     if reason is not None or code != 0:  # the run's own failure first: a full disk may be its cause
         hint = ""

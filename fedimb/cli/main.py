@@ -2,7 +2,7 @@
 
 ``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
 run folder per job). The last line printed is the run folder's absolute path.
-``fedimb certs|local-federation|resume|report|diagnose ...`` are the subcommands of
+``fedimb certs|local-federation|resume|report|export|diagnose ...`` are the subcommands of
 :mod:`fedimb.cli.commands`.
 """
 

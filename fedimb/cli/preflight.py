@@ -19,7 +19,7 @@ from fedimb.app import components
 from fedimb.app.checkpoint import checkpoint_path
 from fedimb.app.build import ExperimentData, new_model
 from fedimb.app.run_context import ServerRun
-from fedimb.cli.processes import flwr_home, list_supernodes
+from fedimb.cli.processes import flwr_home, list_supernodes, ray_cluster_configured
 from fedimb.core.errors import ConfigError, FedimbError
 
 #: seconds a deployment's SuperNodes that are still starting get to connect
@@ -37,14 +37,38 @@ _SPREAD_HINT = {
 }
 
 
+def _torch_sees_no_cuda() -> str:
+    """Why torch here has no CUDA device, for the messages below."""
+    built = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "built without CUDA"
+    return (f"torch {torch.__version__} ({built}) sees no CUDA device on this machine "
+            f"(torch.cuda.is_available() is False)")
+
+
 def check_device(cfg: DictConfig) -> None:
     """``device=cuda`` needs a CUDA device torch can see on this machine (the
     simulation's and in_process's clients run here; a deployment's run on their nodes)."""
     if str(cfg.device) != "cuda" or cfg.runtime.name == "deployment" or torch.cuda.is_available():
         return
-    built = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "built without CUDA"
-    raise ConfigError(f"device=cuda, but torch {torch.__version__} ({built}) sees no CUDA device on this "
-                      f"machine (torch.cuda.is_available() is False); use device=cpu or device=auto")
+    raise ConfigError(f"device=cuda, but {_torch_sees_no_cuda()}; use device=cpu or device=auto")
+
+
+def check_gpus_per_client(cfg: DictConfig) -> None:
+    """``runtime.num_gpus_per_client > 0`` needs a CUDA device here: Ray offers only the
+    GPUs it finds on its nodes, and where there is none Flower's simulation sizes its
+    actor pool to zero and stops before the first round ("ActorPool is empty"); a GPU
+    that torch cannot use would only be reserved. A run that joins a Ray cluster
+    (``runtime.ray_address``, ``RAY_ADDRESS`` or a ``ray start`` here) may have its GPUs
+    on other nodes; Flower checks that one."""
+    gpus = float(cfg.runtime.get("num_gpus_per_client", 0.0) or 0.0)
+    if cfg.runtime.name != "simulation" or gpus <= 0 or torch.cuda.is_available():
+        return
+    if cfg.runtime.get("ray_address") or ray_cluster_configured(os.environ):
+        return
+    raise ConfigError(
+        f"runtime.num_gpus_per_client={gpus:g}, but {_torch_sees_no_cuda()}: Ray would have no GPU to give "
+        f"the clients and Flower's simulation would stop with 'ActorPool is empty'; "
+        f"set runtime.num_gpus_per_client=0 or run on a machine with a GPU"
+    )
 
 
 def check_writable(path: Path, setting: str) -> None:
@@ -133,6 +157,7 @@ def build_strategy(cfg: DictConfig):
 def preflight(cfg: DictConfig, data: ExperimentData):
     """Every check that needs no Flower process; returns the strategy it built."""
     check_device(cfg)
+    check_gpus_per_client(cfg)
     check_checkpoint_dir(cfg)
     check_partition(cfg, data)
     check_labels(cfg, data)

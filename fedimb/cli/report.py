@@ -10,6 +10,14 @@ Optional columns: the mean over rounds, or the range over every round of every r
 other ``extra`` metrics; optional section: every run's own numbers (seed, final and best
 accuracy, accuracy and loss at chosen rounds), so figures quoted about single seeds come
 from the same command as the table.
+
+The report also reads tables written by ``fedimb export`` (:mod:`fedimb.cli.export`),
+alone or besides folders. Such a table carries less than ``config.yaml``: its runs are
+grouped by the set-up its run columns give (method, data set, model, partition and its
+scalar settings, dropout, number of clients), and their final/best accuracy and final
+macro-F1 come from their test rows; it holds no target accuracy, so the traffic-to-target
+column comes from run folders only. Both sources become :class:`RunRecord` s, which is
+all the tables and the plot read.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import fnmatch
 import json
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -28,11 +37,14 @@ from fedimb.core.errors import ConfigError
 
 # Settings that say where or how a run was executed, not what it computed.
 # (A file partition is told apart by its digest, not by its index lists.)
-NOT_SETUP = ("seed", "output.", "runtime.", "checkpoint.", "resume", "device", "partition.clients")
+NOT_SETUP = ("seed", "output.", "runtime.", "checkpoint.", "resume", "device", "partition.clients", "tracking.")
+#: what tells an exported table (``fedimb report <file>``) from a folder
+TABLE_SUFFIXES = (".parquet", ".csv")
 
 
 def mean_std(values: list[float], scale: float = 100.0, digits: int = 2) -> str:
-    """mean ± sample std of ``values`` x ``scale`` ('-' when empty)."""
+    """mean ± sample std of ``values`` x ``scale`` over those known ('-' when none is)."""
+    values = [v for v in values if v is not None]
     if not values:
         return "-"
     arr = np.asarray(values, dtype=np.float64) * scale
@@ -61,18 +73,92 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: tree if not isinstance(tree, list) else tuple(tree)}
 
 
-def _config(run_dir: Path) -> dict[str, Any]:
+def run_config(run_dir: Path) -> dict[str, Any]:
+    """The run's ``config.yaml`` as a plain dict."""
     import yaml
 
     return yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
 
 
+def setup_of(config: dict[str, Any]) -> dict[str, Any]:
+    """A configuration as dotted keys, without the settings of ``NOT_SETUP``."""
+    return {k: v for k, v in _flatten(config).items() if not k.startswith(NOT_SETUP)}
+
+
 def run_setup(run_dir: Path) -> dict[str, Any]:
     """The run's configuration as dotted keys, without the settings of ``NOT_SETUP``."""
-    return {k: v for k, v in _flatten(_config(run_dir)).items() if not k.startswith(NOT_SETUP)}
+    return setup_of(run_config(run_dir))
 
 
-def group_runs(run_dirs: list[Path]) -> tuple[dict[str, list[Path]], dict[str, str]]:
+def _summary(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@dataclass(eq=False)
+class RunRecord:
+    """One run as the report needs it, whichever source it comes from (a run folder, or
+    a table written by ``fedimb export``): the set-up that groups it into a row, its
+    seed, the summary numbers and the rows of its metrics.csv. Hashed by identity, so
+    runs with equal numbers stay apart."""
+
+    name: str
+    setup: dict[str, Any]
+    seed: Any
+    summary: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+    @classmethod
+    def from_folder(cls, run_dir: Path) -> RunRecord:
+        config = run_config(run_dir)
+        return cls(str(run_dir), setup_of(config), config.get("seed", "-"), _summary(run_dir),
+                   read_metrics_csv(run_dir / "metrics.csv"))
+
+
+#: a run folder or its record; the functions below take either (benchmarks pass folders)
+Run = Path | RunRecord
+
+
+def as_record(run: Run) -> RunRecord:
+    return run if isinstance(run, RunRecord) else RunRecord.from_folder(Path(run))
+
+
+def _percent(value: float | None) -> str:
+    """A fraction as a percentage with two decimals ('-' when unknown)."""
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def summary_from_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What summary.json says about the test rows, for a run known only by its metrics:
+    the last tested round's accuracy and macro-F1, and the best accuracy."""
+    tested = [r for r in rows if r["split"] == "test" and r["metric"] == "accuracy"]
+    final = tested[-1] if tested else None
+    f1 = {(r["round"], r["stage"]): r["value"] for r in rows if r["split"] == "test" and r["metric"] == "macro_f1"}
+    return {
+        "final_accuracy": final["value"] if final else None,
+        "best_accuracy": max(r["value"] for r in tested) if tested else None,
+        "final_macro_f1": f1.get((final["round"], final["stage"])) if final else None,
+    }
+
+
+def load_runs(inputs: Iterable[Path]) -> list[RunRecord]:
+    """The completed runs in run or sweep folders (:func:`find_runs`) and in tables
+    written by ``fedimb export``; a run a table holds that a folder gave already counts once."""
+    inputs = list(map(Path, inputs))
+    tables = [p for p in inputs if p.suffix.lower() in TABLE_SUFFIXES and not p.is_dir()]
+    records = [RunRecord.from_folder(run) for run in find_runs([p for p in inputs if p not in tables])]
+    if tables:
+        from fedimb.cli.export import read_table
+
+        seen = {record.name for record in records}
+        for table in tables:
+            for record in read_table(table):
+                if record.name not in seen:
+                    seen.add(record.name)
+                    records.append(record)
+    return records
+
+
+def group_runs(run_dirs: list[Run]) -> tuple[dict[str, list[Run]], dict[str, str]]:
     """Runs with the same set-up, and a legend of the set-ups.
 
     Only settings every run has (every run of the method, for ``method.*``) are
@@ -81,12 +167,12 @@ def group_runs(run_dirs: list[Path]) -> tuple[dict[str, list[Path]], dict[str, s
     runs come from several set-ups, the set-up's letter; the legend gives each letter's
     settings that differ between set-ups.
     """
-    setups = {run: run_setup(run) for run in run_dirs}
-    by_method: dict[Any, list[Path]] = {}
+    setups = {run: as_record(run).setup for run in run_dirs}
+    by_method: dict[Any, list[Run]] = {}
     for run, setup in setups.items():
         by_method.setdefault(setup["method.name"], []).append(run)
 
-    def varying(runs: list[Path], method_keys: bool) -> list[str]:
+    def varying(runs: list[Run], method_keys: bool) -> list[str]:
         """Settings of the one kind that all ``runs`` have and that differ between them."""
         common = set.intersection(*(set(setups[r]) for r in runs))
         return sorted(
@@ -98,7 +184,7 @@ def group_runs(run_dirs: list[Path]) -> tuple[dict[str, list[Path]], dict[str, s
     shared = varying(list(setups), method_keys=False)
     own = {name: varying(runs, method_keys=True) for name, runs in by_method.items()}
     letters: dict[str, str] = {}
-    labelled: dict[str, list[Path]] = {}
+    labelled: dict[str, list[Run]] = {}
     for run, setup in setups.items():
         name = setup["method.name"]
         settings = ", ".join(f"{k}={setup[k]}" for k in shared)
@@ -109,35 +195,36 @@ def group_runs(run_dirs: list[Path]) -> tuple[dict[str, list[Path]], dict[str, s
     return labelled, {letter: settings for settings, letter in letters.items() if letter}
 
 
-def _summary(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "summary.json").read_text())
+def _rows(run: Run, split: str) -> list[dict[str, Any]]:
+    return [r for r in as_record(run).rows if r["split"] == split]
 
 
-def _rows(run_dir: Path, split: str) -> list[dict[str, Any]]:
-    return [r for r in read_metrics_csv(run_dir / "metrics.csv") if r["split"] == split]
+def _records(groups: dict[str, list[Run]]) -> dict[str, list[RunRecord]]:
+    """The groups with every run loaded once (callers may pass folders)."""
+    return {label: [as_record(run) for run in runs] for label, runs in groups.items()}
 
 
-def own_scores(run_dir: Path) -> dict[str, float]:
+def own_scores(run: Run) -> dict[str, float]:
     """The last value of each of the method's own scores (see the module docstring)."""
     return {
-        r["metric"]: r["value"] for r in _rows(run_dir, "extra")
+        r["metric"]: r["value"] for r in _rows(run, "extra")
         if r["metric"].endswith(("accuracy", "f1")) or r["metric"].startswith("T_")
     }
 
 
-def extra_means(run_dir: Path, keys: list[str]) -> dict[str, float]:
+def extra_means(run: Run, keys: list[str]) -> dict[str, float]:
     """Mean over rounds of the 'extra' metrics ``keys`` (e.g. a KL divergence per round)."""
     values: dict[str, list[float]] = {}
-    for row in _rows(run_dir, "extra"):
+    for row in _rows(run, "extra"):
         if row["metric"] in keys:
             values.setdefault(row["metric"], []).append(row["value"])
     return {k: float(np.mean(v)) for k, v in values.items()}
 
 
-def extra_range(run_dir: Path, pattern: str) -> tuple[float, float] | None:
+def extra_range(run: Run, pattern: str) -> tuple[float, float] | None:
     """(min, max) over every round of the 'extra' metrics matching the shell pattern
     ``pattern`` (e.g. ``q`` or ``contribution.*``); None if the run has none."""
-    values = [row["value"] for row in _rows(run_dir, "extra") if fnmatch.fnmatchcase(row["metric"], pattern)]
+    values = [row["value"] for row in _rows(run, "extra") if fnmatch.fnmatchcase(row["metric"], pattern)]
     return (min(values), max(values)) if values else None
 
 
@@ -149,18 +236,19 @@ def value_range(ranges: list[tuple[float, float] | None]) -> str:
     return f"{min(lo for lo, _ in found):.3g} – {max(hi for _, hi in found):.3g}"
 
 
-def metric_curve(run_dir: Path, metric: str = "accuracy") -> dict[int, float]:
+def metric_curve(run: Run, metric: str = "accuracy") -> dict[int, float]:
     """round -> value of the test-set ``metric``."""
-    return {r["round"]: r["value"] for r in _rows(run_dir, "test") if r["metric"] == metric}
+    return {r["round"]: r["value"] for r in _rows(run, "test") if r["metric"] == metric}
 
 
 def comparison_table(
-    groups: dict[str, list[Path]], mean_keys: list[str] = (), range_keys: list[str] = ()
+    groups: dict[str, list[Run]], mean_keys: list[str] = (), range_keys: list[str] = ()
 ) -> list[str]:
     """Markdown lines of the table (see the module docstring); ``mean_keys`` adds columns
     of 'extra' metrics averaged over rounds, ``range_keys`` (shell patterns) columns of
     their smallest and largest value over every round of every run of the row."""
-    summaries = {label: [_summary(r) for r in runs] for label, runs in groups.items()}
+    groups = _records(groups)
+    summaries = {label: [r.summary for r in runs] for label, runs in groups.items()}
     target = next((s["target_accuracy"] for v in summaries.values() for s in v if s.get("target_accuracy")), None)
     scores = {label: [own_scores(r) for r in runs] for label, runs in groups.items()}
     score_keys = sorted({k for per_run in scores.values() for s in per_run for k in s})
@@ -191,28 +279,27 @@ def comparison_table(
     return lines
 
 
-def per_run_table(groups: dict[str, list[Path]], at_rounds: list[int] = ()) -> list[str]:
+def per_run_table(groups: dict[str, list[Run]], at_rounds: list[int] = ()) -> list[str]:
     """Markdown lines with one row per run: its seed, final accuracy, best accuracy and
     the first round that reached it, final macro-F1 and, at each of ``at_rounds``, its
     test accuracy (loss)."""
     header = "| method | seed | final accuracy (%) | best accuracy (%) | round of best | final macro-F1 (%) |"
     header += "".join(f" round {r}: accuracy % (loss) |" for r in at_rounds)
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for label, runs in groups.items():
-        seeds = {run: _config(run).get("seed", "-") for run in runs}
-        for run in sorted(runs, key=lambda r: str(seeds[r]).zfill(9)):
-            s = _summary(run)
+    for label, runs in _records(groups).items():
+        for run in sorted(runs, key=lambda r: str(r.seed).zfill(9)):
+            s = run.summary
             accuracy, loss = metric_curve(run), metric_curve(run, "loss")
             best_round = min((r for r in accuracy if accuracy[r] == max(accuracy.values())), default="-")
-            row = (f"| {label} | {seeds[run]} | {100 * s['final_accuracy']:.2f} | "
-                   f"{100 * s['best_accuracy']:.2f} | {best_round} | {100 * s['final_macro_f1']:.2f} |")
+            row = (f"| {label} | {run.seed} | {100 * s['final_accuracy']:.2f} | "
+                   f"{100 * s['best_accuracy']:.2f} | {best_round} | {_percent(s['final_macro_f1'])} |")
             for r in at_rounds:
                 row += f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |" if r in accuracy and r in loss else " - |"
             lines.append(row)
     return lines
 
 
-def accuracy_plot(groups: dict[str, list[Path]], path: Path, title: str) -> None:
+def accuracy_plot(groups: dict[str, list[Run]], path: Path, title: str) -> None:
     """Mean test accuracy per round of every group, with a ±std band."""
     import matplotlib
 
@@ -220,7 +307,7 @@ def accuracy_plot(groups: dict[str, list[Path]], path: Path, title: str) -> None
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for label, runs in groups.items():
+    for label, runs in _records(groups).items():
         curves = [metric_curve(r) for r in runs]
         rounds = sorted(set.intersection(*(set(c) for c in curves)))
         values = np.array([[c[r] for r in rounds] for c in curves])
@@ -243,9 +330,10 @@ def write_report(
     folders: list[Path], out: Path, title: str = "Comparison", mean_keys: list[str] = (),
     range_keys: list[str] = (), per_run: bool = False, at_rounds: list[int] = (),
 ) -> Path:
-    """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``;
-    with ``per_run`` (or ``at_rounds``) also a table of every run's own numbers."""
-    runs = find_runs(folders)
+    """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``
+    (run or sweep folders, or tables written by ``fedimb export``); with ``per_run`` (or
+    ``at_rounds``) also a table of every run's own numbers."""
+    runs = load_runs(folders)
     if not runs:
         raise ConfigError(f"no completed runs (summary.json) in {', '.join(map(str, folders))}")
     groups, legend = group_runs(runs)

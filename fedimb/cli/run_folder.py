@@ -79,8 +79,10 @@ def _result_of(round_event: dict) -> dict:
 class RunRecorder:
     """Consumes ``flwr run --stream`` lines for one run."""
 
-    def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo, resume: bool = False):
+    def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo, resume: bool = False,
+                 on_round: Callable[[dict[str, Any]], None] | None = None):
         self.run_dir = run_dir
+        self.on_round = on_round  # each round this recorder accepts (experiment tracking)
         self.cfg = cfg
         self.echo = echo
         self.start: dict[str, Any] = {}
@@ -129,6 +131,8 @@ class RunRecorder:
                 return  # a resumed server repeats its checkpointed round (its timings may differ): known here
             self.rounds = [r for r in self.rounds if r["round"] < event["round"]] + [event]
             self.echo(self.progress_line(event))
+            if self.on_round is not None:
+                self.on_round(event)
             for message in event.get("messages", []):  # failures and rejections, naming the client
                 self.echo(f"    ! {message}")
         elif kind == "end":

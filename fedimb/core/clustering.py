@@ -25,9 +25,10 @@ def inferred_distribution(model: torch.nn.Module, input_shape: tuple[int, ...], 
     """Eq. 3 (FedConcat-ID): the mean softmax of ``model`` over ``samples`` random
     standard-normal inputs (our inputs are standardised, so N(0, 1) covers their range)."""
     generator = torch.Generator().manual_seed(int(seed))
-    x = torch.randn(int(samples), *input_shape, generator=generator)
+    x = torch.randn(int(samples), *input_shape, generator=generator)  # drawn on the CPU: the same on any device
     model.eval()
-    return torch.softmax(model(x), dim=1).mean(dim=0).double().numpy()
+    device = next(model.parameters()).device
+    return torch.softmax(model(x.to(device)), dim=1).mean(dim=0).double().cpu().numpy()
 
 
 def kmeans_clusters(distributions: np.ndarray, k: int, seed: int) -> np.ndarray:

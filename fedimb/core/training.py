@@ -155,10 +155,11 @@ def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.
 def evaluate_model(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, batch_size: int = 1000
 ) -> dict[str, object]:
-    """Loss, accuracy, macro-F1 and per-class recall of ``model`` on ``(x, y)``."""
+    """Loss, accuracy, macro-F1 and per-class recall of ``model`` on ``(x, y)``; the
+    labels may stay on the CPU while the model and inputs are on a GPU."""
     logits = predict(model, x, batch_size)
-    loss = float(nn.functional.cross_entropy(logits, y))
-    metrics = classification_metrics(y.numpy(), logits.argmax(dim=1).numpy(), num_classes)
+    loss = float(nn.functional.cross_entropy(logits, y.to(logits.device)))
+    metrics = classification_metrics(y.cpu().numpy(), logits.argmax(dim=1).cpu().numpy(), num_classes)
     return {"loss": loss, **metrics}
 
 
