@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import platform
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: the tables the documentation includes (docs/benchmarks/*.md, docs/faults.md)
+DOCS_TABLES = REPO / "docs" / "tables"
 
 
 def publish_table(table: Path, lines: list[str]) -> Path:
@@ -19,15 +23,41 @@ def publish_table(table: Path, lines: list[str]) -> Path:
     return table
 
 
-def publish_in_readme(name: str, lines: list[str], readme: Path = REPO / "README.md") -> None:
-    """Replace what README.md holds between ``<!-- name:begin -->`` and ``<!-- name:end -->``
-    with ``lines``, so that a table in README is the one its script wrote last."""
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    text = readme.read_text()
-    if begin not in text or end not in text:
-        raise SystemExit(f"README.md has no {begin} ... {end} block for this table")
-    head, rest = text.split(begin, 1)
-    readme.write_text(head + begin + "\n" + "\n".join(lines) + "\n" + end + rest.split(end, 1)[1])
+def publish_in_docs(name: str, lines: list[str], script: str | None = None, new: bool = True) -> Path | None:
+    """Write ``lines`` to ``docs/tables/<name>.md``, the file a page of the documentation
+    includes (``--8<-- "<name>.md"``), so that a table in the docs is the one its script
+    wrote last. The first line names the script: ``script`` (a path relative to the
+    repository), else the calling module's file. With ``new=False`` only a table the
+    docs already hold is rewritten (for scripts whose table names come from arguments).
+    Returns the path, or None where nothing was written."""
+    path = DOCS_TABLES / f"{name}.md"
+    if not new and not path.exists():
+        return None
+    if script is None:
+        caller = inspect.currentframe().f_back.f_globals.get("__file__") or sys.argv[0]  # type: ignore[union-attr]
+        script = os.path.relpath(Path(caller).resolve(), REPO)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"<!-- written by {Path(script).as_posix()}; rerun it to update -->\n\n" + "\n".join(lines) + "\n")
+    print(path)
+    return path
+
+
+def table_part(lines: list[str]) -> list[str]:
+    """The first markdown table (run of lines starting with ``|``) of a script's ``lines``."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return lines[start:end]
+
+
+def part(lines: list[str], start: str, stop: str = "Command:") -> list[str]:
+    """``lines`` from the first line starting with ``start`` up to (without) the next line
+    starting with ``stop``, trailing blank lines removed."""
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    last = next((i for i in range(first + 1, len(lines)) if lines[i].startswith(stop)), len(lines))
+    chosen = lines[first:last]
+    while chosen and not chosen[-1].strip():
+        chosen.pop()
+    return chosen
 
 
 def machine() -> str:

@@ -15,7 +15,8 @@ checks three things:
   same run with client 1 failing outright). What round 3 made of it is noted.
 
 tests/integration/test_fault_matrix.py runs the same cells (``one_cell``) and asserts them.
-Writes results/faults/table.md (and .json); the README's fault table is this file. Cells
+Writes results/faults/table.md (and .json) and, for the whole matrix, docs/tables/fault_matrix.md
+(the table of docs/faults.md). Cells
 measured before are kept, so ``--runtimes simulation --faults kill_worker`` measures one
 cell again and rewrites the table.
 """
@@ -36,7 +37,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import REPO, argument_parser, publish_in_readme, publish_table  # noqa: E402
+from benchmarks.common import REPO, argument_parser, publish_in_docs, publish_table  # noqa: E402
 
 EXPERIMENT = ["dataset=digits", "num_clients=3", "num_rounds=3", "dropout=none", "train.local_epochs=1", "seed=0",
               "fault.clients=[1]", "fault.rounds=[2]"]
@@ -291,7 +292,7 @@ def main() -> None:
     lines += ["", "Command: `python benchmarks/faults.py` (`--runtimes R --faults F` measures those cells again)"]
     publish_table(args.out / "table.md", ["# Fault matrix", "", *lines])
     if len(cells) == len(RUNTIMES) * len(FAULTS):  # the whole matrix
-        publish_in_readme("fault-matrix", lines)
+        publish_in_docs("fault_matrix", lines)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ weight decay never acts on it as a gradient.
 
 **Control variate** c_i⁺ (line 12), ``method.client.control``; the default ``auto`` is
 ``option2_normalised`` under SGD (with or without momentum) and ``gradient_mean`` under
-Adam, the rules that were stable and best in the README's measurements for each:
+Adam, the rules that were stable and best in the measurements of
+docs/benchmarks/accuracy.md for each:
 
 - ``option2_normalised``: option II with the displacement measured per
   momentum-weighted step. The optimiser's share of the displacement is
@@ -19,7 +20,8 @@ Adam, the rules that were stable and best in the README's measurements for each:
   local gradients. Under plain SGD a_i = K and this is option II's
   c_i − c + (x − y_i)/(K·η_l) exactly. Under momentum c_i and the shift stay in gradient
   units while momentum amplifies only the client's own gradient, so the correction is
-  weaker than the full drift; this kept every run of the stability matrix (README) from
+  weaker than the full drift; this kept every run of the stability matrix
+  (docs/benchmarks/accuracy.md) from
   collapsing where ``option2`` did not.
 - ``option2``: c_i⁺ = c_i − c + (x − y_i)/(K·η_l) literally, whatever the optimiser did:
   under momentum c_i is the momentum-amplified mean step and the correction cancels the
@@ -30,12 +32,14 @@ Adam, the rules that were stable and best in the README's measurements for each:
   L2 term) at the server model, from one extra pass over the local data in
   mini-batches (training mode, buffers restored). The paper notes it can be more stable
   than option II but costs the extra pass; on mnist5k Dir(0.1) under plain SGD it learnt
-  far slower than option II (README, the stability matrix).
+  far slower than option II (docs/benchmarks/accuracy.md, the stability matrix).
 - ``gradient_mean``: c_i⁺ = mean of the K raw mini-batch gradients along the local path,
   and the correction is added to the gradient *before* the optimiser step, so Adam
   normalises correction and gradient together. Caveat: under SGD with momentum the
   buffer amplifies the correction as well, and this rule collapsed in 3 of 6 runs with
-  momentum 0.9 (README); under Adam it was the best rule (README, the Adam table).
+  momentum 0.9 (docs/benchmarks/accuracy.md, the stability matrix); under Adam it was the
+  best rule (docs/benchmarks/accuracy.md, the SCAFFOLD, FedDyn, MOON, FedNova and FedAvgM
+  table under Adam).
 
 The client keeps c_i⁺ in ``Context.state`` (c_i starts at zero) and returns
 Δc_i = c_i⁺ − c_i as named payloads ``control_delta.<j>``.

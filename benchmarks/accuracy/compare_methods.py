@@ -6,7 +6,12 @@ run already completed, so an interrupted benchmark resumes), then writes
 - ``<out>/<name>/table.md``: the table of ``fedimb report`` (:mod:`fedimb.cli.report`)
   with one row per method: final and best test accuracy, final macro-F1 and the
   method's own scores, mean ± std over seeds;
-- ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band.
+- ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band;
+- ``docs/tables/<name>.md``: the table alone, where the docs include a table of that name
+  (``run.sh``'s rebafl_mnist5k, astraea_mnist5k, grpfed_mnist5k,
+  stateful_mnist5k_alpha0.1, stateful_mnist5k_alpha0.5,
+  stateful_mnist5k_alpha0.1_scaffold_option2_normalised and
+  stateful_mnist5k_alpha0.5_scaffold_option2_normalised).
 
     python benchmarks/accuracy/compare_methods.py --name rebafl_mnist5k \\
         --methods fedavg,fedprox,rebafl --seeds 0,1,2 -- num_rounds=50 num_clients=20
@@ -24,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
 from fedimb.cli.report import accuracy_plot, comparison_table, machine  # noqa: E402
 
 
@@ -89,6 +94,7 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, m
         f"--seeds {','.join(map(str, seeds))} {extras_arg}-- {' '.join(overrides)}`",
     ]
     accuracy_plot(groups, out / "accuracy.png", name)
+    publish_in_docs(name, table_part(lines), new=False)
     return publish_table(out / "table.md", lines)
 
 

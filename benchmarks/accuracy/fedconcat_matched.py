@@ -5,7 +5,8 @@ For every partition and seed: run FedConcat and FedConcat-ID, measure their tota
 traffic (bytes up + down, including the concatenated encoders sent once per client),
 and give FedAvg as many rounds as that traffic buys at FedAvg's measured cost per
 round (one model down and up per client, read from FedConcat's encoder rounds, which
-move exactly the same model). Writes ``<out>/fedconcat_mnist5k/table.md``.
+move exactly the same model). Writes ``<out>/table.md`` (``results/fedconcat_mnist5k``) and its
+table to ``docs/tables/fedconcat_mnist5k.md``.
 
     python benchmarks/accuracy/fedconcat_matched.py [--partitions c2,dir01] [--seeds 0,1,2]
 """
@@ -23,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_run  # noqa: E402
-from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
 from fedimb.cli.report import mean_std  # noqa: E402
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
@@ -82,6 +83,7 @@ def main() -> None:
     lines += ["", "Accuracy in %, mean ± std over seeds, final round.",
               f"Command: `python benchmarks/accuracy/fedconcat_matched.py --partitions {args.partitions} --seeds {args.seeds}`"]
     publish_table(args.out / "table.md", lines)
+    publish_in_docs("fedconcat_mnist5k", table_part(lines))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ and FedAvg, q-FFL and AFL are the reference rows. Writes
 - ``<out>/table.md``: per row, mean ± std over seeds of the final T_g, T_p, T_r, T_l
   (macro-F1, %) and test accuracy, and the range of q over every round of its runs;
 - ``<out>/heatmap.png``: mean final T_g and T_l over the q_0 × η_q grid, with FedAvg's
-  values in the titles.
+  values in the titles;
+- ``docs/tables/grpfed_sensitivity.md``: the table alone (docs/benchmarks/accuracy.md).
 
     python benchmarks/accuracy/grpfed_sensitivity.py [--seeds 0,1,2] [--jobs 2]
 
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure  # noqa: E402
 from fedimb.cli.report import extra_range, machine, mean_std, own_scores, value_range  # noqa: E402
 
 SETUP = ["+experiment=grpfed_mnist5k", "runtime=in_process"]
@@ -115,6 +116,7 @@ def main() -> None:
         lines.append(f"| {label} | {cells} | {q_range} |")
     args.out.mkdir(parents=True, exist_ok=True)
     heatmap(means, args.out / "heatmap.png")
+    publish_in_docs("grpfed_sensitivity", lines)
     publish_table(args.out / "table.md", [
         "# GRP-FED: sensitivity to q_0, η_q and the open readings (mnist5k, quantity skew)", "",
         f"Set-up: `{' '.join(SETUP)}`; seeds {args.seeds}; mean ± std over seeds (macro-F1 for the T columns). "

@@ -5,7 +5,9 @@ For each Dirichlet alpha, method and seed: one run with ``normalize=none`` and o
 ``normalize=latent_cosine normalize.temperature=T`` per T (+experiment=contrib_mnist5k
 settings unless overridden). Writes ``<out>/table.md`` (mean ± std over seeds of the
 original and every T, and each T's difference to the original) and ``<out>/temperature.png``
-(final accuracy over T, one line per method and alpha, the original as a dashed line).
+(final accuracy over T, one line per method and alpha, the original as a dashed line), and
+the table to ``docs/tables/<name of --out>.md`` where the docs include it:
+``normalization_mnist5k`` (the default) and ``normalization_temperature`` (``run.sh temperature``).
 
     python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5] [--temperatures 1,0.5,0.2]
         [--methods fedavg,fedprox] [--seeds 0,1,2] [--jobs 2] [-- overrides]
@@ -23,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import argument_parser, panels, publish_table, save_panels  # noqa: E402
+from benchmarks.common import argument_parser, panels, publish_in_docs, publish_table, save_panels, table_part  # noqa: E402
 from fedimb.cli.report import machine, mean_std  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
@@ -95,6 +97,7 @@ def main() -> None:
                   f"--methods {args.methods} --temperatures {args.temperatures} --seeds {args.seeds} --out {args.out} "
                   f"-- {' '.join(args.overrides)}`"]
     publish_table(args.out / "table.md", lines)
+    publish_in_docs(args.out.name, table_part(lines), new=False)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ process (the global model Per-FedAvg's clients start from follows the same kind 
 path) and, every few rounds, estimates λ_max of the mean cross-entropy at the global
 model on each sampled client's training data (power iteration, exact Hessian-vector
 products). Writes ``<out>/table.md`` (per set-up and round: median and largest λ_max over
-the clients, and the α = 1/λ_max that it allows) and ``<out>/curvature.png``.
+the clients, and the α = 1/λ_max that it allows), ``<out>/curvature.png`` and the table
+to ``docs/tables/perfedavg_curvature.md``.
 
     python benchmarks/accuracy/perfedavg_curvature.py [--rounds 30] [--every 5]
 """
@@ -22,7 +23,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure  # noqa: E402
 from fedimb.app.in_process import InProcessFederation  # noqa: E402
 from fedimb.cli.report import machine  # noqa: E402
 from fedimb.core.curvature import top_hessian_eigenvalue  # noqa: E402
@@ -93,6 +94,7 @@ def main() -> None:
     ax.legend(fontsize=7)
     args.out.mkdir(parents=True, exist_ok=True)
     save_figure(fig, args.out / "curvature.png")
+    publish_in_docs("perfedavg_curvature", lines)
     publish_table(args.out / "table.md", [
         "# Largest Hessian eigenvalue of the clients' losses along FedAvg training", "",
         f"Seed {args.seed}; at most {args.max_samples} samples per client; power iteration (30 steps). "

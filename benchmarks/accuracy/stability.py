@@ -9,7 +9,8 @@ momentum × Dirichlet α × seed. Writes
   mean-over-rounds test accuracy, the runs that ended collapsed (final accuracy at most
   1.5x chance, i.e. about one class predicted), and the rounds in which an update was
   rejected for NaN/Inf values (summed over seeds, with the number of runs that had any);
-- ``<out>/curves.png``: mean test accuracy per round, one panel per momentum × α.
+- ``<out>/curves.png``: mean test accuracy per round, one panel per momentum × α;
+- ``docs/tables/stability.md``: the table alone (docs/benchmarks/accuracy.md).
 
     python benchmarks/accuracy/stability.py [--rows fedavg,scaffold] [--seeds 0,1,2] [--jobs 2]
 
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import argument_parser, panels, publish_table, save_panels  # noqa: E402
+from benchmarks.common import argument_parser, panels, publish_in_docs, publish_table, save_panels, table_part  # noqa: E402
 from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
@@ -132,6 +133,7 @@ def main() -> None:
         f"--momenta {args.momenta} --alphas {args.alphas}`",
     ]
     publish_table(args.out / "table.md", lines)
+    publish_in_docs("stability", table_part(lines))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@
 Every runtime runs the same FedAvg experiment (every client every round, 1 local epoch,
 mnist5k by default); the deployment starts a local SuperLink and one SuperNode per client.
 ``command to round 1`` is the wall time from starting ``fedimb`` to its round-1 line.
-Writes ``<out>/breakdown.md`` and ``.json``.
+Writes ``<out>/breakdown.md`` and ``.json``, and the table to
+``docs/tables/perf_breakdown_<N>clients.md`` where the docs include that table:
+``perf_breakdown_3clients`` and ``perf_breakdown_10clients``, the two calls of ``make bench``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, machine, publish_in_docs, publish_table, table_part  # noqa: E402
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 #: the rows of the table, in the order a round runs (client phases: mean over the clients / maximum)
@@ -131,6 +133,7 @@ def main() -> None:
         f"--rounds {args.rounds} {' '.join(args.overrides)}`",
     ]
     publish_table(args.out / "breakdown.md", lines)
+    publish_in_docs(f"perf_breakdown_{args.clients}clients", table_part(lines), new=False)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 For each N: start the federation (``fedimb.cli.local_federation``), run FedAvg through the
 front end (``runtime=deployment``, one partition per node, all nodes every round) and
 read each round's wall time from the run's ``events.jsonl``. Writes
-``<out>/deployment_latency.md``.
+``<out>/deployment_latency.md`` and its table to ``docs/tables/perf_deployment.md``.
 
     python benchmarks/perf/deployment.py --nodes 3,10 [--rounds 4] [--secure]
 """
@@ -22,7 +22,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, machine, publish_in_docs, publish_table, table_part  # noqa: E402
 from fedimb.cli.local_federation import LocalFederation  # noqa: E402
 
 
@@ -73,6 +73,7 @@ def main() -> None:
         f"{' --secure' if args.secure else ''} {' '.join(args.overrides)}`",
     ]
     publish_table(args.out / "deployment_latency.md", lines)
+    publish_in_docs("perf_deployment", table_part(lines))
 
 
 if __name__ == "__main__":

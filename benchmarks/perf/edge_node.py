@@ -8,7 +8,8 @@ Measures the image's size, each node's start-up (process start to its ClientApp 
 serving, i.e. torch and Flower imported), each client's phases per round and its peak
 memory (``timing_by_client`` in the run's events: the ClientApp process's own peak
 resident memory; under QEMU it includes the emulator's) and the container's peak memory
-(all its processes, from its cgroup). Writes ``<out>/edge_node.md`` and ``.json``.
+(all its processes, from its cgroup). Writes ``<out>/edge_node.md`` and ``.json``, and the
+measurements (without the caption) to ``docs/tables/perf_edge_node.md``.
 
     python benchmarks/perf/edge_node.py [--rounds 3] [--arch arm64]
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, machine, part, publish_in_docs, publish_table  # noqa: E402
 from edge.federation import ContainerNode, ContainerSpec, EdgeFederation  # noqa: E402
 from edge.host import container_engine  # noqa: E402
 from edge.image import build_image, default_cache, image_size_mb  # noqa: E402
@@ -105,6 +106,7 @@ def main() -> None:
     lines = table(emulated, native, args.arch, image_mb)
     lines.append("Command: `python benchmarks/perf/edge_node.py " + " ".join(sys.argv[1:]) + "`")
     publish_table(args.out / "edge_node.md", lines)
+    publish_in_docs("perf_edge_node", part(lines, "- image"))
     (args.out / "edge_node.json").write_text(json.dumps({"emulated": emulated, "native": native, "image_mb": image_mb},
                                                         indent=1))
 

@@ -7,7 +7,8 @@ difference is the framework: Flower messaging, Ray actors, serialisation (simula
 or only fedimb's own server loop, checks and records (in-process, 2 torch threads like
 the fastest plain loop).
 
-Writes ``<out>/perf_fedavg.md`` (table) and ``<out>/perf_fedavg.png`` (time per round).
+Writes ``<out>/perf_fedavg.md`` (table) and ``<out>/perf_fedavg.png`` (time per round), and the
+table with its notes to ``docs/tables/perf_fedavg.md`` (docs/benchmarks/performance.md).
 
     python benchmarks/perf/fedavg_loop.py [--rounds 6] [--clients 20] [--out results/perf]
 """
@@ -27,7 +28,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, figure, save_figure  # noqa: E402
+from benchmarks.common import argument_parser, figure, part, publish_in_docs, save_figure  # noqa: E402
 from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured  # noqa: E402
 from fedimb.app import config  # noqa: E402
 from fedimb.app.build import as_tensors, experiment_data, new_model  # noqa: E402
@@ -136,6 +137,7 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
     ]
     table = out / "perf_fedavg.md"
     table.write_text("\n".join(lines) + "\n")
+    publish_in_docs("perf_fedavg", part(lines, "| |"))
 
     fig, ax = figure(figsize=(7, 4))
     rounds = np.arange(1, args.rounds + 1)

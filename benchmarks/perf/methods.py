@@ -30,7 +30,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure, table_part  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
 from fedimb.app.config import group_choices, smoke_overrides  # noqa: E402
 from fedimb.app.in_process import InProcessFederation  # noqa: E402
@@ -132,6 +132,7 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     ax.legend()
     save_figure(fig, args.out / "perf_methods.png")
     (args.out / "perf_methods.json").write_text(json.dumps(results, indent=1))
+    publish_in_docs("perf_methods", table_part(lines))
     return publish_table(args.out / "perf_methods.md", lines)
 
 

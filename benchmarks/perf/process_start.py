@@ -6,7 +6,8 @@ fedimb's ClientApp module, loading mnist5k (``experiment_data``) and creating th
 optimizer (``torch.optim`` imports ``torch._dynamo`` on first use). The data load is timed
 with an empty fedimb cache (first process on a machine: the embedded digits are read and
 split with scikit-learn) and with the cache the first process leaves (the split read from
-disk, no scikit-learn). Writes ``<out>/process_start.md``.
+disk, no scikit-learn). Writes ``<out>/process_start.md`` and its table to
+``docs/tables/perf_process_start.md``.
 
     python benchmarks/perf/process_start.py [--repeats 3] [--out results/perf]
 """
@@ -25,7 +26,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
 from fedimb.cli.report import machine  # noqa: E402
 
 PHASES = ("import torch", "import the ClientApp module", "load mnist5k", "first optimizer")
@@ -82,6 +83,7 @@ def main() -> None:
                      + f" | {sum(medians):.2f} | {'/'.join(sklearn)} |")
     lines += ["", f"Command: `python benchmarks/perf/process_start.py --repeats {args.repeats}`"]
     publish_table(args.out / "process_start.md", lines)
+    publish_in_docs("perf_process_start", table_part(lines))
 
 
 if __name__ == "__main__":

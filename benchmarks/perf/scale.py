@@ -5,7 +5,9 @@ hold 4 training images each), a fraction of the clients (10%) sampled per round,
 epoch, no dropout. Every round trains on about the same number of images (the fraction
 of 4,000), so the time per round from round 2 on should follow the sampled clients, not
 N; round 1 also asks every virtual node for its partition id once. Writes
-``<out>/<name>.md`` and ``<name>.png`` (name ``perf_scale``).
+``<out>/<name>.md`` and ``<name>.png`` (name ``perf_scale``), and the table to
+``docs/tables/<name>.md`` where the docs include one of that name: ``perf_scale`` and
+``perf_scale_5pct`` (``--clients 1000 --fraction 0.05 --name perf_scale_5pct``).
 
     python benchmarks/perf/scale.py [--clients 100,500,1000] [--fraction 0.1] [--rounds 4]
 """
@@ -23,7 +25,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, figure, publish_table, save_figure  # noqa: E402
+from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure, table_part  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
 
 MEMORY_TARGET_MB = 4096
@@ -76,6 +78,7 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         ax.grid(alpha=0.3)
     save_figure(fig, args.out / f"{args.name}.png")
     (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
+    publish_in_docs(args.name, table_part(lines), new=False)
     return publish_table(args.out / f"{args.name}.md", lines)
 
 

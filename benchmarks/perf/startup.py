@@ -12,7 +12,9 @@ For the simulation it also splits the wait into its steps, from the run folder: 
 ``flwr.log`` stamps every line with the seconds since the front end began the run (as the
 lines arrive, in Flower's 0.5 s stream ticks) and ``metrics.csv`` holds round 1's phases.
 
-Writes ``<out>/startup.md`` and ``.json`` (median, min and max over the repeats).
+Writes ``<out>/startup.md`` and ``.json`` (median, min and max over the repeats), and to
+``docs/tables/``: the runtime table as ``perf_startup_floor`` (with Flower's floor among the
+runtimes) or ``perf_startup`` (without it), the simulation's steps as ``perf_startup_steps``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, machine, publish_table  # noqa: E402
+from benchmarks.common import argument_parser, machine, publish_in_docs, publish_table, table_part  # noqa: E402
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 MARKS = {"round 0": "round 0/", "round 1": "round 1/"}
@@ -120,6 +122,9 @@ def main() -> None:
         "Command: `python benchmarks/perf/startup.py " + " ".join(sys.argv[1:]) + "`",
     ]
     publish_table(args.out / "startup.md", lines)
+    publish_in_docs("perf_startup_floor" if FLOOR in results else "perf_startup", table_part(lines))
+    if steps := step_table(results.get("simulation", {})):
+        publish_in_docs("perf_startup_steps", table_part(steps))
     (args.out / "startup.json").write_text(json.dumps(results, indent=1))
 
 

@@ -145,7 +145,7 @@ def test_default_control_stays_bounded_under_sgd_with_momentum(seed):
     norms = [r["extra"]["control_norm"] for r in records]
     assert sum(r["clients"]["rejected"] for r in records) == 0
     assert max(norms) < 10 * norms[0], f"control norm grew: {norms}"
-    assert records[-1]["test"]["accuracy"] > 0.6  # FedAvg on this set-up: see the README's stability matrix
+    assert records[-1]["test"]["accuracy"] > 0.6  # FedAvg here: docs/benchmarks/accuracy.md, stability matrix
 
 
 def test_auto_control_is_option2_normalised_under_sgd_and_gradient_mean_under_adam():
