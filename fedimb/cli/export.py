@@ -14,7 +14,6 @@ integers, ``value`` a float, the rest strings; a missing value is null.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,17 +51,6 @@ def output_format(out: Path | None, fmt: str | None) -> str:
     if suffix is not None and suffix != fmt:
         raise ConfigError(f"--format {fmt} does not match --out {out} (a .{suffix} name)")
     return fmt
-
-
-def check_output(out: Path) -> None:
-    """``out`` can be written, checked before any run is read."""
-    existing = out.absolute().parent
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"cannot write {out}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write {out}: {existing} is not writable by this user")
 
 
 def _name(section: Any) -> str | None:
@@ -136,7 +124,9 @@ def export_runs(folders: list[Path], out: Path | None = None, fmt: str | None = 
     and rows."""
     fmt = output_format(out, fmt)
     out = out if out is not None else Path(folders[0]) / f"export.{fmt}"
-    check_output(out)
+    from fedimb.cli.preflight import check_writable
+
+    check_writable(out.parent, "--out")
     _pandas()
     if fmt == "parquet":
         _pyarrow()
