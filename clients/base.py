@@ -38,6 +38,9 @@ class BaseClient(NumPyClient):
 
     #: whether the client scores a personal model (:class:`PersonalEvaluation`)
     personal_evaluation = False
+    #: whether the method trains or swaps the encoder apart from the head, so that the
+    #: model's encoder needs parameters (checked with the configuration)
+    trains_encoder_alone = False
     #: rules for the method's client settings (``method.client``), by name, e.g.
     #: ``{"variant": one_of("fo", "hf")}`` (:mod:`fedimb.core.errors`); checked with the
     #: configuration, before any training

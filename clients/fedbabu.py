@@ -24,6 +24,8 @@ from fedimb.core.training import (
 class FedBABUClient(BaseClient):
     """Body-only local training; head fine-tuning when asked to evaluate."""
 
+    trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
+
     def trainable_parameters(self):
         return self.model.encoder.parameters()
 

@@ -27,6 +27,8 @@ EXTRACTOR_STATE = "fedconcat_extractor"
 class FedConcatClient(BaseClient):
     """Local side of FedConcat: stage-dependent."""
 
+    trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
+
     def get_properties(self, config):
         props = super().get_properties(config)
         epsilon = config.get("laplace_epsilon")

@@ -57,6 +57,8 @@ def regularizer_loss(d: nn.Module, f_local: torch.Tensor) -> torch.Tensor:
 class GRPFEDClient(PersonalEvaluation, BaseClient):
     """Global model + adversarially regularised personal extractor."""
 
+    trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
+
     setting_rules = {"loss_at": one_of("training", "received"), "personal_resync_every": at_least(0, integer=True)}
 
     def _personal_parts(self, config, resync: bool = False) -> tuple[nn.Module, nn.Module]:

@@ -105,7 +105,7 @@ def _device_client_data(cfg: DictConfig, pid: int, data_path: str, device: torch
     key = (data_path, str(cfg.dataset.name), str(device))
     with _LOCK:
         if key not in _DEVICE_DATA:
-            info = dataset_info(str(cfg.dataset.name))
+            info = dataset_info(cfg.dataset)
             x_np, y_np = load_device_data(data_path, info.input_shape, info.num_classes)
             try:
                 test = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
@@ -140,7 +140,7 @@ def _process_model(cfg: DictConfig, device: torch.device) -> EncoderHeadNet:
             torch.set_num_threads(threads)
             _THREADS_SET = True
         if key not in _MODELS:
-            _MODELS[key] = new_model(cfg, dataset_info(str(cfg.dataset.name))).to(device)
+            _MODELS[key] = new_model(cfg, dataset_info(cfg.dataset)).to(device)
         return _MODELS[key]
 
 
@@ -165,7 +165,7 @@ def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.Phase
         model = _process_model(cfg, device)
     client = client_cls(
         context=context, data=data, model=model, device=device,
-        model_factory=lambda: new_model(cfg, dataset_info(str(cfg.dataset.name))),
+        model_factory=lambda: new_model(cfg, dataset_info(cfg.dataset)),
     )
     return faults.inject(cfg, pid, client)
 

@@ -173,9 +173,11 @@ def _check(cfg: DictConfig) -> None:
                 f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
                 f"methods with one: {', '.join(methods_with_personal_evaluation())}")
 
-    info = dataset_info(str(cfg.dataset.name))
+    info = dataset_info(cfg.dataset)
     _need(cfg.model.name in MODELS,
           f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})")
+    if getattr(client_cls, "trains_encoder_alone", False):
+        _check_encoder_has_parameters(cfg, info)
 
     TrainConfig.check(cfg.train)
     if "fault" in cfg:
@@ -243,6 +245,18 @@ def _check(cfg: DictConfig) -> None:
     target = cfg.evaluation.get("target_accuracy")
     _need(target is None or (_is_number(target) and 0 < target <= 1),
           f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
+
+
+def _check_encoder_has_parameters(cfg: DictConfig, info) -> None:
+    """A method that trains the encoder apart from the head needs an encoder with
+    parameters (``model=mclr`` has none unless ``model.encoder=linear``)."""
+    from fedimb.core.models import build_model
+
+    model = build_model(OmegaConf.to_container(cfg.model, resolve=True), info.input_shape, info.num_classes)
+    _need(any(True for _ in model.encoder.parameters()),
+          f"method '{cfg.method.name}' trains the model's encoder apart from its head, but model={cfg.model.name}'s "
+          f"encoder has no parameters (it passes the inputs through): set model=mclr model.encoder=linear "
+          f"(an identity-initialised linear encoder) or choose another model")
 
 
 def _check_gpus_per_client(cfg: DictConfig) -> None:

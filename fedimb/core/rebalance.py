@@ -43,9 +43,11 @@ def apply_plan(
     expectation); a class with r > 1 keeps all samples and gains round((r − 1)·n)
     augmented copies, spread over its samples as evenly as possible (Algorithm 2:
     Rad[y] − 1 copies per sample). Deterministic in ``seed``.
+
+    The paper's transformations are for images (N, C, H, W); other inputs (Synthetic's
+    feature vectors, ECG beats) have no label-preserving transformation in the paper, so
+    their copies are exact: plain oversampling of the minority classes.
     """
-    if x.dim() != 4:
-        raise ValueError("z-score augmentation needs image inputs (N, C, H, W)")
     rng = np.random.default_rng(seed)
     labels = y[indices].numpy()
     keep, sources = [], []
@@ -65,9 +67,17 @@ def apply_plan(
     x_out, y_out = [x[kept]], [y[kept]]
     if sources:
         source = torch.from_numpy(np.concatenate(sources).astype(np.int64))
-        augment = affine_augmenter(augment_params, fill=float(x.min()))
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            x_out.append(torch.stack([augment(x[i]) for i in source.tolist()]))
+        x_out.append(_augmented_copies(x, source, augment_params, seed))
         y_out.append(y[source])
     return torch.cat(x_out).contiguous(), torch.cat(y_out)
+
+
+def _augmented_copies(x: torch.Tensor, source: torch.Tensor, augment_params: Mapping[str, float],
+                      seed: int) -> torch.Tensor:
+    """One copy of each ``x[source]``: affinely transformed for images, exact otherwise."""
+    if x.dim() != 4:
+        return x[source].clone()
+    augment = affine_augmenter(augment_params, fill=float(x.min()))
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return torch.stack([augment(x[i]) for i in source.tolist()])

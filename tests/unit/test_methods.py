@@ -1,5 +1,6 @@
 """Every method config instantiates and trains two rounds in process (no Flower runtime),
-on the small ``digits`` data set to keep this fast; method-specific tests use mnist5k."""
+on the small ``digits`` data set to keep this fast, and on Synthetic(1, 1) with the convex
+``mclr`` model (one device per client); method-specific tests use mnist5k."""
 
 from __future__ import annotations
 
@@ -9,10 +10,20 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.app.config import group_choices, smoke_overrides
+from fedimb.app.components import import_class
+from fedimb.app.config import compose, group_choices, smoke_overrides
 from fedimb.app.in_process import InProcessFederation
 
 METHODS = group_choices("method")
+DATA = {"digits": ["dataset=digits"], "synthetic": ["dataset=synthetic", "partition=natural"]}
+
+
+def data_overrides(method: str, data: str) -> list[str]:
+    """The data set's overrides; on Synthetic, mclr with a linear encoder for the methods
+    that train the encoder apart from the head (its default encoder has no parameters)."""
+    client = import_class(str(compose([f"method={method}"]).method.client._target_))
+    linear = data == "synthetic" and getattr(client, "trains_encoder_alone", False)
+    return [*DATA[data], *(["model=mclr", "model.encoder=linear"] if linear else [])]
 
 
 def test_all_expected_methods_are_configured():
@@ -20,10 +31,11 @@ def test_all_expected_methods_are_configured():
             "astraea_sched", "fedconcat", "fedconcat_id"} <= set(METHODS)
 
 
+@pytest.mark.parametrize("data", DATA)
 @pytest.mark.parametrize("method", METHODS)
-def test_method_trains_two_rounds(method):
+def test_method_trains_two_rounds(method, data):
     fed = InProcessFederation([
-        f"method={method}", "dataset=digits", "num_clients=3", "num_rounds=2", "train.local_epochs=1",
+        f"method={method}", *data_overrides(method, data), "num_clients=3", "num_rounds=2", "train.local_epochs=1",
         "dropout=none", *smoke_overrides(method),  # multi-stage methods: their shortest run
     ])
     initial = parameters_to_ndarrays(fed.parameters)

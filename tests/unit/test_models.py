@@ -23,6 +23,7 @@ SHAPES = {
     "mlp": (1, 8, 8),
     "resnet": (3, 32, 32),
     "ecg_cnn1d": (1, 187),
+    "mclr": (60,),
 }
 BATCH = 3
 NUM_CLASSES = 7
@@ -53,7 +54,8 @@ def test_encoder_head_contract(name):
 
 def test_feature_dims():
     dims = {name: build_model({"name": name}, SHAPES[name], 10).feature_dim for name in SHAPES}
-    assert dims == {"cnn28": 128, "cnn32": 128, "astraea_cnn": 150, "mlp": 64, "resnet": 64, "ecg_cnn1d": 64}
+    assert dims == {"cnn28": 128, "cnn32": 128, "astraea_cnn": 150, "mlp": 64, "resnet": 64, "ecg_cnn1d": 64,
+                    "mclr": 60}
 
 
 def test_astraea_cnn_parameter_count():

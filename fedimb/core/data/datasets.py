@@ -9,6 +9,7 @@ ClientApp process for every message.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import threading
@@ -33,6 +34,7 @@ class ArrayDataset:
     y_test: np.ndarray
     num_classes: int
     groups_train: np.ndarray | None = None  # natural client of each training sample (e.g. patient)
+    groups_test: np.ndarray | None = None   # natural client of each test sample (Synthetic's devices)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -47,6 +49,9 @@ class DatasetInfo:
     input_shape: tuple[int, ...]
     online: bool
     load_raw: Callable[[Mapping[str, Any]], dict[str, np.ndarray]]
+    images: bool = True  # pixel values 0..255, standardised per channel; False: features used as drawn
+    # (num_classes, input_shape) that the data set's settings choose, where they do (Synthetic)
+    configured: Callable[[Mapping[str, Any]], tuple[int, tuple[int, ...]]] | None = None
 
 
 # ----------------------------------------------------------------- embedded sources
@@ -185,6 +190,30 @@ def _download_mitbih(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray
     return load_mitbih(spec, reachable=_hub_reachable("physionet.org"), offline_error=_offline_error)
 
 
+def _raw_synthetic(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Synthetic(alpha, beta) (:mod:`fedimb.core.data.synthetic`), generated here and cached."""
+    from fedimb.core.data.synthetic import all_devices
+
+    draw = synthetic_spec(spec)
+    key = "synthetic-v1-" + "-".join(f"{v!r}" for v in dataclasses.astuple(draw))
+    return disk_cached(key, lambda: all_devices(draw))
+
+
+def synthetic_spec(spec: Mapping[str, Any]):
+    """The :class:`~fedimb.core.data.synthetic.SyntheticSpec` of a ``dataset`` config node."""
+    from fedimb.core.data.synthetic import SyntheticSpec
+
+    return SyntheticSpec(
+        alpha=float(spec["alpha"]), beta=float(spec["beta"]), iid=bool(spec["iid"]),
+        dimension=int(spec["dimension"]), num_classes=int(spec["num_classes"]),
+        num_devices=int(spec["num_devices"]), data_seed=int(spec["data_seed"]),
+    )
+
+
+def _synthetic_shape(spec: Mapping[str, Any]) -> tuple[int, tuple[int, ...]]:
+    return int(spec.get("num_classes", 10)), (int(spec.get("dimension", 60)),)
+
+
 def _online(name: str, download: Callable[[str, Mapping[str, Any]], dict[str, np.ndarray]]):
     def load_raw(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
         local = _local_copy(name, spec)
@@ -206,13 +235,21 @@ DATASETS: dict[str, DatasetInfo] = {
     "cinic10": DatasetInfo(10, (3, 32, 32), True, _online("cinic10", _download_hf)),
     "emnist": DatasetInfo(47, (1, 28, 28), True, _online("emnist", _download_emnist)),
     "mitbih": DatasetInfo(12, (1, 256), True, _online("mitbih", _download_mitbih)),
+    "synthetic": DatasetInfo(10, (60,), False, _raw_synthetic, images=False, configured=_synthetic_shape),
 }
 
 
-def dataset_info(name: str) -> DatasetInfo:
+def dataset_info(spec: str | Mapping[str, Any]) -> DatasetInfo:
+    """Static facts about a data set, by name or from its ``dataset`` config node (which
+    also fixes what its settings choose: Synthetic's number of classes and dimension)."""
+    name = spec if isinstance(spec, str) else str(spec["name"])
     if name not in DATASETS:
         raise ConfigError(f"unknown dataset '{name}' (choose from: {', '.join(sorted(DATASETS))})")
-    return DATASETS[name]
+    info = DATASETS[name]
+    if info.configured is not None and not isinstance(spec, str):
+        num_classes, input_shape = info.configured(spec)
+        info = dataclasses.replace(info, num_classes=num_classes, input_shape=input_shape)
+    return info
 
 
 # ------------------------------------------------------------------------- loading
@@ -223,13 +260,28 @@ _LOADED: dict[tuple, ArrayDataset] = {}
 def load_dataset(spec: Mapping[str, Any]) -> ArrayDataset:
     """Load (once per process) the data set described by a ``dataset`` config node."""
     name = str(spec["name"])
-    info = dataset_info(name)
+    info = dataset_info(spec)
     key = tuple(sorted((k, str(v)) for k, v in spec.items()))
     with _LOCK:
         if key not in _LOADED:
             raw = info.load_raw(spec)
-            _LOADED[key] = _normalise(name, raw, info.num_classes)
+            _LOADED[key] = _normalise(name, raw, info.num_classes) if info.images else _as_drawn(name, raw, info)
         return _LOADED[key]
+
+
+def _groups(raw: Mapping[str, np.ndarray], key: str) -> np.ndarray | None:
+    return np.asarray(raw[key], dtype=np.int64) if key in raw else None
+
+
+def _as_drawn(name: str, raw: Mapping[str, np.ndarray], info: DatasetInfo) -> ArrayDataset:
+    """A generated data set's features as drawn (float32): the model sees the
+    distribution the paper defines, not a standardised one."""
+    return ArrayDataset(
+        name=name, num_classes=info.num_classes,
+        x_train=np.ascontiguousarray(raw["x_train"], dtype=np.float32), y_train=np.asarray(raw["y_train"], dtype=np.int64),
+        x_test=np.ascontiguousarray(raw["x_test"], dtype=np.float32), y_test=np.asarray(raw["y_test"], dtype=np.int64),
+        groups_train=_groups(raw, "groups_train"), groups_test=_groups(raw, "groups_test"),
+    )
 
 
 def _normalise(name: str, raw: Mapping[str, np.ndarray], num_classes: int) -> ArrayDataset:
@@ -246,5 +298,5 @@ def _normalise(name: str, raw: Mapping[str, np.ndarray], num_classes: int) -> Ar
         x_test=np.ascontiguousarray((x_test - mean) / std, dtype=np.float32),
         y_test=np.asarray(raw["y_test"], dtype=np.int64),
         num_classes=num_classes,
-        groups_train=np.asarray(raw["groups_train"], dtype=np.int64) if "groups_train" in raw else None,
+        groups_train=_groups(raw, "groups_train"), groups_test=_groups(raw, "groups_test"),
     )

@@ -15,13 +15,14 @@ from fedimb.core.models.base import (
     set_weights,
     trainable_indices,
 )
-from fedimb.core.models.zoo import astraea_cnn, cnn28, cnn32, ecg_cnn1d, mlp, resnet
+from fedimb.core.models.zoo import astraea_cnn, cnn28, cnn32, ecg_cnn1d, mclr, mlp, resnet
 
 MODELS: dict[str, Callable[..., EncoderHeadNet]] = {
     "cnn28": cnn28,
     "cnn32": cnn32,
     "astraea_cnn": astraea_cnn,
     "mlp": mlp,
+    "mclr": mclr,
     "resnet": resnet,
     "ecg_cnn1d": ecg_cnn1d,
 }

@@ -3,6 +3,9 @@ names the convention we chose."""
 
 from __future__ import annotations
 
+import math
+
+import torch
 from torch import nn
 
 from fedimb.core.models.base import EncoderHeadNet, flat_size
@@ -49,6 +52,29 @@ def astraea_cnn(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNe
     )
     encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), 150), nn.ReLU())
     return EncoderHeadNet(encoder, 150, num_classes)
+
+
+def mclr(input_shape: tuple[int, ...], num_classes: int, encoder: str = "identity") -> EncoderHeadNet:
+    """Multinomial logistic regression, the convex model of FedProx (§5.1) and q-FFL on the
+    Synthetic data sets: softmax(W x + b).
+
+    ``encoder="identity"`` (the papers' model): the encoder only flattens, so the features
+    are the inputs and the head is the model's one linear layer; methods that work on
+    features (ReBaFL's prototypes, contribution normalisation) see the inputs themselves.
+    ``encoder="linear"``: a d x d linear layer before the head, initialised to the identity
+    (so the initial model is the identity variant's), for methods that train or swap the
+    encoder apart from the head (FedBABU, FedConcat, GRP-FED); the logits stay linear in x,
+    but the objective is no longer convex in the parameters."""
+    width = math.prod(input_shape)
+    if encoder == "identity":
+        return EncoderHeadNet(nn.Flatten(), width, num_classes)
+    if encoder != "linear":
+        raise ValueError(f"mclr encoder must be identity or linear, got {encoder!r}")
+    layer = nn.Linear(width, width)
+    with torch.no_grad():
+        layer.weight.copy_(torch.eye(width))
+        layer.bias.zero_()
+    return EncoderHeadNet(nn.Sequential(nn.Flatten(), layer), width, num_classes)
 
 
 def mlp(input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (128, 64)) -> EncoderHeadNet:

@@ -1,0 +1,107 @@
+"""Synthetic(α, β): the generated federated data set of the federated-optimisation
+literature (Shamir et al. 2014, as adapted by Li et al., FedProx, MLSys 2020, §5.1; also
+q-FFL, ICLR 2020, and LEAF).
+
+Per device k: u_k ~ N(0, α), B_k ~ N(0, β); W_k ~ N(u_k, 1) (dimension × classes) and
+b_k ~ N(u_k, 1); v_k ~ N(B_k, 1) per feature; x ~ N(v_k, Σ) with Σ diagonal,
+Σ_jj = j^-1.2; y = argmax softmax(W_kᵀx + b_k). Device sizes are lognormal(4, 2) + 50
+(whole samples). ``iid``: one global W and b for every device and v_k = 0
+(Synthetic_IID). α and β scale the spread of the device-level draws as standard
+deviations (the papers write N(0, α); their released generator passes α to numpy's
+``normal`` as the scale), so Synthetic(0, 0) has every device share u = B = 0.
+
+Each device is drawn from its own random stream (``data_seed``, device), so that a
+device's data can be built alone, without the others (a simulation of 10,000 devices
+builds only the sampled ones); every device's samples split 90/10 into its own training
+and test set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+TEST_SHARE = 0.1  # each device keeps 10% of its samples as its own test set
+_STREAM = 0x5917  # tells this generator's random streams from the other users of a seed
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """What defines one draw of Synthetic(α, β)."""
+
+    alpha: float
+    beta: float
+    iid: bool
+    dimension: int
+    num_classes: int
+    num_devices: int
+    data_seed: int
+
+
+@dataclass(frozen=True)
+class DeviceData:
+    x_train: np.ndarray  # (n_train, dimension) float32
+    y_train: np.ndarray  # (n_train,) int64
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+
+def feature_scales(dimension: int) -> np.ndarray:
+    """Standard deviations of the features: Σ_jj = j^-1.2, j = 1..dimension."""
+    return np.power(np.arange(1, dimension + 1, dtype=np.float64), -1.2 / 2)
+
+
+def device_size(spec: SyntheticSpec, device: int) -> int:
+    """Samples of ``device``: lognormal(4, 2) + 50, its own draw."""
+    rng = np.random.default_rng([spec.data_seed, _STREAM, 0, device])
+    return int(rng.lognormal(4.0, 2.0)) + 50
+
+
+def device_sizes(spec: SyntheticSpec) -> np.ndarray:
+    return np.array([device_size(spec, k) for k in range(spec.num_devices)], dtype=np.int64)
+
+
+def _global_model(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The W and b every device shares in Synthetic_IID."""
+    rng = np.random.default_rng([spec.data_seed, _STREAM, 1])
+    return rng.normal(0.0, 1.0, (spec.dimension, spec.num_classes)), rng.normal(0.0, 1.0, spec.num_classes)
+
+
+def train_count(size: int) -> int:
+    """Training samples of a device with ``size`` samples (the rest, ≥ 1, are its test set)."""
+    return size - max(1, int(round(TEST_SHARE * size)))
+
+
+def device_data(spec: SyntheticSpec, device: int) -> DeviceData:
+    """Device ``device``'s samples, split 90/10 into its training and test set."""
+    rng = np.random.default_rng([spec.data_seed, _STREAM, 2, device])
+    u, b_mean = rng.normal(0.0, spec.alpha), rng.normal(0.0, spec.beta)
+    if spec.iid:
+        weights, bias = _global_model(spec)
+        centre = np.zeros(spec.dimension)
+    else:
+        weights = rng.normal(u, 1.0, (spec.dimension, spec.num_classes))
+        bias = rng.normal(u, 1.0, spec.num_classes)
+        centre = rng.normal(b_mean, 1.0, spec.dimension)
+    size = device_size(spec, device)
+    x = centre + rng.standard_normal((size, spec.dimension)) * feature_scales(spec.dimension)
+    y = np.argmax(x @ weights + bias, axis=1)  # softmax is monotone: its argmax is the logits'
+    cut = train_count(size)
+    x = x.astype(np.float32)
+    return DeviceData(x[:cut], y[:cut].astype(np.int64), x[cut:], y[cut:].astype(np.int64))
+
+
+def all_devices(spec: SyntheticSpec) -> dict[str, np.ndarray]:
+    """Every device's data as one data set: the training parts with the device of each
+    sample (``groups_train``, for the natural partition), and as the global test set the
+    union of the devices' test parts, with their devices (``groups_test``)."""
+    parts = [device_data(spec, k) for k in range(spec.num_devices)]
+    return {
+        "x_train": np.concatenate([p.x_train for p in parts]),
+        "y_train": np.concatenate([p.y_train for p in parts]),
+        "x_test": np.concatenate([p.x_test for p in parts]),
+        "y_test": np.concatenate([p.y_test for p in parts]),
+        "groups_train": np.concatenate([np.full(len(p.y_train), k) for k, p in enumerate(parts)]),
+        "groups_test": np.concatenate([np.full(len(p.y_test), k) for k, p in enumerate(parts)]),
+    }
