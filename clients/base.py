@@ -20,7 +20,7 @@ from torch import nn
 
 from fedimb.core import payload, protocol
 from fedimb.core.data.client_data import ClientData
-from fedimb.core.errors import check_rules
+from fedimb.core.errors import ConfigError, check_rules
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
 from fedimb.core.training import (
     TrainConfig,
@@ -104,13 +104,27 @@ class BaseClient(NumPyClient):
         return self.get_parameters({}), self.data.num_examples, metrics
 
     def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
-        """Loss and accuracy of the received model on this client's data."""
+        """Loss and accuracy of the received model on this client's local test set
+        (``local_eval``), else on its training data."""
+        if config.get(protocol.LOCAL_EVAL):
+            return self.evaluate_local(parameters)
         self.set_parameters(parameters)
         idx = self.data.indices
         result = evaluate_model(
             self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device), self.data.num_classes
         )
         return float(result["loss"]), self.data.num_examples, {"accuracy": float(result["accuracy"])}
+
+    def evaluate_local(self, parameters: NDArrays) -> tuple[float, int, dict[str, Scalar]]:
+        """The received (global) model on this client's local test set: its accuracy there
+        is one point of the accuracy distribution over clients."""
+        self.set_parameters(parameters)
+        local = self.data.local_test()
+        if local is None:
+            raise ConfigError("a local evaluation was asked for, but this client has no local test set")
+        x, y = local
+        result = evaluate_model(self.model, x.to(self.device), y.to(self.device), self.data.num_classes)
+        return float(result["loss"]), int(len(y)), {protocol.LOCAL_ACCURACY: float(result["accuracy"])}
 
     def local_loss(self) -> float:
         """Mean cross-entropy of the current model on the local training data (e.g. of
@@ -174,20 +188,22 @@ class PersonalEvaluation:
     personal_evaluation = True
 
     def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
-        if config.get(protocol.PERSONAL_EVAL):
-            return self.evaluate_personal(parameters, config)
-        return super().evaluate(parameters, config)
+        if not config.get(protocol.PERSONAL_EVAL):
+            return super().evaluate(parameters, config)
+        scores = self.evaluate_local(parameters)[2] if config.get(protocol.LOCAL_EVAL) else {}  # the global model first
+        loss, count, metrics = self.evaluate_personal(parameters, config)
+        return loss, count, {**scores, **metrics}
 
     def evaluate_personal(self, parameters: NDArrays, config: dict[str, Scalar]):
         """Macro-F1 of :meth:`personal_model` on the local test split (T_p) and on the
         global test set (T_r); with ``return_probs`` also its global-test probabilities
         (for the ensemble that is the global output of local-only methods)."""
         model = self.personal_model(parameters, config)
-        local_idx = self.data.test_indices if self.data.test_indices is not None else self.data.indices[:0]
+        local_test = self.data.local_test()
         metrics: dict[str, Scalar] = {}
-        if len(local_idx):
-            local = evaluate_model(model, self.data.x[local_idx].to(self.device), self.data.y[local_idx].to(self.device),
-                                   self.data.num_classes)
+        if local_test is not None:
+            x_local, y_local = local_test
+            local = evaluate_model(model, x_local.to(self.device), y_local.to(self.device), self.data.num_classes)
             metrics.update({protocol.PERSONAL_LOCAL_F1: local["macro_f1"],
                             protocol.PERSONAL_LOCAL_ACCURACY: local["accuracy"]})
         x_test, y_test = (t.to(self.device) for t in self.data.global_test())
@@ -197,7 +213,7 @@ class PersonalEvaluation:
         if config.get(protocol.RETURN_PROBS):
             probs = torch.softmax(predict(model, x_test), dim=1).cpu().numpy().astype(np.float32)
             metrics.update(payload.pack({protocol.GLOBAL_TEST_PROBS: probs}))
-        return float(result["loss"]), max(int(len(local_idx)), 1), metrics
+        return float(result["loss"]), max(int(len(local_test[1])) if local_test is not None else 0, 1), metrics
 
     def personal_model(self, parameters: NDArrays, config: dict[str, Scalar]) -> nn.Module:
         """The model this client uses on its own data; for global-only methods the

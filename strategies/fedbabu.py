@@ -25,13 +25,13 @@ class FedBABUStrategy(BaseStrategy):
     def configure_evaluate(self, server_round, parameters, client_manager):
         last = int(self.run.cfg.num_rounds)
         if server_round % self.finetune_every and server_round != last:
-            return []
+            return super().configure_evaluate(server_round, parameters, client_manager)  # the local evaluation
         config = {**self.fit_config(server_round), "finetune_epochs": self.finetune_epochs}
         return [(self.registry.proxy(pid), EvaluateIns(parameters, config)) for pid in self.trainable_clients()]
 
     def aggregate_evaluate(self, server_round, results, failures):
-        if not results:
-            return None, {}
+        if not results or "finetuned_accuracy" not in payload.scalars(results[0][1].metrics):
+            return super().aggregate_evaluate(server_round, results, failures)
         results = self.in_partition_order(results)
         keys = ("finetuned_accuracy", "finetuned_macro_f1")
         metrics = {

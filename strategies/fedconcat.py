@@ -41,6 +41,8 @@ from strategies.base import BaseStrategy, ClientUpdate
 class FedConcatStrategy(BaseStrategy):
     """Label-distribution clustering, per-cluster FedAvg, concatenated encoders."""
 
+    local_evaluation = False  # until the last stage the clients hold their cluster's model, not the tested one
+
     checkpoint_attributes = ("clusters", "cluster_weights", "inferred_distributions", "encoders", "classifier",
                              "has_extractor")
 

@@ -91,7 +91,18 @@ def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
         x_test=x_test,
         y_test=y_test,
         test_indices=torch.from_numpy(local_test),
+        own_test=_own_test(cfg, data.dataset, pid, x_test, y_test),
     )
+
+
+def _own_test(cfg: DictConfig, dataset, pid: int, x_test: torch.Tensor, y_test: torch.Tensor):
+    """Client ``pid``'s own test set where the data set marks each test sample's natural
+    client (``groups_test``) and the partition is the natural one (Synthetic: device k is
+    client k)."""
+    if dataset.groups_test is None or str(cfg.partition.name) != "natural":
+        return None
+    rows = torch.from_numpy(np.flatnonzero(dataset.groups_test == pid))
+    return x_test[rows.to(x_test.device)], y_test[rows]
 
 
 _DEVICE_DATA: dict[tuple[str, str, str], ClientData] = {}

@@ -236,10 +236,14 @@ def _check(cfg: DictConfig) -> None:
               f"runtime.{key} must be a positive number of seconds or null, got {value!r}")
     _need(_is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
           f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}")
+    local_every = cfg.evaluation.get("local_every")
+    _need(local_every is None or (_is_int(local_every) and local_every >= 0),
+          f"evaluation.local_every must be an integer >= 0 or null, got {local_every!r}")
     fraction = cfg.evaluation.get("local_test_fraction", 0.0)
     _need(_is_number(fraction) and 0 <= fraction < 1,
           f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}")
-    _need(not cfg.evaluation.get("personal") or fraction > 0,
+    own_tests = dataset_info(cfg.dataset).client_tests and str(cfg.partition.name) == "natural"
+    _need(not cfg.evaluation.get("personal") or fraction > 0 or own_tests,
           "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0")
     _need(isinstance(cfg.get("resume", False), bool), f"resume must be true or false, got {cfg.get('resume')!r}")
     target = cfg.evaluation.get("target_accuracy")

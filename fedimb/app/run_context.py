@@ -45,6 +45,13 @@ class ServerRun:
         return int(self.cfg.num_clients)
 
     @cached_property
+    def has_local_tests(self) -> bool:
+        """Whether clients have local test sets: held out by ``evaluation.local_test_fraction``,
+        or their own where the data set marks each test sample's client (Synthetic)."""
+        own = self.data.dataset.groups_test is not None and str(self.cfg.partition.name) == "natural"
+        return own or float(self.cfg.evaluation.get("local_test_fraction", 0.0) or 0.0) > 0
+
+    @cached_property
     def empty_clients(self) -> frozenset[int]:
         """Clients the partition left without training samples (only with
         ``partition.allow_empty_clients``; the front end refuses them otherwise)."""

@@ -341,6 +341,11 @@ def write_report(
     lines = [f"# {title}", "", f"{len(runs)} runs in {len(groups)} rows; mean ± std over the runs (seeds) of a row.",
              f"Machine: {machine()}.", "", *comparison_table(groups, mean_keys, range_keys), ""]
     lines += [f"- [{letter}]: {settings}" for letter, settings in legend.items()]
+    from fedimb.cli.report_clients import clients_table  # it builds on this module
+
+    over_clients = clients_table(_records(groups))
+    if over_clients:
+        lines += ["", *over_clients]
     if per_run or at_rounds:
         lines += ["", "## Every run", "", *per_run_table(groups, at_rounds)]
     lines += ["", "Runs: " + ", ".join(f"`{folder}`" for folder in folders)]

@@ -63,6 +63,12 @@ def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
     for key, value in (r.get("extra") or {}).items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             rows.append(("extra", key, value))
+    for model, local in (r.get("local") or {}).items():  # the accuracy distribution over clients
+        prefix = "" if model == "global" else f"{model}_"
+        for stat in ("average", "worst_10", "best_10", "variance"):
+            rows.append(("local", f"{prefix}accuracy_{stat}", local.get(stat)))
+        for client, accuracy in (local.get("accuracy") or {}).items():
+            rows.append(("local", f"{prefix}accuracy_client_{client}", accuracy))
     if r.get("seconds") is not None:
         rows.append(("system", "seconds", r["seconds"]))
     for phase, seconds in (r.get("timing") or {}).items():  # where the round's time went (fedimb.app.phases)

@@ -240,5 +240,16 @@ class RunRecorder:
             "server_seconds": round(self.end["seconds"], 3) if self.end else None,
             "first_round_seconds": round(seconds[0], 3) if seconds else None,
             "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3) if len(seconds) > 1 else None,
+            **self.local_summary(),
             "run_dir": str(self.run_dir),
+        }
+
+    def local_summary(self) -> dict[str, Any]:
+        """The last local evaluation's accuracy distribution over clients, per model
+        (``local_accuracy_average``, ``..._worst_10``, ``..._best_10``, ``..._variance`` in
+        %²; ``personal_`` after ``local_`` for personal models); nothing without one."""
+        last = next((r["local"] for r in reversed(self.rounds) if r.get("local")), {})
+        return {
+            f"local_{'' if model == 'global' else model + '_'}accuracy_{stat}": stats.get(stat)
+            for model, stats in last.items() for stat in ("average", "worst_10", "best_10", "variance")
         }

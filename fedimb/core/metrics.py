@@ -29,3 +29,19 @@ def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, num_classes: 
         "macro_f1": float(np.nanmean(f1[present])) if present.any() else float("nan"),
         "recall": [None if np.isnan(r) else float(r) for r in recall],
     }
+
+
+def accuracy_distribution(accuracies: dict[int, float]) -> dict[str, float]:
+    """How one model's accuracy spreads over clients (q-FFL, ICLR 2020, §5: average, worst
+    and best 10%, variance): the unweighted mean over clients, the mean of the lowest and of
+    the highest ceil(10%) of them, and the population variance of the accuracies in
+    percent (%²), as q-FFL's tables give it."""
+    values = np.sort(np.asarray(list(accuracies.values()), dtype=np.float64))
+    tail = max(1, int(np.ceil(0.1 * len(values))))
+    return {
+        "clients": int(len(values)),
+        "average": float(values.mean()),
+        "worst_10": float(values[:tail].mean()),
+        "best_10": float(values[-tail:].mean()),
+        "variance": float(np.var(100.0 * values)),
+    }

@@ -33,6 +33,7 @@ STAGE = "stage"
 SEED = "seed"
 REPORT_LATENT = "report_latent"
 PERSONAL_EVAL = "personal_eval"
+LOCAL_EVAL = "local_eval"        # test the received model on the client's local test set
 RETURN_PROBS = "return_probs"
 
 # client -> server
@@ -42,6 +43,7 @@ INITIAL_LOSS = "initial_loss"
 PARTITION_ID = "partition_id"
 DEVICE_KEY = "device_key"
 NUM_EXAMPLES = "num_examples"
+LOCAL_ACCURACY = "local_accuracy"  # the received (global) model on the local test set
 PERSONAL_LOCAL_F1 = "personal_local_f1"
 PERSONAL_LOCAL_ACCURACY = "personal_local_accuracy"
 PERSONAL_GLOBAL_F1 = "personal_global_f1"

@@ -32,18 +32,21 @@ class PersonalEvaluation:
         (Evaluation is a measurement: dropout does not apply.)"""
         personal = self.run.cfg.evaluation.get("personal") or self.ensemble_global_test
         if not personal or server_round == 0 or not self.should_evaluate(server_round):
-            return []
+            return super().configure_evaluate(server_round, parameters, client_manager)  # the local evaluation
         config = {**self.fit_config(server_round), protocol.PERSONAL_EVAL: True,
-                  protocol.RETURN_PROBS: self.ensemble_global_test}
+                  protocol.RETURN_PROBS: self.ensemble_global_test,
+                  protocol.LOCAL_EVAL: self.local_evaluation_due(server_round, parameters)}
         ins = EvaluateIns(parameters, config)
         return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
 
     def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
                            ) -> tuple[float | None, dict[str, Scalar]]:
-        """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores."""
+        """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores,
+        and the distributions of the clients' local accuracies."""
         if not results:
             return None, {}
+        self.record_local(results)
         results = self.in_partition_order(results)
         scores = [payload.scalars(res.metrics) for _, res in results]
         t_p = [s[protocol.PERSONAL_LOCAL_F1] for s in scores if protocol.PERSONAL_LOCAL_F1 in s]

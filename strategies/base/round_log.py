@@ -53,6 +53,9 @@ class RoundLog:
     client_metrics: dict[str, float] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the local evaluation: per model ("global", "personal") each client's accuracy on its
+    #: local test set and their distribution (average, worst/best 10%, variance in %²)
+    local: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)  # the server's phases (seconds)
     client_timing: dict[int, dict[str, float]] = field(default_factory=dict)  # each replying client's phases
@@ -93,6 +96,8 @@ class RoundLog:
                                           for pid, t in sorted(self.client_timing.items())}
         if self.extra:
             record["extra"] = self.extra
+        if self.local:
+            record["local"] = self.local
         if self.messages:
             record["messages"] = self.messages
         return record

@@ -35,6 +35,7 @@ from fedimb.core.aggregate import (
     weighted_average,
 )
 from fedimb.core.errors import check_rules
+from fedimb.core.metrics import accuracy_distribution
 from fedimb.core.training import TRAIN_KEYS
 from strategies.base.round_log import ClientUpdate, RoundLog
 from strategies.base.updates import UpdateChecks, parameters_nbytes
@@ -291,15 +292,51 @@ class BaseStrategy(UpdateChecks, Strategy):
         return {k: v / total for k, v in sums.items()}
 
     # ---------------------------------------------------------- Flower: evaluate
+    #: whether the global model can be tested on the clients' local test sets (False where
+    #: the clients hold other models than the one the server tests, e.g. FedConcat's)
+    local_evaluation = True
+
+    def local_evaluation_due(self, server_round: int, parameters: Parameters) -> bool:
+        """Whether this round tests the global model on every client's local test set:
+        where clients have local test sets (``evaluation.local_test_fraction`` or a data set
+        that gives each client its own, Synthetic), every ``evaluation.local_every`` rounds
+        and after the last (null: with every central test; 0: never)."""
+        if not (self.local_evaluation and self.run.has_local_tests) or server_round == 0 or not parameters.tensors:
+            return False
+        every = self.run.cfg.evaluation.get("local_every")
+        if every is None:
+            return self.should_evaluate(server_round)
+        return int(every) > 0 and (server_round % int(every) == 0 or server_round == self.total_rounds())
+
     def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager
                            ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """No federated evaluation: the server tests the global model (:meth:`evaluate`)."""
-        return []
+        """The federated evaluation: in rounds :meth:`local_evaluation_due`, the global model
+        to every connected client with training data, to test on its local test set
+        (a measurement: dropout does not apply). The server also tests it (:meth:`evaluate`)."""
+        if not self.local_evaluation_due(server_round, parameters):
+            return []
+        ins = EvaluateIns(parameters, {**self.fit_config(server_round), protocol.LOCAL_EVAL: True})
+        return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
 
     def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
                            ) -> tuple[float | None, dict[str, Scalar]]:
+        """The distribution of the clients' local accuracies (:meth:`record_local`)."""
+        self.record_local(results)
         return None, {}
+
+    def record_local(self, results: list[tuple[ClientProxy, EvaluateRes]]) -> None:
+        """Each client's local accuracy of the global model (and of its personal model,
+        where the round also tested those), with their distribution, in the round's log."""
+        for key, name in ((protocol.LOCAL_ACCURACY, "global"), (protocol.PERSONAL_LOCAL_ACCURACY, "personal")):
+            accuracies = {}
+            for proxy, res in results:
+                value = payload.scalars(res.metrics).get(key)
+                if value is not None:
+                    accuracies[int(self.registry.partition_of(proxy))] = float(value)
+            if accuracies:
+                self.round_log.local[name] = {**accuracy_distribution(accuracies),
+                                              "accuracy": dict(sorted(accuracies.items()))}
 
     def should_evaluate(self, server_round: int) -> bool:
         every = int(self.run.cfg.evaluation.every)

@@ -24,6 +24,8 @@ class ClientData:
     x_test: torch.Tensor | None = None
     y_test: torch.Tensor | None = None
     test_indices: torch.Tensor | None = None  # the client's local test split (into x, y)
+    #: the client's own test set where the data set gives every client one (Synthetic's devices)
+    own_test: tuple[torch.Tensor, torch.Tensor] | None = None
     #: fingerprint of a device's own data when its node has no partition id: the server
     #: then assigns the client id (and ``partition_id`` only seeds local randomness)
     device_key: str | None = None
@@ -31,6 +33,16 @@ class ClientData:
     @property
     def num_examples(self) -> int:
         return int(self.indices.numel())
+
+    def local_test(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The client's local test set (inputs, labels): the data set's own test set of this
+        client where it has one, else its share held out by ``evaluation.local_test_fraction``;
+        None without either."""
+        if self.own_test is not None:
+            return self.own_test
+        if self.test_indices is not None and len(self.test_indices):
+            return self.x[self.test_indices], self.y[self.test_indices]
+        return None
 
     def global_test(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The global test set, for client-side evaluations of personalised models."""

@@ -50,6 +50,7 @@ class DatasetInfo:
     online: bool
     load_raw: Callable[[Mapping[str, Any]], dict[str, np.ndarray]]
     images: bool = True  # pixel values 0..255, standardised per channel; False: features used as drawn
+    client_tests: bool = False  # every natural client has its own test set (groups_test)
     # (num_classes, input_shape) that the data set's settings choose, where they do (Synthetic)
     configured: Callable[[Mapping[str, Any]], tuple[int, tuple[int, ...]]] | None = None
 
@@ -235,7 +236,8 @@ DATASETS: dict[str, DatasetInfo] = {
     "cinic10": DatasetInfo(10, (3, 32, 32), True, _online("cinic10", _download_hf)),
     "emnist": DatasetInfo(47, (1, 28, 28), True, _online("emnist", _download_emnist)),
     "mitbih": DatasetInfo(12, (1, 256), True, _online("mitbih", _download_mitbih)),
-    "synthetic": DatasetInfo(10, (60,), False, _raw_synthetic, images=False, configured=_synthetic_shape),
+    "synthetic": DatasetInfo(10, (60,), False, _raw_synthetic, images=False,
+                             client_tests=True, configured=_synthetic_shape),
 }
 
 
