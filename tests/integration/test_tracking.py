@@ -265,3 +265,12 @@ def test_a_tracker_that_fails_mid_run_is_switched_off_and_the_run_completes(tmp_
     assert json.loads((run_dir / "summary.json").read_text())["completed"] is True
     assert not BrokenTracker.ended  # switched off: nothing more is sent to it
     assert [r for r, _ in csv_series(run_dir, "test", "accuracy")] == [0, 1, 2]
+
+
+def test_trackers_get_the_local_distribution_but_not_every_clients_accuracy():
+    event = {"round": 3, "test": {"accuracy": 0.5},
+             "local": {"global": {"average": 0.4, "worst_10": 0.1, "best_10": 0.9, "variance": 80.0,
+                                  "accuracy": {"0": 0.1, "1": 0.9}}}}
+    assert tracking.round_metrics(event) == {
+        "test/accuracy": 0.5, "local/accuracy_average": 0.4, "local/accuracy_worst_10": 0.1,
+        "local/accuracy_best_10": 0.9, "local/accuracy_variance": 80.0}
