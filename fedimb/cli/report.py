@@ -12,12 +12,11 @@ accuracy, accuracy and loss at chosen rounds), so figures quoted about single se
 from the same command as the table.
 
 The report also reads tables written by ``fedimb export`` (:mod:`fedimb.cli.export`),
-alone or besides folders. Such a table carries less than ``config.yaml``: its runs are
-grouped by the set-up its run columns give (method, data set, model, partition and its
-scalar settings, dropout, number of clients), and their final/best accuracy and final
-macro-F1 come from their test rows; it holds no target accuracy, so the traffic-to-target
-column comes from run folders only. Both sources become :class:`RunRecord` s, which is
-all the tables and the plot read.
+alone or besides folders. A table's ``setup`` column carries each run's set-up, so its runs
+group as their folders do (a table without it groups by its named run columns); their
+final/best accuracy and final macro-F1 come from their test rows, and it holds no target
+accuracy, so the traffic-to-target column comes from run folders only. Both sources become
+:class:`RunRecord` s, which is all the tables and the plot read.
 """
 
 from __future__ import annotations
