@@ -63,11 +63,13 @@ def find_runs(folders: Iterable[Path]) -> list[Path]:
     return sorted(found)
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+def flatten_config(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested configuration as ``a.b.c -> value`` (lists as tuples, so values compare
+    and hash)."""
     if isinstance(tree, dict):
         out: dict[str, Any] = {}
         for key, value in tree.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
+            out.update(flatten_config(value, f"{prefix}{key}."))
         return out
     return {prefix[:-1]: tree if not isinstance(tree, list) else tuple(tree)}
 
@@ -81,7 +83,7 @@ def run_config(run_dir: Path) -> dict[str, Any]:
 
 def setup_of(config: dict[str, Any]) -> dict[str, Any]:
     """A configuration as dotted keys, without the settings of ``NOT_SETUP``."""
-    return {k: v for k, v in _flatten(config).items() if not k.startswith(NOT_SETUP)}
+    return {k: v for k, v in flatten_config(config).items() if not k.startswith(NOT_SETUP)}
 
 
 def run_setup(run_dir: Path) -> dict[str, Any]:

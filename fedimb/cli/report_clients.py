@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fedimb.cli.report import RunRecord, mean_std
-
-STATS = ("average", "worst_10", "best_10", "variance")
+from fedimb.core.metrics import DISTRIBUTION_STATS as STATS
 MODELS = {"global": "", "personal": "personal_"}  # the prefix of each model's metrics
 
 

@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from fedimb.core.metrics import DISTRIBUTION_STATS
+
 
 def write_artifact(run_dir: Path, name: str, data: Any) -> None:
     """A method's structured output (clusters, inferred distributions, curves) as
@@ -65,7 +67,7 @@ def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
             rows.append(("extra", key, value))
     for model, local in (r.get("local") or {}).items():  # the accuracy distribution over clients
         prefix = "" if model == "global" else f"{model}_"
-        for stat in ("average", "worst_10", "best_10", "variance"):
+        for stat in DISTRIBUTION_STATS:
             rows.append(("local", f"{prefix}accuracy_{stat}", local.get(stat)))
         for client, accuracy in (local.get("accuracy") or {}).items():
             rows.append(("local", f"{prefix}accuracy_client_{client}", accuracy))

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from fedimb.cli.run_files import plot_curves, traffic_to_target, write_artifact, write_metrics_csv
 from fedimb.core.errors import FedimbError
+from fedimb.core.metrics import DISTRIBUTION_STATS
 from fedimb.core.events import parse_event
 
 Echo = Callable[[str], None]
@@ -251,5 +252,5 @@ class RunRecorder:
         last = next((r["local"] for r in reversed(self.rounds) if r.get("local")), {})
         return {
             f"local_{'' if model == 'global' else model + '_'}accuracy_{stat}": stats.get(stat)
-            for model, stats in last.items() for stat in ("average", "worst_10", "best_10", "variance")
+            for model, stats in last.items() for stat in DISTRIBUTION_STATS
         }

@@ -31,6 +31,10 @@ def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, num_classes: 
     }
 
 
+#: the statistics of :func:`accuracy_distribution` that reports and trackers show
+DISTRIBUTION_STATS = ("average", "worst_10", "best_10", "variance")
+
+
 def accuracy_distribution(accuracies: dict[int, float]) -> dict[str, float]:
     """How one model's accuracy spreads over clients (q-FFL, ICLR 2020, §5: average, worst
     and best 10%, variance): the unweighted mean over clients, the mean of the lowest and of

@@ -21,6 +21,7 @@ from omegaconf import DictConfig
 
 from fedimb.cli.run_files import metric_rows
 from fedimb.cli.tracking.common import RunInfo, Tracker, TrackingError, run_info
+from fedimb.core.metrics import DISTRIBUTION_STATS
 
 # name -> (module, class, the package it needs)
 TRACKERS = {
@@ -63,7 +64,7 @@ SUMMARY_METRICS = (
     "final_accuracy", "final_macro_f1", "final_loss", "best_accuracy", "best_round", "rounds",
     "bytes_up", "bytes_down", "round_to_target", "bytes_to_target",
     "wall_seconds", "server_seconds", "first_round_seconds", "mean_round_seconds_after_first",
-    "local_accuracy_average", "local_accuracy_worst_10", "local_accuracy_best_10", "local_accuracy_variance",
+    *(f"local_accuracy_{stat}" for stat in DISTRIBUTION_STATS),
 )
 
 

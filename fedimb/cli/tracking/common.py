@@ -54,16 +54,16 @@ class Tracker:
         raise NotImplementedError
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
+def flatten(tree: Any) -> dict[str, str]:
     """A nested config as ``a.b.c -> value`` strings (lists as JSON), each cut to
     ``PARAM_CHARS``."""
-    if isinstance(tree, dict):
-        out: dict[str, str] = {}
-        for key, value in tree.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    text = json.dumps(tree) if isinstance(tree, list) else str(tree)
-    return {prefix[:-1]: text if len(text) <= PARAM_CHARS else text[:PARAM_CHARS - 1] + "…"}
+    from fedimb.cli.report import flatten_config
+
+    out = {}
+    for key, value in flatten_config(tree).items():
+        text = json.dumps(value) if isinstance(value, tuple) else str(value)
+        out[key] = text if len(text) <= PARAM_CHARS else text[:PARAM_CHARS - 1] + "…"
+    return out
 
 
 def sweep_group(run_dir: Path, output_root: Path) -> str | None:

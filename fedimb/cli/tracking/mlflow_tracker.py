@@ -52,7 +52,7 @@ class MlflowTracker(Tracker):
         return f"sqlite:///{self.run.output_root / 'mlflow.db'}"
 
     def _experiment_id(self) -> str:
-        name = str(self.settings.get("experiment") or "fedimb")
+        name = str(self.settings.experiment)
         experiment = self.client.get_experiment_by_name(name)
         if experiment is not None:
             return experiment.experiment_id

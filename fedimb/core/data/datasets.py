@@ -212,7 +212,7 @@ def synthetic_spec(spec: Mapping[str, Any]):
 
 
 def _synthetic_shape(spec: Mapping[str, Any]) -> tuple[int, tuple[int, ...]]:
-    return int(spec.get("num_classes", 10)), (int(spec.get("dimension", 60)),)
+    return int(spec["num_classes"]), (int(spec["dimension"]),)
 
 
 def _online(name: str, download: Callable[[str, Mapping[str, Any]], dict[str, np.ndarray]]):
