@@ -2,13 +2,16 @@
 the untouched random head, so averaging keeps it fixed). Every ``finetune_every``
 rounds and after the last, all connected clients fine-tune the head on their local
 data and test the result on the global test set; the mean is logged as
-``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy."""
+``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy.
+Where that round is also one of the local evaluation's, the clients test the global
+model and their fine-tuned one on their local test sets in the same message (the
+distributions ``local.global`` and ``local.personal``)."""
 
 from __future__ import annotations
 
 from flwr.common import EvaluateIns
 
-from fedimb.core import payload
+from fedimb.core import payload, protocol
 from strategies.base import BaseStrategy
 
 
@@ -27,12 +30,15 @@ class FedBABUStrategy(BaseStrategy):
         if server_round % self.finetune_every and server_round != last:
             return super().configure_evaluate(server_round, parameters, client_manager)  # the local evaluation
         config = {**self.fit_config(server_round), "finetune_epochs": self.finetune_epochs}
+        if self.local_evaluation_due(server_round, parameters):
+            config[protocol.LOCAL_EVAL] = True
         return [(self.registry.proxy(pid), EvaluateIns(parameters, config)) for pid in self.trainable_clients()]
 
     def aggregate_evaluate(self, server_round, results, failures):
         if not results or "finetuned_accuracy" not in payload.scalars(results[0][1].metrics):
             return super().aggregate_evaluate(server_round, results, failures)
         results = self.in_partition_order(results)
+        self.record_local(results)
         keys = ("finetuned_accuracy", "finetuned_macro_f1")
         metrics = {
             k: sum(payload.scalars(res.metrics).get(k, 0.0) for _, res in results) / len(results) for k in keys

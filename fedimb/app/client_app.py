@@ -22,6 +22,7 @@ from fedimb.app.build import (
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.datasets import dataset_info, load_dataset
 from fedimb.core.data.device import load_device_data
+from fedimb.core.data.partitioners import rows_by_group
 from fedimb.core.data.stats import label_counts
 from fedimb.core.errors import ConfigError, DataUnavailableError
 from fedimb.core.models import EncoderHeadNet
@@ -91,17 +92,23 @@ def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
         x_test=x_test,
         y_test=y_test,
         test_indices=torch.from_numpy(local_test),
-        own_test=_own_test(cfg, data.dataset, pid, x_test, y_test),
+        own_test=_own_test(cfg, data.dataset, dataset_key, pid, x_test, y_test),
     )
 
 
-def _own_test(cfg: DictConfig, dataset, pid: int, x_test: torch.Tensor, y_test: torch.Tensor):
+_TEST_ROWS: dict[str, dict[int, np.ndarray]] = {}
+
+
+def _own_test(cfg: DictConfig, dataset, dataset_key: str, pid: int, x_test: torch.Tensor, y_test: torch.Tensor):
     """Client ``pid``'s own test set where the data set marks each test sample's natural
     client (``groups_test``) and the partition is the natural one (Synthetic: device k is
-    client k)."""
+    client k). Every client's rows are found once per process."""
     if dataset.groups_test is None or str(cfg.partition.name) != "natural":
         return None
-    rows = torch.from_numpy(np.flatnonzero(dataset.groups_test == pid))
+    with _INPUTS_LOCK:
+        if dataset_key not in _TEST_ROWS:
+            _TEST_ROWS[dataset_key] = rows_by_group(dataset.groups_test)
+        rows = torch.from_numpy(_TEST_ROWS[dataset_key].get(pid, np.zeros(0, dtype=np.int64)))
     return x_test[rows.to(x_test.device)], y_test[rows]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import csv
+import inspect
 import json
 from pathlib import Path
 
@@ -76,23 +77,38 @@ def start_sweep(root, methods, *overrides):
     )
 
 
+def keeps_client_state(method: str) -> bool:
+    """Whether the method's client saves state in ``Context.state`` between rounds (which
+    the simulation must carry from one actor message to the next)."""
+    from fedimb.app.config import compose, import_class
+
+    cls = import_class(str(compose([f"method={method}"]).method.client._target_))
+    return any("self.save_state(" in inspect.getsource(c) for c in cls.__mro__
+               if c.__module__.startswith("clients.") and c.__name__ != "BaseClient")
+
+
 def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     """Hydra sweeps over all configured methods: one run folder per job, each complete.
 
-    The contribution-normalisation switch on every strategy it names, every method whose
-    YAML declares shortest-run settings (``smoke``: FedConcat's stages, Astraea's chains)
-    in one sweep per setting, and every other method in two halves; two streams of
-    sweeps side by side."""
+    In the simulation: the contribution-normalisation switch on every strategy it names,
+    every method whose YAML declares shortest-run settings (``smoke``: FedConcat's stages,
+    Astraea's chains) in one sweep per setting, and every other method whose client keeps
+    state between rounds in two halves. The stateless rest sweep in process (the same
+    strategy and client code; each also trains in tests/unit/test_methods.py). Two
+    streams of sweeps side by side."""
     from fedimb.app.config import group_choices
 
     groups = smoke_groups([m for m in group_choices("method") if m not in NORMALIZED])
     plain = groups.pop(())
-    half = len(plain) // 2
+    stateful = [m for m in plain if keeps_client_state(m)]
+    stateless = [m for m in plain if m not in stateful]
+    half = len(stateful) // 2
     named = [(f"s{i}", methods, with_rounds(smoke, 2)) for i, (smoke, methods) in enumerate(groups.items())]
     streams = [
-        [("a", plain[:half], ["num_rounds=2"]), *named[::2]],
+        [("a", stateful[:half], ["num_rounds=2"]), *named[::2]],
         [("normalized", NORMALIZED, ["num_rounds=2", "normalize=latent_cosine"]),
-         ("b", plain[half:], ["num_rounds=2"]), *named[1::2]],
+         ("b", stateful[half:], ["num_rounds=2"]), ("c", stateless, ["num_rounds=2", "runtime=in_process"]),
+         *named[1::2]],
     ]
 
     def run_stream(sweeps):

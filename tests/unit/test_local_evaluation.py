@@ -83,6 +83,18 @@ def test_a_personalised_method_reports_its_personal_models_too():
     assert set(local["personal"]["accuracy"]) == {0, 1, 2, 3}
 
 
+def test_fedbabus_fine_tuning_rounds_test_locally_before_and_after_fine_tuning():
+    """In a fine-tuning round each client tests the received model and then its
+    fine-tuned head on its local test set; other rounds keep the plain local evaluation."""
+    fed = InProcessFederation([*SYNTHETIC, "num_rounds=2", "method=fedbabu", "model=mclr", "model.encoder=linear",
+                               "method.strategy.finetune_every=2"])
+    plain, tuned = fed.round(1), fed.round(2)
+    assert set(plain["local"]) == {"global"}
+    assert set(tuned["local"]) == {"global", "personal"} and tuned["extra"]["finetuned_clients"] == 4
+    assert set(tuned["local"]["personal"]["accuracy"]) == {0, 1, 2, 3}
+    assert tuned["local"]["personal"]["accuracy"] != tuned["local"]["global"]["accuracy"]
+
+
 def record(method: str, seed: int, clients: dict[int, float]) -> RunRecord:
     rows = [{"round": 5, "stage": "train", "split": "local", "metric": f"accuracy_client_{k}", "value": v}
             for k, v in clients.items()]

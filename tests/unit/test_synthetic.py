@@ -10,8 +10,11 @@ import torch
 from fedimb.app.build import experiment_data, new_model
 from fedimb.app.config import compose
 from fedimb.core.data import load_dataset
+from fedimb.core.data.datasets import _raw_synthetic as raw_synthetic
 from fedimb.core.data.datasets import dataset_info
+from fedimb.core.data.partitioners import rows_by_group
 from fedimb.core.data.synthetic import (
+    ARRAYS,
     SyntheticSpec,
     _global_model,
     device_data,
@@ -110,6 +113,42 @@ def test_the_data_set_has_one_client_per_device_and_the_union_of_their_test_sets
         assert np.array_equal(data.dataset.x_train[indices], device.x_train)
         assert np.array_equal(data.dataset.x_test[data.dataset.groups_test == k], device.x_test)
     assert len(data.dataset.y_test) == sum(len(d.y_test) for d in draw)
+
+
+def mapped_file(array: np.ndarray) -> bool:
+    """Whether ``array``'s memory is a map of a file (not a copy in this process)."""
+    while array is not None:
+        if isinstance(array, np.memmap):
+            return True
+        array = array.base if isinstance(array.base, np.ndarray) else None
+    return False
+
+
+def test_the_draw_is_stored_once_and_memory_mapped(tmp_path, monkeypatch):
+    """Each process maps the stored draw (it reads only the rows it indexes); a folder
+    that was never completed is not used but drawn again."""
+    monkeypatch.setenv("FEDIMB_CACHE", str(tmp_path))
+    node = {**dict(compose(SYNTHETIC).dataset), "data_seed": 11}
+    stored = raw_synthetic(node)
+    assert all(mapped_file(stored[name]) for name in ("x_train", "y_train", "x_test", "groups_test"))
+    folder, = tmp_path.glob("synthetic-v2-*")
+    assert sorted(p.name for p in folder.iterdir()) == sorted([f"{n}.npy" for n in ARRAYS] + ["complete"])
+    draw = spec(num_devices=4, data_seed=11)
+    for k in range(4):
+        assert np.array_equal(stored["x_train"][stored["groups_train"] == k], device_data(draw, k).x_train)
+        assert np.array_equal(stored["y_test"][stored["groups_test"] == k], device_data(draw, k).y_test)
+    (folder / "complete").unlink()
+    (folder / "x_train.npy").unlink()  # a new file: the one mapped above stays whole
+    (folder / "x_train.npy").write_bytes(b"half a file")
+    again = raw_synthetic(node)
+    assert np.array_equal(again["x_train"], stored["x_train"])
+
+
+def test_rows_by_group_are_each_groups_rows_in_order():
+    groups = np.random.default_rng(0).integers(0, 50, 2000)
+    rows = rows_by_group(groups)
+    assert list(rows) == sorted(set(groups.tolist()))
+    assert all(np.array_equal(rows[g], np.flatnonzero(groups == g)) for g in rows)
 
 
 def test_data_seed_fixes_the_draw_apart_from_the_run_seed():

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -37,3 +40,34 @@ def disk_cached(key: str, load: Callable[[], dict[str, np.ndarray]]) -> dict[str
     except OSError:
         pass  # a read-only home only costs speed
     return arrays
+
+
+_COMPLETE = "complete"  # written last into a stored folder: its arrays are whole
+
+
+def disk_stored(key: str, write: Callable[[Path], None], names: Iterable[str]) -> dict[str, np.ndarray]:
+    """Arrays too large to hold in every process: ``write(folder)`` stores them as
+    ``<name>.npy`` files in ``<cache>/<key>/`` (once per machine), and each process maps
+    them copy-on-write, so it reads from disk only the rows it indexes (a client its own
+    samples) and processes share the pages. The folder is written under a temporary name
+    and renamed when complete, so a reader never maps half a data set. Where the cache is
+    not writable, the arrays go to a temporary folder removed at exit."""
+    folder = cache_dir() / key
+    if not (folder / _COMPLETE).is_file():
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder.parent))
+        except OSError:
+            scratch = Path(tempfile.mkdtemp(prefix="fedimb-"))
+            atexit.register(shutil.rmtree, scratch, True)
+            folder = scratch
+        write(scratch)
+        (scratch / _COMPLETE).touch()
+        if scratch != folder:
+            if folder.exists() and not (folder / _COMPLETE).is_file():
+                shutil.rmtree(folder, ignore_errors=True)  # damaged: never written by this function
+            try:
+                os.replace(scratch, folder)
+            except OSError:  # another process stored it first
+                shutil.rmtree(scratch, ignore_errors=True)
+    return {name: np.load(folder / f"{name}.npy", mmap_mode="c") for name in names}

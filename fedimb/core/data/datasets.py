@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from fedimb.core.data.cache import cache_dir, disk_cached, save_npz
+from fedimb.core.data.cache import cache_dir, disk_cached, disk_stored, save_npz
 from fedimb.core.errors import ConfigError, DataUnavailableError
 
 
@@ -192,12 +192,13 @@ def _download_mitbih(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray
 
 
 def _raw_synthetic(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Synthetic(alpha, beta) (:mod:`fedimb.core.data.synthetic`), generated here and cached."""
-    from fedimb.core.data.synthetic import all_devices
+    """Synthetic(alpha, beta) (:mod:`fedimb.core.data.synthetic`), generated once per
+    machine and memory-mapped: a process reads only the devices it trains or tests."""
+    from fedimb.core.data.synthetic import ARRAYS, write_devices
 
     draw = synthetic_spec(spec)
-    key = "synthetic-v1-" + "-".join(f"{v!r}" for v in dataclasses.astuple(draw))
-    return disk_cached(key, lambda: all_devices(draw))
+    key = "synthetic-v2-" + "-".join(f"{v!r}" for v in dataclasses.astuple(draw))
+    return disk_stored(key, lambda folder: write_devices(draw, folder), ARRAYS)
 
 
 def synthetic_spec(spec: Mapping[str, Any]):

@@ -19,8 +19,10 @@ and test set.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+from numpy.lib.format import open_memmap
 
 TEST_SHARE = 0.1  # each device keeps 10% of its samples as its own test set
 _STREAM = 0x5917  # tells this generator's random streams from the other users of a seed
@@ -92,16 +94,33 @@ def device_data(spec: SyntheticSpec, device: int) -> DeviceData:
     return DeviceData(x[:cut], y[:cut].astype(np.int64), x[cut:], y[cut:].astype(np.int64))
 
 
-def all_devices(spec: SyntheticSpec) -> dict[str, np.ndarray]:
-    """Every device's data as one data set: the training parts with the device of each
-    sample (``groups_train``, for the natural partition), and as the global test set the
-    union of the devices' test parts, with their devices (``groups_test``)."""
-    parts = [device_data(spec, k) for k in range(spec.num_devices)]
-    return {
-        "x_train": np.concatenate([p.x_train for p in parts]),
-        "y_train": np.concatenate([p.y_train for p in parts]),
-        "x_test": np.concatenate([p.x_test for p in parts]),
-        "y_test": np.concatenate([p.y_test for p in parts]),
-        "groups_train": np.concatenate([np.full(len(p.y_train), k) for k, p in enumerate(parts)]),
-        "groups_test": np.concatenate([np.full(len(p.y_test), k) for k, p in enumerate(parts)]),
-    }
+#: the arrays of a stored draw (see :func:`write_devices`)
+ARRAYS = ("x_train", "y_train", "groups_train", "x_test", "y_test", "groups_test")
+
+
+def write_devices(spec: SyntheticSpec, folder: Path) -> None:
+    """Every device's data as one data set, written device by device into ``.npy`` files
+    in ``folder`` (peak memory: one device, so 10,000 devices draw in a few hundred MB):
+    the training parts with the device of each sample (``groups_train``, for the natural
+    partition), and as the global test set the union of the devices' test parts, with
+    their devices (``groups_test``). Devices are stored in order, so each device's rows
+    are one contiguous block that a memory map reads alone."""
+    sizes = device_sizes(spec)
+    counts = {"train": np.array([train_count(int(s)) for s in sizes], dtype=np.int64)}
+    counts["test"] = sizes - counts["train"]
+    arrays, offsets = {}, {}
+    for part, per_device in counts.items():
+        total = int(per_device.sum())
+        arrays[f"x_{part}"] = open_memmap(folder / f"x_{part}.npy", "w+", np.float32, (total, spec.dimension))
+        arrays[f"y_{part}"] = open_memmap(folder / f"y_{part}.npy", "w+", np.int64, (total,))
+        arrays[f"groups_{part}"] = open_memmap(folder / f"groups_{part}.npy", "w+", np.int64, (total,))
+        arrays[f"groups_{part}"][:] = np.repeat(np.arange(spec.num_devices), per_device)
+        offsets[part] = np.concatenate([[0], np.cumsum(per_device)])
+    for k in range(spec.num_devices):
+        device = device_data(spec, k)
+        for part, x, y in (("train", device.x_train, device.y_train), ("test", device.x_test, device.y_test)):
+            rows = slice(int(offsets[part][k]), int(offsets[part][k + 1]))
+            arrays[f"x_{part}"][rows] = x
+            arrays[f"y_{part}"][rows] = y
+    for array in arrays.values():
+        array.flush()

@@ -1,0 +1,148 @@
+"""The Synthetic(α, β) tables of the FedProx and q-FFL papers, on fedimb's generator.
+
+``fedprox``: FedAvg against FedProx (μ ∈ {0.01, 1}; μ = 0 is FedAvg, see below) on
+Synthetic(0, 0), (0.5, 0.5), (1, 1) and Synthetic_IID with the FedProx paper's settings as
+its authors' release runs them (github.com/litian96/FedProx: ``run_fedprox.sh`` — model
+mclr, lr 0.01, batch 10, 20 local epochs, 10 devices per round, 200 rounds;
+``data/synthetic_*/generate_synthetic.py`` — 30 devices, each split 90/10 into training
+and test). ``--rounds`` shortens the 200 rounds. No stragglers: with every device doing its
+full work FedProx with μ = 0 is FedAvg (the paper's own reading), so μ = 0 is not run again.
+Columns: the final test accuracy and loss of the global model, its mean test accuracy and
+the round-to-round spread (std) of the accuracy over the second half of the rounds
+(FedProx's claim is stability: μ > 0 damps the oscillation that grows with heterogeneity).
+
+``fairness``: q-FFL (q-FedAvg, Li et al. ICLR 2020, Algorithm 2) with q ∈ {0, 1, 2, 5},
+AFL and GRP-FED on Synthetic(1, 1) with 100 devices, with the q-FFL authors' synthetic
+settings (github.com/litian96/fair_flearn ``run.sh``: lr 0.01, batch 64, 1 local epoch,
+10 devices per round; its README suggests 20,000 rounds for synthetic, ``--rounds`` sets
+how many run here). Columns: the distribution of the final global model's accuracy over
+the devices' own test sets (average, worst 10%, best 10%, variance in %²), as the q-FFL
+paper's tables report it; GRP-FED also with its personal models.
+
+Each setting runs on ``--draws`` data draws (``seed`` = draw, and the data set's
+``data_seed`` follows the seed); mean ± std over draws. Writes ``<out>/<table>/table.md``
+and the docs' ``docs/tables/synthetic_fedprox.md`` or ``synthetic_fairness.md``. Finished runs
+are reused, so a call resumes.
+
+    python benchmarks/accuracy/synthetic.py fedprox [--draws 0,1,2] [--rounds 200] [--jobs 2]
+    python benchmarks/accuracy/synthetic.py fairness [--draws 0,1,2] [--rounds 2000] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
+from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
+from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
+
+COMMON = ["dataset=synthetic", "partition=natural", "model=mclr", "dropout=none", "runtime=in_process",
+          "train.optimizer=sgd", "train.momentum=0.0", "train.weight_decay=0.0"]
+FEDPROX_SETTINGS = [*COMMON, "num_clients=30", "fraction_fit=0.3333", "train.local_epochs=20",
+                    "train.batch_size=10", "train.lr=0.01", "evaluation.local_every=0"]
+FAIRNESS_SETTINGS = [*COMMON, "num_clients=100", "fraction_fit=0.1", "train.local_epochs=1",
+                     "train.batch_size=64", "train.lr=0.01"]
+#: (α, β, iid) of the FedProx table's data sets
+HETEROGENEITY = {"Synthetic_IID": (0.0, 0.0, True), "Synthetic(0,0)": (0.0, 0.0, False),
+                 "Synthetic(0.5,0.5)": (0.5, 0.5, False), "Synthetic(1,1)": (1.0, 1.0, False)}
+FEDPROX_ROWS: dict[str, tuple[str, list[str]]] = {
+    "FedAvg": ("fedavg", []),
+    "FedProx μ=0.01": ("fedprox", ["method.client.mu=0.01"]),
+    "FedProx μ=1": ("fedprox", ["method.client.mu=1.0"]),
+}
+FAIRNESS_ROWS: dict[str, tuple[str, list[str]]] = {
+    **{f"q-FFL q={q}": ("qffl", ["method.strategy.update=qfedavg", f"method.strategy.q={q}"]) for q in (0, 1, 2, 5)},
+    "AFL": ("afl", []),
+    "GRP-FED": ("grpfed", ["model.encoder=linear", "evaluation.personal=true"]),
+}
+DISTRIBUTION = ("average", "worst_10", "best_10", "variance")
+
+
+def second_half(run_dir: Path) -> list[float]:
+    curve = metric_curve(run_dir)
+    last = max(curve)
+    return [v for r, v in sorted(curve.items()) if r > last / 2]
+
+
+def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
+    lines = ["| data | method | final accuracy (%) | final test loss | mean accuracy, 2nd half (%) "
+             "| round-to-round std, 2nd half (pp) |", "|---|---|---|---|---|---|"]
+    for data in HETEROGENEITY:
+        for row in FEDPROX_ROWS:
+            folders = [runs[data, row, d] for d in draws]
+            summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
+            halves = [second_half(f) for f in folders]
+            lines.append(
+                f"| {data} | {row} | {mean_std([s['final_accuracy'] for s in summaries])} "
+                f"| {mean_std([s['final_loss'] for s in summaries], scale=1.0, digits=3)} "
+                f"| {mean_std([float(np.mean(h)) for h in halves])} | {mean_std([float(np.std(h)) for h in halves])} |")
+    return lines
+
+
+def fairness_table(draws: list[int], runs: dict) -> list[str]:
+    lines = ["| method | model | average (%) | worst 10% (%) | best 10% (%) | variance (%²) |",
+             "|---|---|---|---|---|---|"]
+    for row in FAIRNESS_ROWS:
+        summaries = [json.loads((runs[row, d] / "summary.json").read_text()) for d in draws]
+        for model, prefix in (("global", "local_accuracy_"), ("personal", "local_personal_accuracy_")):
+            if f"{prefix}average" not in summaries[0]:
+                continue
+            cells = [mean_std([s[f"{prefix}{k}"] for s in summaries], scale=1.0 if k == "variance" else 100.0,
+                              digits=0 if k == "variance" else 2) for k in DISTRIBUTION]
+            lines.append(f"| {row} | {model} | {' | '.join(cells)} |")
+    return lines
+
+
+def main() -> None:
+    parser = argument_parser(__doc__)
+    parser.add_argument("table", choices=["fedprox", "fairness"])
+    parser.add_argument("--draws", default="0,1,2", help="data draws (seeds)")
+    parser.add_argument("--rounds", type=int, default=None, help="default: 200 (fedprox), 2000 (fairness)")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "synthetic")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
+    args = parser.parse_args()
+    draws = [int(d) for d in args.draws.split(",")]
+    out = args.out / args.table
+    keys, requests = [], []
+    if args.table == "fedprox":
+        rounds = args.rounds or 200
+        for draw in draws:  # draw by draw: an interrupted call has whole draws done
+            for data, (alpha, beta, iid) in HETEROGENEITY.items():
+                for row, (method, extra) in FEDPROX_ROWS.items():
+                    overrides = [*FEDPROX_SETTINGS, f"num_rounds={rounds}", f"dataset.alpha={alpha}",
+                                 f"dataset.beta={beta}", f"dataset.iid={str(iid).lower()}", *extra]
+                    name = f"{data}-{row}".replace(" ", "").replace("μ", "mu")
+                    keys.append((data, row, draw))
+                    requests.append((out / "runs", method, draw, overrides, name))
+        settings = FEDPROX_SETTINGS + [f"num_rounds={rounds}"]
+    else:
+        rounds = args.rounds or 2000
+        every = max(1, rounds // 20)
+        for draw in draws:
+            for row, (method, extra) in FAIRNESS_ROWS.items():
+                overrides = [*FAIRNESS_SETTINGS, f"num_rounds={rounds}", f"evaluation.every={every}",
+                             "dataset.alpha=1.0", "dataset.beta=1.0", *extra]
+                keys.append((row, draw))
+                requests.append((out / "runs", method, draw, overrides, row.replace(" ", "").replace("=", "")))
+        settings = FAIRNESS_SETTINGS + [f"num_rounds={rounds}", "dataset.alpha=1.0", "dataset.beta=1.0"]
+    runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
+    table = fedprox_table(draws, rounds, runs) if args.table == "fedprox" else fairness_table(draws, runs)
+    lines = [
+        f"# Synthetic: {'FedAvg vs FedProx' if args.table == 'fedprox' else 'accuracy over devices'}", "",
+        f"Set-up: `{' '.join(settings)}`; data draws (seeds) {', '.join(map(str, draws))}; mean ± std over draws.",
+        f"Machine: {machine()}.", "", *table, "",
+        f"Command: `python benchmarks/accuracy/synthetic.py {args.table} --draws {args.draws} --rounds {rounds}`",
+    ]
+    publish_table(out / "table.md", lines)
+    publish_in_docs(f"synthetic_{args.table}", table_part(lines))
+
+
+if __name__ == "__main__":
+    main()
