@@ -4,8 +4,8 @@ For each runtime (``in_process``, ``simulation``), method (FedAvg, and SCAFFOLD 
 per-client control variates) and number of devices N: one ``fedimb`` run on
 Synthetic(1, 1) (one device per client, ``dataset.data_seed=0``), ``fraction_fit`` = 10/N,
 no dropout, ``model=mclr``, 1 local epoch, ``evaluation.local_every=0`` (the local
-evaluation of every device is a message to each of the N clients; its cost is the
-``federated_eval`` phase where it is on). Before the runs the draw is generated once
+evaluation, timed apart as the ``federated_eval`` phase where it is on). Before the runs
+the draw is generated once
 into the data cache (its time is the "draw" column): every process then memory-maps it
 and reads only the rows of the devices it trains, and the global test set when it tests.
 

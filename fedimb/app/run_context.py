@@ -18,7 +18,7 @@ from fedimb.app.build import (
 )
 from fedimb.core.dropout import Availability, availability_from_config
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
-from fedimb.core.training import evaluate_model
+from fedimb.core.training import evaluate_model, predict
 
 
 @dataclass
@@ -30,6 +30,7 @@ class ServerRun:
     availability: Availability
     device: torch.device
     _eval_model: EncoderHeadNet | None = field(default=None, repr=False)
+    _local_model: EncoderHeadNet | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, cfg: DictConfig) -> "ServerRun":
@@ -48,8 +49,29 @@ class ServerRun:
     def has_local_tests(self) -> bool:
         """Whether clients have local test sets: held out by ``evaluation.local_test_fraction``,
         or their own where the data set marks each test sample's client (Synthetic)."""
-        own = self.data.dataset.groups_test is not None and str(self.cfg.partition.name) == "natural"
-        return own or float(self.cfg.evaluation.get("local_test_fraction", 0.0) or 0.0) > 0
+        return self.holds_client_tests or float(self.cfg.evaluation.get("local_test_fraction", 0.0) or 0.0) > 0
+
+    @cached_property
+    def holds_client_tests(self) -> bool:
+        """Whether the server holds every client's own test set: the data set marks each
+        test sample's client (Synthetic's devices) and the partition is the natural one.
+        The server then tests the global model on them itself (:meth:`local_accuracies`),
+        where a message to every client would cost as much as round 1's discovery."""
+        return self.data.dataset.groups_test is not None and str(self.cfg.partition.name) == "natural"
+
+    def local_accuracies(self, weights: list[np.ndarray], clients: list[int]) -> dict[int, float]:
+        """Accuracy of ``weights`` on each of ``clients``' own test sets, from one pass
+        over the global test set (their union), with a model of its own: the central
+        test of the previous round may still run on the evaluation model."""
+        if self._local_model is None:
+            self._local_model = self.new_model().to(self.device)
+        set_weights(self._local_model, weights)
+        x = torch.from_numpy(self.data.dataset.x_test).to(self.device)
+        predicted = predict(self._local_model, x, int(self.cfg.evaluation.batch_size)).argmax(dim=1).cpu().numpy()
+        groups = self.data.dataset.groups_test
+        hits = np.bincount(groups, weights=predicted == self.data.dataset.y_test, minlength=self.num_clients)
+        counts = np.bincount(groups, minlength=self.num_clients)
+        return {k: float(hits[k] / counts[k]) for k in clients if counts[k] > 0}
 
     @cached_property
     def empty_clients(self) -> frozenset[int]:

@@ -35,7 +35,7 @@ class PersonalEvaluation:
             return super().configure_evaluate(server_round, parameters, client_manager)  # the local evaluation
         config = {**self.fit_config(server_round), protocol.PERSONAL_EVAL: True,
                   protocol.RETURN_PROBS: self.ensemble_global_test,
-                  protocol.LOCAL_EVAL: self.local_evaluation_due(server_round, parameters)}
+                  protocol.LOCAL_EVAL: self.clients_test_locally(server_round, parameters)}
         ins = EvaluateIns(parameters, config)
         return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
 

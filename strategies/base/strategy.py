@@ -312,11 +312,23 @@ class BaseStrategy(UpdateChecks, Strategy):
                            ) -> list[tuple[ClientProxy, EvaluateIns]]:
         """The federated evaluation: in rounds :meth:`local_evaluation_due`, the global model
         to every connected client with training data, to test on its local test set
-        (a measurement: dropout does not apply). The server also tests it (:meth:`evaluate`)."""
-        if not self.local_evaluation_due(server_round, parameters):
+        (a measurement: dropout does not apply); where the server holds those test sets
+        it tests them itself and sends nothing. The server also tests it (:meth:`evaluate`)."""
+        if not self.clients_test_locally(server_round, parameters):
             return []
         ins = EvaluateIns(parameters, {**self.fit_config(server_round), protocol.LOCAL_EVAL: True})
         return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
+
+    def clients_test_locally(self, server_round: int, parameters: Parameters) -> bool:
+        """Whether the clients test the global model on their local test sets this round:
+        a local evaluation is due and the server does not hold those test sets; where it
+        does, it records the clients' accuracies here, computed on the server."""
+        if not self.local_evaluation_due(server_round, parameters):
+            return False
+        if not self.run.holds_client_tests:
+            return True
+        self.log_local("global", self.run.local_accuracies(parameters_to_ndarrays(parameters), self.trainable_clients()))
+        return False
 
     def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
@@ -335,8 +347,12 @@ class BaseStrategy(UpdateChecks, Strategy):
                 if value is not None:
                     accuracies[int(self.registry.partition_of(proxy))] = float(value)
             if accuracies:
-                self.round_log.local[name] = {**accuracy_distribution(accuracies),
-                                              "accuracy": dict(sorted(accuracies.items()))}
+                self.log_local(name, accuracies)
+
+    def log_local(self, model: str, accuracies: dict[int, float]) -> None:
+        """The round's local accuracies of ``model`` ("global" or "personal"), each
+        client's and their distribution."""
+        self.round_log.local[model] = {**accuracy_distribution(accuracies), "accuracy": dict(sorted(accuracies.items()))}
 
     def should_evaluate(self, server_round: int) -> bool:
         every = int(self.run.cfg.evaluation.every)

@@ -10,7 +10,7 @@ from flwr.common import parameters_to_ndarrays
 
 from fedimb.app.build import new_model
 from fedimb.app.config import compose
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.in_process import InProcessFederation, InProcessNode
 from fedimb.cli.report import RunRecord
 from fedimb.cli.report_clients import clients_table, share_below
 from fedimb.cli.run_files import metric_rows
@@ -53,6 +53,20 @@ def test_each_clients_local_accuracy_is_the_global_model_on_its_own_test_set():
     rows = {metric: value for split, metric, value in metric_rows(records[-1]) if split == "local"}
     assert rows["accuracy_client_2"] == pytest.approx(expected[2])
     assert rows["accuracy_variance"] == pytest.approx(local["variance"])
+
+
+def test_the_server_tests_the_devices_it_holds_with_the_clients_values(monkeypatch):
+    """Where the server holds every client's own test set (Synthetic, natural partition)
+    it computes their accuracies in one pass and sends no evaluation message; the values
+    are those the clients compute on their own."""
+    by_clients = InProcessFederation([*SYNTHETIC, "num_rounds=2"])
+    by_clients.run.__dict__.update(holds_client_tests=False, has_local_tests=True)  # the clients' path
+    expected = [by_clients.round(r)["local"]["global"]["accuracy"] for r in (1, 2)]
+    by_server = InProcessFederation([*SYNTHETIC, "num_rounds=2"])
+    asked = []
+    monkeypatch.setattr(InProcessNode, "evaluate", lambda node, *args: asked.append(node.partition_id))
+    assert [by_server.round(r)["local"]["global"]["accuracy"] for r in (1, 2)] == expected
+    assert asked == [] and by_server.run.holds_client_tests
 
 
 @pytest.mark.parametrize("overrides, tested", [
