@@ -9,6 +9,12 @@ their data). Two update rules:
   Lipschitz estimate L = 1/lr. Its step is about F/(q·‖Δw‖) of the local update, so
   with q = 10 and several local epochs with momentum the model hardly moves (12% test
   accuracy after 30 rounds on mnist5k in the GRP-FED set-up); use it with small q.
+
+q-FedAvg averages the sampled devices uniformly, so the objective it follows depends on the
+sampling: the paper's f_q = Σ_k p_k F_k^(q+1)/(q+1) weights device k by p_k = n_k/n
+(eq. 2), which the authors' release reaches by sampling devices in proportion to n_k
+(``sampling=by_size``); with uniform sampling every device weighs the same, so q = 0 is
+already the paper's "uniform" baseline rather than the data-weighted one.
 """
 
 from __future__ import annotations

@@ -151,6 +151,8 @@ def _check(cfg: DictConfig) -> None:
     _need(cfg.num_rounds >= 1, f"num_rounds must be >= 1, got {cfg.num_rounds}")
     _need(_is_number(cfg.fraction_fit) and 0 < cfg.fraction_fit <= 1,
           f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}")
+    _need(cfg.get("sampling", "uniform") in ("uniform", "by_size"),
+          f"sampling must be uniform or by_size, got {cfg.get('sampling')!r}")
     _need(_is_int(cfg.min_fit_clients) and cfg.min_fit_clients >= 1,
           f"min_fit_clients must be an integer >= 1, got {cfg.min_fit_clients!r}")
     minimum = cfg.get("min_successful_clients", 1)

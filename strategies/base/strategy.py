@@ -184,7 +184,8 @@ class BaseStrategy(UpdateChecks, Strategy):
 
     def sample_clients(self, server_round: int) -> list[int]:
         """Seeded sample of ``fraction_fit`` of the connected clients with training
-        samples (partition ids)."""
+        samples (partition ids), without replacement: uniform, or with ``sampling=by_size``
+        with probability proportional to their training samples (:func:`sampling_probabilities`)."""
         known = self.trainable_clients()
         if not known:
             return []
@@ -192,7 +193,8 @@ class BaseStrategy(UpdateChecks, Strategy):
         k = max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients)))
         k = min(k, len(known))
         rng = np.random.default_rng([self.run.seed, server_round, 0x5A3])
-        return sorted(int(c) for c in rng.choice(known, size=k, replace=False))
+        p = sampling_probabilities(str(cfg.get("sampling", "uniform")), self.run.data.partition.counts[known].sum(axis=1))
+        return sorted(int(c) for c in rng.choice(known, size=k, replace=False, p=p))
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Settings every client receives: round, stage, training and method settings."""
@@ -392,3 +394,16 @@ class BaseStrategy(UpdateChecks, Strategy):
     def evaluation_weights(self, parameters: Parameters) -> list[np.ndarray]:
         """The weights of the model the server tests (override for composite models)."""
         return parameters_to_ndarrays(parameters)
+
+
+def sampling_probabilities(sampling: str, sizes: np.ndarray) -> np.ndarray | None:
+    """Each client's chance to be drawn next: None (uniform) for ``uniform``; for
+    ``by_size``, n_k / Σ n over the candidates — the q-FFL authors' release samples so
+    (``--sampling=2``, "weights of sampling devices proportional to the number of local
+    data points") and then averages the updates uniformly, as q-FedAvg's update does, so
+    that q = 0 optimises the data-weighted objective Σ_k (n_k/n) F_k of the paper's eq. (2)."""
+    if sampling == "uniform":
+        return None
+    sizes = np.asarray(sizes, dtype=np.float64)
+    return sizes / sizes.sum()
+

@@ -66,6 +66,32 @@ def test_fraction_fit_samples_reproducibly():
         assert [a.registry.partition_of(p) for p, _ in ia] == [b.registry.partition_of(p) for p, _ in ib]
 
 
+def sampling_frequencies(sampling: str, rounds: int = 3000) -> tuple[np.ndarray, np.ndarray]:
+    """How often each of 10 Synthetic devices is drawn (one per round), and their sizes."""
+    cfg = config.compose(["dataset=synthetic", "partition=natural", "model=mclr", "num_clients=10",
+                          "dropout=none", "fraction_fit=0.1", f"sampling={sampling}"])
+    strategy = FedAvgStrategy(run=ServerRun.build(cfg))
+    manager = SimpleClientManager()
+    for i in range(10):
+        manager.register(InProcessNode(f"node-{i}", i))
+    strategy.configure_fit(server_round=1, parameters=strategy.initialize_parameters(manager), client_manager=manager)
+    drawn = np.zeros(10)
+    for rnd in range(1, rounds + 1):
+        (pid,) = strategy.sample_clients(rnd)
+        drawn[pid] += 1
+    return drawn / rounds, strategy.run.data.partition.counts.sum(axis=1)
+
+
+def test_by_size_sampling_draws_clients_in_proportion_to_their_training_samples():
+    uniform, sizes = sampling_frequencies("uniform")
+    by_size, _ = sampling_frequencies("by_size")
+    share = sizes / sizes.sum()
+    assert share.max() > 0.3  # lognormal sizes: one device holds a large share
+    # binomial standard error over 3,000 draws is at most 0.009
+    assert np.abs(by_size - share).max() < 0.03
+    assert np.abs(uniform - 0.1).max() < 0.03
+
+
 def test_fedavg_weights_by_sample_count():
     strategy, manager, nodes = make_strategy("dropout=none")
     params = strategy.initialize_parameters(manager)

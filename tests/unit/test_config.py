@@ -57,6 +57,7 @@ def test_explicit_model_overrides_auto():
         (["num_rounds=0"], "num_rounds"),
         (["train.lr=-1"], "train.lr"),
         (["fraction_fit=0"], "fraction_fit"),
+        (["sampling=by_loss"], "sampling must be uniform or by_size"),
         (["runtime.num_cpus_per_client=0"], "runtime.num_cpus_per_client"),
         (["runtime.ray_address=somewhere"], "runtime.ray_address"),
         (["seed=-1"], "seed"),
