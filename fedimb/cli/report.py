@@ -237,9 +237,10 @@ def value_range(ranges: list[tuple[float, float] | None]) -> str:
     return f"{min(lo for lo, _ in found):.3g} – {max(hi for _, hi in found):.3g}"
 
 
-def metric_curve(run: Run, metric: str = "accuracy") -> dict[int, float]:
-    """round -> value of the test-set ``metric``."""
-    return {r["round"]: r["value"] for r in _rows(run, "test") if r["metric"] == metric}
+def metric_curve(run: Run, metric: str = "accuracy", split: str = "test") -> dict[int, float]:
+    """round -> value of ``metric`` (by default the global test set's; ``split="local"``:
+    the local evaluation's, e.g. ``accuracy_worst_10``)."""
+    return {r["round"]: r["value"] for r in _rows(run, split) if r["metric"] == metric}
 
 
 def comparison_table(

@@ -44,6 +44,10 @@ class PersonalEvaluation:
                            ) -> tuple[float | None, dict[str, Scalar]]:
         """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores,
         and the distributions of the clients' local accuracies."""
+        if failures:
+            first = next((f for f in failures if isinstance(f, BaseException)), None)
+            self.round_log.note(f"personal evaluation: {len(failures)} clients failed"
+                                + (f" ({first})" if first is not None else ""))
         if not results:
             return None, {}
         self.record_local(results)

@@ -193,7 +193,8 @@ class BaseStrategy(UpdateChecks, Strategy):
         k = max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients)))
         k = min(k, len(known))
         rng = np.random.default_rng([self.run.seed, server_round, 0x5A3])
-        p = sampling_probabilities(str(cfg.get("sampling", "uniform")), self.run.data.partition.counts[known].sum(axis=1))
+        sizes = self.run.data.partition.counts[known].sum(axis=1)
+        p = sampling_probabilities(str(cfg.get("sampling", "uniform")), sizes)
         return sorted(int(c) for c in rng.choice(known, size=k, replace=False, p=p))
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:

@@ -10,7 +10,13 @@ import torch
 from flwr.common import parameters_to_ndarrays
 from torch import nn
 
-from clients.grpfed import STATE, discriminator_loss, regularizer_loss
+from clients.grpfed import (
+    STATE,
+    DivergedPersonalModel,
+    discriminator_cross_entropy,
+    discriminator_loss,
+    regularizer_loss,
+)
 from fedimb.app.in_process import InProcessFederation
 from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 
@@ -210,3 +216,43 @@ def test_personal_extractor_resync_every_k_rounds():
         assert torch.equal(a, b)
     config["personal_resync_every"] = 0
     assert not client.resync_due(config)
+
+
+def train_discriminator(objective, steps: int = 2000) -> tuple[float, float]:
+    """D(f) = sigmoid(w f + b) trained by SGD to call f = 1 true and f = -1 false."""
+    torch.manual_seed(0)
+    d = nn.Linear(1, 1)
+    fg, fl = torch.ones(8, 1), -torch.ones(8, 1)
+    opt = torch.optim.SGD(d.parameters(), lr=0.5)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = objective(d, fg, fl)
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        return float(loss), float(d(fg).mean())
+
+
+def test_eq_4_as_printed_has_no_lower_bound_and_cross_entropy_has():
+    d = ConstantD(math.log(3.0))  # D = 0.75
+    f = torch.zeros(3, 4)
+    assert float(discriminator_cross_entropy(d, f, f)) == pytest.approx(-math.log(0.75) - math.log(0.25))
+    # same targets, but the printed loss keeps falling and D's logit grows by a constant step
+    printed_loss, printed_logit = train_discriminator(discriminator_loss)
+    ce_loss, ce_logit = train_discriminator(discriminator_cross_entropy)
+    assert printed_loss < -1000 and printed_logit > 1000
+    assert 0 <= ce_loss < 0.01 and 0 < ce_logit < 20
+
+
+def test_a_diverged_personal_model_is_not_scored_and_the_round_says_why():
+    fed = InProcessFederation(["method=grpfed", *COMMON])
+    fed.round(1)
+    client = fed.client(fed.nodes[0])
+    state = dict(client.load_state(STATE))
+    state["a0"] = np.full_like(state["a0"], np.nan)
+    client.save_state(STATE, state)
+    with pytest.raises(DivergedPersonalModel, match="client 0's personal extractor or discriminator is non-finite"):
+        client.personal_model(parameters_to_ndarrays(fed.parameters), dict(fed.strategy.fit_config(2)))
+    record = fed.round(2)
+    assert sorted(record["local"]["personal"]["accuracy"]) == [1, 2, 3]
+    assert any("personal evaluation: 1 clients failed" in m and "non-finite" in m for m in record["messages"])
