@@ -69,11 +69,12 @@ NORMALIZED = ["fedavg", "fedprox", "scaffold", "fednova", "fedbabu", "fedavgm"]
 
 
 def start_sweep(root, methods, *overrides):
-    # one Ray actor per run (2 CPUs per client): two sweeps share the machine's 2 cores
+    # in the simulation one Ray actor per run (2 CPUs per client): two sweeps share the
+    # machine's 2 cores; the in-process runtime has no actors to size
+    actors = [] if "runtime=in_process" in overrides else ["runtime.num_cpus_per_client=2"]
     return start_fedimb(
         "-m", f"method={','.join(methods)}", "dataset=digits", "num_clients=3", "train.local_epochs=1",
-        "dropout=none", "seed=1",
-        "runtime.num_cpus_per_client=2", *overrides, f"output.root={root}",
+        "dropout=none", "seed=1", *actors, *overrides, f"output.root={root}",
     )
 
 
