@@ -15,22 +15,40 @@ the round-to-round spread (std) of the accuracy over the second half of the roun
 AFL and GRP-FED on Synthetic(1, 1) with 100 devices, with the q-FFL authors' synthetic
 settings (github.com/litian96/fair_flearn ``run.sh``: lr 0.01, batch 64, 1 local epoch,
 10 devices per round; its README suggests 20,000 rounds for synthetic, ``--rounds`` sets
-how many run here). Columns: the distribution of the final global model's accuracy over
-the devices' own test sets (average, worst 10%, best 10%, variance in %²), as the q-FFL
-paper's tables report it; GRP-FED also with its personal models.
+how many run here). q-FFL samples devices in proportion to their data (``sampling=by_size``)
+as the release does for q = 0 and q > 0 (``--sampling=2``, "weighted sampling + simple
+average"), so that q = 0 is the data-weighted objective; the paper's "uniform" baseline
+is the release's uniform sampling with the same simple average (its ``plot_fairness.py``
+reads it from ``--sampling=6``): the q-FFL rows with ``sampling=uniform``. Columns: the
+distribution of the final global model's accuracy over the devices' own test sets
+(average, worst 10%, best 10%, variance in %²), as the q-FFL paper's tables report it,
+and on how many devices it gets nothing right (while more than a tenth are at 0%, the
+worst 10% is 0 whatever a method changes); GRP-FED also with its personal models, as the
+paper defines it (``method=grpfed``: q_0 = 10), with the settings its sensitivity study on
+mnist5k supports (``method=grpfed_tuned``: q_0 = 0, the personal extractor re-synchronised
+when it trains), and that with its discriminator trained by cross-entropy (eq. 4 as
+printed has no lower bound, and personal models that overflow are not scored: the
+``devices`` column counts those that are).
+
+``horizon``: q-FFL with q ∈ {0, 1} sampled by size and the uniform baseline over the
+release's suggested 20,000 rounds, the distribution at a tenth, a quarter, half and all
+of the rounds: whether q-FFL's effect grows with training beyond the fairness table's
+horizon.
 
 Each setting runs on ``--draws`` data draws (``seed`` = draw, and the data set's
 ``data_seed`` follows the seed); mean ± std over draws. Writes ``<out>/<table>/table.md``
-and the docs' ``docs/tables/synthetic_fedprox.md`` or ``synthetic_fairness.md``. Finished runs
-are reused, so a call resumes.
+and the docs' ``docs/tables/synthetic_fedprox.md``, ``synthetic_fairness.md`` or
+``synthetic_horizon.md``. Finished runs are reused, so a call resumes.
 
     python benchmarks/accuracy/synthetic.py fedprox [--draws 0,1,2] [--rounds 200] [--jobs 2]
     python benchmarks/accuracy/synthetic.py fairness [--draws 0,1,2] [--rounds 2000] [--jobs 2]
+    python benchmarks/accuracy/synthetic.py horizon [--draws 0,1,2] [--rounds 20000] [--jobs 2]
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -41,7 +59,8 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
-from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
+from fedimb.cli.report import as_record, machine, mean_std, metric_curve  # noqa: E402
+from fedimb.cli.report_clients import last_local  # noqa: E402
 
 COMMON = ["dataset=synthetic", "partition=natural", "model=mclr", "dropout=none", "runtime=in_process",
           "train.optimizer=sgd", "train.momentum=0.0", "train.weight_decay=0.0"]
@@ -57,12 +76,39 @@ FEDPROX_ROWS: dict[str, tuple[str, list[str]]] = {
     "FedProx μ=0.01": ("fedprox", ["method.client.mu=0.01"]),
     "FedProx μ=1": ("fedprox", ["method.client.mu=1.0"]),
 }
-FAIRNESS_ROWS: dict[str, tuple[str, list[str]]] = {
-    **{f"q-FFL q={q}": ("qffl", ["method.strategy.update=qfedavg", f"method.strategy.q={q}"]) for q in (0, 1, 2, 5)},
-    "AFL": ("afl", []),
-    "GRP-FED": ("grpfed", ["model.encoder=linear", "evaluation.personal=true"]),
+QFFL = ["method.strategy.update=qfedavg"]
+#: (row, sampling) -> (method, overrides); "by_size" rows sample devices in proportion to
+#: their data, as the q-FFL release does, so that q = 0 is the data-weighted objective
+FAIRNESS_ROWS: dict[tuple[str, str], tuple[str, list[str]]] = {
+    **{(f"q-FFL q={q}", "by_size"): ("qffl", [*QFFL, f"method.strategy.q={q}", "sampling=by_size"])
+       for q in (0, 1, 2, 5)},
+    **{(f"q-FFL q={q}", "uniform"): ("qffl", [*QFFL, f"method.strategy.q={q}"]) for q in (0, 1, 2, 5)},
+    ("AFL", "uniform"): ("afl", []),
+    ("GRP-FED", "uniform"): ("grpfed", ["model.encoder=linear", "evaluation.personal=true"]),
+    ("GRP-FED q0=0, re-sync", "uniform"): ("grpfed_tuned", ["model.encoder=linear", "evaluation.personal=true"]),
+    ("GRP-FED q0=0, re-sync, D by cross-entropy", "uniform"): (
+        "grpfed_tuned", ["model.encoder=linear", "evaluation.personal=true",
+                         "method.client.discriminator_loss=cross_entropy"]),
 }
 DISTRIBUTION = ("average", "worst_10", "best_10", "variance")
+#: the horizon table: q-FFL as the paper samples (by size) and the uniform baseline
+HORIZON_ROWS = {**{(f"q-FFL q={q}", "by_size"): FAIRNESS_ROWS[f"q-FFL q={q}", "by_size"] for q in (0, 1)},
+                ("q-FFL q=0", "uniform"): FAIRNESS_ROWS["q-FFL q=0", "uniform"]}
+
+
+def distribution_cells(values: dict[str, list[float]]) -> list[str]:
+    """Mean ± std over draws of each statistic of the accuracy over devices (of one draw: its value)."""
+    cells = []
+    for k in DISTRIBUTION:
+        scale, digits = (1.0, 0) if k == "variance" else (100.0, 2)
+        one = len(values[k]) == 1
+        cells.append(f"{values[k][0] * scale:.{digits}f}" if one else mean_std(values[k], scale=scale, digits=digits))
+    return cells
+
+
+def run_name(label: str) -> str:
+    """A row's label as a folder name that a Hydra override can carry (letters, digits, '.', '_', '-')."""
+    return re.sub(r"[^A-Za-z0-9._-]", "", label.replace("μ", "mu"))
 
 
 def second_half(run_dir: Path) -> list[float]:
@@ -87,24 +133,44 @@ def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
 
 
 def fairness_table(draws: list[int], runs: dict) -> list[str]:
-    lines = ["| method | model | average (%) | worst 10% (%) | best 10% (%) | variance (%²) |",
-             "|---|---|---|---|---|---|"]
-    for row in FAIRNESS_ROWS:
-        summaries = [json.loads((runs[row, d] / "summary.json").read_text()) for d in draws]
+    lines = ["| method | sampling | model | devices | average (%) | worst 10% (%) | best 10% (%) | variance (%²) "
+             "| devices at 0% |", "|---|---|---|---|---|---|---|---|---|"]
+    for row, sampling in FAIRNESS_ROWS:
+        folders = [runs[row, sampling, d] for d in draws]
+        summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
         for model, prefix in (("global", "local_accuracy_"), ("personal", "local_personal_accuracy_")):
             if f"{prefix}average" not in summaries[0]:
                 continue
-            cells = [mean_std([s[f"{prefix}{k}"] for s in summaries], scale=1.0 if k == "variance" else 100.0,
-                              digits=0 if k == "variance" else 2) for k in DISTRIBUTION]
-            lines.append(f"| {row} | {model} | {' | '.join(cells)} |")
+            cells = distribution_cells({k: [s[f"{prefix}{k}"] for s in summaries] for k in DISTRIBUTION})
+            accuracies = [last_local(as_record(f), model)["clients"] for f in folders]  # a diverged model is not scored
+            tested = [len(a) for a in accuracies]
+            at_zero = [sum(v == 0 for v in a.values()) for a in accuracies]
+            lines.append(f"| {row} | {sampling.replace('_', ' ')} | {model} | {mean_std(tested, scale=1.0, digits=0)} "
+                         f"| {' | '.join(cells)} | {mean_std(at_zero, scale=1.0, digits=0)} |")
+    return lines
+
+
+def horizon_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
+    """The accuracy over devices at a tenth, a quarter, half and all of ``rounds``."""
+    lines = ["| method | sampling | round | average (%) | worst 10% (%) | best 10% (%) | variance (%²) |",
+             "|---|---|---|---|---|---|---|"]
+    for row, sampling in HORIZON_ROWS:
+        curves = {k: [metric_curve(runs[row, sampling, d], f"accuracy_{k}", split="local") for d in draws]
+                  for k in DISTRIBUTION}
+        tested = sorted(curves["average"][0])
+        parts = (rounds // 10, rounds // 4, rounds // 2, rounds)
+        for at in sorted({max(r for r in tested if r <= part) for part in parts}):
+            cells = distribution_cells({k: [curve[at] for curve in curves[k]] for k in DISTRIBUTION})
+            lines.append(f"| {row} | {sampling.replace('_', ' ')} | {at:,} | {' | '.join(cells)} |")
     return lines
 
 
 def main() -> None:
     parser = argument_parser(__doc__)
-    parser.add_argument("table", choices=["fedprox", "fairness"])
+    parser.add_argument("table", choices=["fedprox", "fairness", "horizon"])
     parser.add_argument("--draws", default="0,1,2", help="data draws (seeds)")
-    parser.add_argument("--rounds", type=int, default=None, help="default: 200 (fedprox), 2000 (fairness)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="default: 200 (fedprox), 2000 (fairness), 20000 (horizon)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "synthetic")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
     args = parser.parse_args()
@@ -118,24 +184,28 @@ def main() -> None:
                 for row, (method, extra) in FEDPROX_ROWS.items():
                     overrides = [*FEDPROX_SETTINGS, f"num_rounds={rounds}", f"dataset.alpha={alpha}",
                                  f"dataset.beta={beta}", f"dataset.iid={str(iid).lower()}", *extra]
-                    name = f"{data}-{row}".replace(" ", "").replace("μ", "mu")
+                    name = run_name(f"{data}-{row}")
                     keys.append((data, row, draw))
                     requests.append((out / "runs", method, draw, overrides, name))
         settings = FEDPROX_SETTINGS + [f"num_rounds={rounds}"]
     else:
-        rounds = args.rounds or 2000
+        rounds = args.rounds or (2000 if args.table == "fairness" else 20000)
         every = max(1, rounds // 20)
+        rows = FAIRNESS_ROWS if args.table == "fairness" else HORIZON_ROWS
         for draw in draws:
-            for row, (method, extra) in FAIRNESS_ROWS.items():
+            for (row, sampling), (method, extra) in rows.items():
                 overrides = [*FAIRNESS_SETTINGS, f"num_rounds={rounds}", f"evaluation.every={every}",
                              "dataset.alpha=1.0", "dataset.beta=1.0", *extra]
-                keys.append((row, draw))
-                requests.append((out / "runs", method, draw, overrides, row.replace(" ", "").replace("=", "")))
+                keys.append((row, sampling, draw))
+                requests.append((out / "runs", method, draw, overrides, run_name(f"{row}-{sampling}")))
         settings = FAIRNESS_SETTINGS + [f"num_rounds={rounds}", "dataset.alpha=1.0", "dataset.beta=1.0"]
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
-    table = fedprox_table(draws, rounds, runs) if args.table == "fedprox" else fairness_table(draws, runs)
+    table = {"fedprox": lambda: fedprox_table(draws, rounds, runs), "fairness": lambda: fairness_table(draws, runs),
+             "horizon": lambda: horizon_table(draws, rounds, runs)}[args.table]()
+    title = {"fedprox": "FedAvg vs FedProx", "fairness": "accuracy over devices",
+             "horizon": "q-FFL's accuracy over devices as rounds go on"}[args.table]
     lines = [
-        f"# Synthetic: {'FedAvg vs FedProx' if args.table == 'fedprox' else 'accuracy over devices'}", "",
+        f"# Synthetic: {title}", "",
         f"Set-up: `{' '.join(settings)}`; data draws (seeds) {', '.join(map(str, draws))}; mean ± std over draws.",
         f"Machine: {machine()}.", "", *table, "",
         f"Command: `python benchmarks/accuracy/synthetic.py {args.table} --draws {args.draws} --rounds {rounds}`",
