@@ -35,14 +35,21 @@ release's suggested 20,000 rounds, the distribution at a tenth, a quarter, half 
 of the rounds: whether q-FFL's effect grows with training beyond the fairness table's
 horizon.
 
+``draws``: what the fairness table's data draws are made of (no training): training
+samples, the share of the largest and of the ten largest devices, and how often the rounds
+of ``--rounds`` that sample by size — the very draws of the runs, by the strategy's own
+:func:`draw_clients` — take the largest device and a device of the smaller half (uniform
+sampling takes every device in 10% of rounds).
+
 Each setting runs on ``--draws`` data draws (``seed`` = draw, and the data set's
 ``data_seed`` follows the seed); mean ± std over draws. Writes ``<out>/<table>/table.md``
-and the docs' ``docs/tables/synthetic_fedprox.md``, ``synthetic_fairness.md`` or
-``synthetic_horizon.md``. Finished runs are reused, so a call resumes.
+and the docs' ``docs/tables/synthetic_fedprox.md``, ``synthetic_fairness.md``,
+``synthetic_horizon.md`` or ``synthetic_draws.md``. Finished runs are reused, so a call resumes.
 
     python benchmarks/accuracy/synthetic.py fedprox [--draws 0,1,2] [--rounds 200] [--jobs 2]
     python benchmarks/accuracy/synthetic.py fairness [--draws 0,1,2] [--rounds 2000] [--jobs 2]
     python benchmarks/accuracy/synthetic.py horizon [--draws 0,1,2] [--rounds 20000] [--jobs 2]
+    python benchmarks/accuracy/synthetic.py draws [--draws 0,1,2] [--rounds 2000]
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
 from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
 from fedimb.cli.report import as_record, machine, mean_std, metric_curve  # noqa: E402
 from fedimb.cli.report_clients import last_local  # noqa: E402
+from fedimb.core.data.synthetic import SyntheticSpec, device_sizes, train_count  # noqa: E402
+from strategies.base.strategy import draw_clients  # noqa: E402
 
 COMMON = ["dataset=synthetic", "partition=natural", "model=mclr", "dropout=none", "runtime=in_process",
           "train.optimizer=sgd", "train.momentum=0.0", "train.weight_decay=0.0"]
@@ -134,19 +143,48 @@ def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
 
 def fairness_table(draws: list[int], runs: dict) -> list[str]:
     lines = ["| method | sampling | model | devices | average (%) | worst 10% (%) | best 10% (%) | variance (%²) "
-             "| devices at 0% |", "|---|---|---|---|---|---|---|---|---|"]
+             "| devices at 0% | their training samples (median) | global average at half the rounds (%) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row, sampling in FAIRNESS_ROWS:
         folders = [runs[row, sampling, d] for d in draws]
         summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
+        sizes = [json.loads((f / "partition.json").read_text())["client_sizes"] for f in folders]
+        curves = [metric_curve(f, "accuracy_average", split="local") for f in folders]
+        half_way = [c[max(r for r in c if r <= max(c) // 2)] for c in curves]
         for model, prefix in (("global", "local_accuracy_"), ("personal", "local_personal_accuracy_")):
             if f"{prefix}average" not in summaries[0]:
                 continue
             cells = distribution_cells({k: [s[f"{prefix}{k}"] for s in summaries] for k in DISTRIBUTION})
             accuracies = [last_local(as_record(f), model)["clients"] for f in folders]  # a diverged model is not scored
             tested = [len(a) for a in accuracies]
-            at_zero = [sum(v == 0 for v in a.values()) for a in accuracies]
+            at_zero = [[k for k, v in a.items() if v == 0] for a in accuracies]
+            zero_sizes = [float(np.median([n[k] for k in z])) if z else None for n, z in zip(sizes, at_zero)]
             lines.append(f"| {row} | {sampling.replace('_', ' ')} | {model} | {mean_std(tested, scale=1.0, digits=0)} "
-                         f"| {' | '.join(cells)} | {mean_std(at_zero, scale=1.0, digits=0)} |")
+                         f"| {' | '.join(cells)} | {mean_std([len(z) for z in at_zero], scale=1.0, digits=0)} "
+                         f"| {mean_std(zero_sizes, scale=1.0, digits=0)} "
+                         f"| {mean_std(half_way) if model == 'global' else '-'} |")
+    return lines
+
+
+def draws_table(draws: list[int], rounds: int) -> list[str]:
+    """The fairness table's data draws (Synthetic(1, 1), 100 devices) and how sampling by
+    size treats their devices over ``rounds`` rounds of 10."""
+    lines = ["| draw | training samples | devices under 100 samples | largest device's share (%) "
+             "| ten largest devices' share (%) | rounds drawing the largest device (%) "
+             "| rounds drawing a device of the smaller half (%, mean) |", "|---|---|---|---|---|---|---|"]
+    for draw in draws:
+        spec = SyntheticSpec(alpha=1.0, beta=1.0, iid=False, dimension=60, num_classes=10, num_devices=100,
+                             data_seed=draw)
+        samples = device_sizes(spec)
+        train = np.array([train_count(int(n)) for n in samples])
+        order = np.argsort(train)
+        drawn = np.zeros(len(train))
+        for server_round in range(1, rounds + 1):
+            drawn[draw_clients(draw, server_round, list(range(len(train))), 10, "by_size", train)] += 1
+        share = np.sort(train)[::-1] / train.sum()
+        lines.append(f"| {draw} | {train.sum():,} | {int((samples < 100).sum())} | {100 * share[0]:.1f} "
+                     f"| {100 * share[:10].sum():.1f} | {100 * drawn[order[-1]] / rounds:.1f} "
+                     f"| {100 * drawn[order[:50]].mean() / rounds:.1f} |")
     return lines
 
 
@@ -167,10 +205,10 @@ def horizon_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
 
 def main() -> None:
     parser = argument_parser(__doc__)
-    parser.add_argument("table", choices=["fedprox", "fairness", "horizon"])
+    parser.add_argument("table", choices=["fedprox", "fairness", "horizon", "draws"])
     parser.add_argument("--draws", default="0,1,2", help="data draws (seeds)")
     parser.add_argument("--rounds", type=int, default=None,
-                        help="default: 200 (fedprox), 2000 (fairness), 20000 (horizon)")
+                        help="default: 200 (fedprox), 2000 (fairness, draws), 20000 (horizon)")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "synthetic")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
     args = parser.parse_args()
@@ -188,6 +226,10 @@ def main() -> None:
                     keys.append((data, row, draw))
                     requests.append((out / "runs", method, draw, overrides, name))
         settings = FEDPROX_SETTINGS + [f"num_rounds={rounds}"]
+    elif args.table == "draws":
+        rounds = args.rounds or 2000
+        settings = ["dataset=synthetic", "num_clients=100", "dataset.alpha=1.0", "dataset.beta=1.0",
+                    "fraction_fit=0.1", "sampling=by_size", f"num_rounds={rounds}"]
     else:
         rounds = args.rounds or (2000 if args.table == "fairness" else 20000)
         every = max(1, rounds // 20)
@@ -201,9 +243,11 @@ def main() -> None:
         settings = FAIRNESS_SETTINGS + [f"num_rounds={rounds}", "dataset.alpha=1.0", "dataset.beta=1.0"]
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
     table = {"fedprox": lambda: fedprox_table(draws, rounds, runs), "fairness": lambda: fairness_table(draws, runs),
-             "horizon": lambda: horizon_table(draws, rounds, runs)}[args.table]()
+             "horizon": lambda: horizon_table(draws, rounds, runs), "draws": lambda: draws_table(draws, rounds)
+             }[args.table]()
     title = {"fedprox": "FedAvg vs FedProx", "fairness": "accuracy over devices",
-             "horizon": "q-FFL's accuracy over devices as rounds go on"}[args.table]
+             "horizon": "q-FFL's accuracy over devices as rounds go on",
+             "draws": "the fairness table's data draws and sampling by size"}[args.table]
     lines = [
         f"# Synthetic: {title}", "",
         f"Set-up: `{' '.join(settings)}`; data draws (seeds) {', '.join(map(str, draws))}; mean ± std over draws.",

@@ -191,11 +191,8 @@ class BaseStrategy(UpdateChecks, Strategy):
             return []
         cfg = self.run.cfg
         k = max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients)))
-        k = min(k, len(known))
-        rng = np.random.default_rng([self.run.seed, server_round, 0x5A3])
         sizes = self.run.data.partition.counts[known].sum(axis=1)
-        p = sampling_probabilities(str(cfg.get("sampling", "uniform")), sizes)
-        return sorted(int(c) for c in rng.choice(known, size=k, replace=False, p=p))
+        return draw_clients(self.run.seed, server_round, known, k, str(cfg.get("sampling", "uniform")), sizes)
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Settings every client receives: round, stage, training and method settings."""
@@ -395,6 +392,16 @@ class BaseStrategy(UpdateChecks, Strategy):
     def evaluation_weights(self, parameters: Parameters) -> list[np.ndarray]:
         """The weights of the model the server tests (override for composite models)."""
         return parameters_to_ndarrays(parameters)
+
+
+def draw_clients(seed: int, server_round: int, candidates: list[int], k: int, sampling: str,
+                 sizes: np.ndarray) -> list[int]:
+    """The ``k`` (at most all) of ``candidates`` that round ``server_round`` trains, without
+    replacement, seeded by ``seed`` and the round alone; ``sizes`` are the candidates'
+    training samples (for ``sampling=by_size``)."""
+    rng = np.random.default_rng([seed, server_round, 0x5A3])
+    p = sampling_probabilities(sampling, sizes)
+    return sorted(int(c) for c in rng.choice(candidates, size=min(k, len(candidates)), replace=False, p=p))
 
 
 def sampling_probabilities(sampling: str, sizes: np.ndarray) -> np.ndarray | None:
