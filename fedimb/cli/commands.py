@@ -143,6 +143,9 @@ def report_main(argv: list[str]) -> int:
     parser.add_argument("--at-rounds", default="", metavar="ROUNDS",
                         help="comma-separated rounds whose test accuracy and loss the per-run table shows "
                              "(implies --per-run)")
+    parser.add_argument("--keep-reruns", action="store_true",
+                        help="average in every rerun of a set-up and seed (by default only the newest run of "
+                             "each counts and the others are named in a warning)")
     args = parser.parse_args(argv)
     try:
         at_rounds = [int(r) for r in split_list(args.at_rounds)]
@@ -152,7 +155,7 @@ def report_main(argv: list[str]) -> int:
     out = args.out or (first.parent if first.is_file() else first) / "report"
     report = write_report(
         args.folders, out, args.title, split_list(args.mean_over_rounds), split_list(args.range_over_rounds),
-        args.per_run, at_rounds,
+        args.per_run, at_rounds, args.keep_reruns,
     )
     print(report.read_text())
     print(report.resolve())
@@ -172,8 +175,12 @@ def export_main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="the file to write (default: <first folder>/export.parquet, .csv with --format csv)")
     args = parser.parse_args(argv)
-    path, runs, rows = export_runs(args.folders, args.out, args.fmt)
-    print(f"{runs} runs, {rows} rows")
+    path, found, rows = export_runs(args.folders, args.out, args.fmt)
+    print(found.tally("flagged (column rerun)"))
+    if found.reruns:
+        print(found.rerun_warning("kept and flagged (rerun = true; table[~table['rerun']] holds the newest "
+                                  "run of each set-up and seed)"))
+    print(f"{len(found.records)} runs, {rows} rows")
     print(path)
     return 0
 

@@ -3,22 +3,28 @@ spreadsheet, and for ``fedimb report <table>``.
 
 One row per value of each completed run's ``metrics.csv`` (round, stage, split, metric,
 value), with the run's identity and set-up repeated on every row (``run_id``, ``run_dir``,
-the names of method, data set, model, partition and dropout, the partition's scalar
-settings as ``partition.<key>``, ``num_clients``, ``seed``), and last the run's whole
+``finished``, ``rerun``, the names of method, data set, model, partition and dropout, the
+partition's scalar settings as ``partition.<key>``, ``num_clients``, ``seed``), and last the run's whole
 set-up (its config.yaml without seed, paths and runtime, as :func:`fedimb.cli.report.setup_of`
 gives it) as one JSON text in ``setup``, so that ``fedimb report <table>`` groups runs
 exactly as it does from their folders. ``round``, ``seed`` and ``num_clients`` are
-integers, ``value`` a float, the rest strings; a missing value is null.
+integers, ``value`` a float, ``rerun`` a boolean, the rest strings; a missing value is null.
+
+Runs are found as ``fedimb report`` finds them (:func:`fedimb.cli.report.load_runs`): each
+run id once, tracker copies left out. Reruns of a set-up and seed stay in, flagged: ``rerun``
+is true for a run that a newer run (``finished``: when its summary.json was written, UTC)
+of the same set-up and seed repeats, so ``table[~table["rerun"]]`` holds what the report
+averages.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedimb.cli.report import RunRecord, find_runs, run_config, setup_of, summary_from_rows
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.cli.report import FoundRuns, RunRecord, load_runs, run_config, run_identity, setup_of, summary_from_rows
 from fedimb.core.errors import ConfigError, check_choice
 
 if TYPE_CHECKING:
@@ -26,7 +32,8 @@ if TYPE_CHECKING:
 
 FORMATS = {".parquet": "parquet", ".csv": "csv"}
 #: the run columns before the partition's settings, the columns after them
-HEAD = ("run_id", "run_dir", "method", "dataset", "model", "partition")
+HEAD = ("run_id", "run_dir", "finished", "rerun", "method", "dataset", "model", "partition")
+NEWER = ("finished", "rerun")  # columns that tables written by older versions lack
 TAIL = ("dropout", "num_clients", "seed", "round", "stage", "split", "metric", "value")
 SETUP = "setup"  # the last column: the whole set-up as JSON
 #: the config.yaml key each set-up column holds (``partition.<key>`` columns hold themselves)
@@ -61,12 +68,18 @@ def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def run_columns(run_dir: Path) -> dict[str, Any]:
+def _utc(seconds: float | None) -> str | None:
+    return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+
+
+def run_columns(run: RunRecord, rerun: bool) -> dict[str, Any]:
     """The columns every row of one run repeats (see the module docstring)."""
+    run_dir = Path(run.name)
     config = run_config(run_dir)
-    checkpoint, partition = config.get("checkpoint") or {}, config.get("partition") or {}
+    partition = config.get("partition") or {}
     columns: dict[str, Any] = {
-        "run_id": str(checkpoint.get("run_id") or run_dir.name), "run_dir": str(run_dir),
+        "run_id": run_identity(run_dir, config), "run_dir": str(run_dir), "finished": _utc(run.finished),
+        "rerun": rerun,
         **{column: _name(config.get(column)) for column in ("method", "dataset", "model", "partition", "dropout")},
         "num_clients": _integer(config.get("num_clients")), "seed": _integer(config.get("seed")),
         SETUP: json.dumps(setup_of(config), sort_keys=True, default=str),
@@ -77,11 +90,12 @@ def run_columns(run_dir: Path) -> dict[str, Any]:
     return columns
 
 
-def export_frame(run_dirs: list[Path]) -> pd.DataFrame:
-    """The table of ``run_dirs`` as a pandas DataFrame, columns in order and typed."""
+def export_frame(found: FoundRuns) -> pd.DataFrame:
+    """The table of the runs ``found`` (reruns flagged) as a pandas DataFrame, columns in
+    order and typed."""
     import pandas as pd
 
-    runs = [(run_columns(run), read_metrics_csv(run / "metrics.csv")) for run in run_dirs]
+    runs = [(run_columns(run, run in found.reruns), run.rows) for run in found.records]
     settings = sorted({key for columns, _ in runs for key in columns if key.startswith("partition.")})
     names = [*HEAD, *settings, *TAIL, SETUP]
     data: dict[str, list[Any]] = {name: [] for name in names}
@@ -98,7 +112,7 @@ def export_frame(run_dirs: list[Path]) -> pd.DataFrame:
             return "float64"
         if name in INTEGERS:
             return "Int64" if None in data[name] else "int64"
-        return "str"
+        return "bool" if name == "rerun" else "str"
 
     return pd.DataFrame({name: pd.Series(data[name], dtype=dtype(name)) for name in names})
 
@@ -118,10 +132,10 @@ def _pyarrow() -> None:
         raise ConfigError("Parquet needs pyarrow: pip install pyarrow (or use --format csv)") from None
 
 
-def export_runs(folders: list[Path], out: Path | None = None, fmt: str | None = None) -> tuple[Path, int, int]:
+def export_runs(folders: list[Path], out: Path | None = None, fmt: str | None = None) -> tuple[Path, FoundRuns, int]:
     """Write the table of every completed run at or below ``folders`` to ``out`` (default
-    ``<first folder>/export.<format>``); return its absolute path and its numbers of runs
-    and rows."""
+    ``<first folder>/export.<format>``); return its absolute path, the runs found (those
+    written are ``found.records``) and its number of rows."""
     fmt = output_format(out, fmt)
     out = out if out is not None else Path(folders[0]) / f"export.{fmt}"
     from fedimb.cli.preflight import check_writable
@@ -130,10 +144,13 @@ def export_runs(folders: list[Path], out: Path | None = None, fmt: str | None = 
     _pandas()
     if fmt == "parquet":
         _pyarrow()
-    runs = find_runs(folders)
-    if not runs:
+    for folder in map(Path, folders):
+        if not folder.is_dir():  # load_runs would read a table: export reads folders only
+            raise ConfigError(f"{folder} is not a folder")
+    found = load_runs(folders)
+    if not found.records:
         raise ConfigError(f"no completed runs (summary.json) in {', '.join(map(str, folders))}")
-    frame = export_frame(runs)
+    frame = export_frame(found)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if fmt == "parquet":
@@ -142,7 +159,7 @@ def export_runs(folders: list[Path], out: Path | None = None, fmt: str | None = 
             frame.to_csv(out, index=False)
     except OSError as err:
         raise ConfigError(f"cannot write {out}: {err.strerror or err}") from None
-    return out.resolve(), len(runs), len(frame)
+    return out.resolve(), found, len(frame)
 
 
 def _value(value: Any) -> Any:
@@ -210,9 +227,9 @@ def read_table(path: Path) -> list[RunRecord]:
     """The runs of a table written by :func:`export_runs`, in the table's order, for
     ``fedimb report``: the set-up is what the run columns say (without run_id, run_dir and
     seed), or exactly the run's set-up where the ``setup`` column has it; the summary
-    numbers come from the test rows."""
+    numbers come from the test rows; run id and finish time tell reruns apart as in folders."""
     frame = read_frame(path)
-    missing = [name for name in (*HEAD, *TAIL) if name not in frame.columns]
+    missing = [name for name in (*HEAD, *TAIL) if name not in frame.columns and name not in NEWER]
     if missing:
         raise ConfigError(f"{path} is not a table written by fedimb export (no column {', '.join(missing)})")
     columns = [name for name in frame.columns if name in SETUP_KEYS or name.startswith("partition.")]
@@ -228,5 +245,15 @@ def read_table(path: Path) -> list[RunRecord]:
         seed = _value(first["seed"])
         whole = first[SETUP] if SETUP in frame.columns else None
         setup = json_setup(whole) if isinstance(whole, str) and whole else table_setup(first, columns)
-        records.append(RunRecord(str(run_dir), setup, "-" if seed is None else seed, summary_from_rows(rows), rows))
+        records.append(RunRecord(str(run_dir), setup, "-" if seed is None else seed, summary_from_rows(rows), rows,
+                                 _text(first["run_id"]), _seconds(first.get("finished"))))
     return records
+
+
+def _seconds(finished: Any) -> float | None:
+    """A ``finished`` cell as seconds since the epoch (None where the table has none)."""
+    text = _text(finished)
+    try:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except ValueError:
+        return None

@@ -11,6 +11,14 @@ other ``extra`` metrics; optional section: every run's own numbers (seed, final 
 accuracy, accuracy and loss at chosen rounds), so figures quoted about single seeds come
 from the same command as the table.
 
+Each run counts once, known by its run id: folders inside a tracker's store (the copies
+MLflow, TensorBoard and W&B keep below output.root) and a second folder of a run id are
+copies, left out. A rerun of the same set-up and seed under another run id would shrink
+the spread a row shows, so by default only the newest run of each set-up and seed is
+averaged and the others are named in a warning (``keep_reruns`` averages them in); the
+heading counts what was found and what was left out. A value from a single run reads
+"(n = 1)", not "± 0.00".
+
 The report also reads tables written by ``fedimb export`` (:mod:`fedimb.cli.export`),
 alone or besides folders. A table's ``setup`` column carries each run's set-up, so its runs
 group as their folders do (a table without it groups by its named run columns); their
@@ -39,28 +47,99 @@ from fedimb.core.errors import ConfigError
 NOT_SETUP = ("seed", "output.", "runtime.", "checkpoint.", "resume", "device", "partition.clients", "tracking.")
 #: what tells an exported table (``fedimb report <file>``) from a folder
 TABLE_SUFFIXES = (".parquet", ".csv")
+#: the folders, below output.root, where trackers keep copies of run folders (MLflow's
+#: artifact store and file store, TensorBoard's and W&B's files; fedimb.cli.tracking)
+TRACKER_STORES = ("mlartifacts", "mlruns", "tensorboard", "wandb")
 
 
 def mean_std(values: list[float], scale: float = 100.0, digits: int = 2) -> str:
-    """mean ± sample std of ``values`` x ``scale`` over those known ('-' when none is)."""
+    """mean ± sample std of ``values`` x ``scale`` over those known ('-' when none is; the
+    value and "(n = 1)" when one is)."""
     values = [v for v in values if v is not None]
     if not values:
         return "-"
     arr = np.asarray(values, dtype=np.float64) * scale
-    return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1) if len(arr) > 1 else 0.0:.{digits}f}"
+    if len(arr) == 1:  # one value has no spread: "± 0.00" would claim one
+        return f"{arr[0]:.{digits}f} (n = 1)"
+    return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1):.{digits}f}"
 
 
-def find_runs(folders: Iterable[Path]) -> list[Path]:
-    """Every completed run folder at or below ``folders`` (those with a ``summary.json``
-    that says completed), in path order."""
-    found = set()
+@dataclass
+class RunFolders:
+    """The completed run folders below some folders, one per run id (``runs``, in path
+    order), the folders left out as copies of a run (``copies``) and how many folders
+    hold a run that did not complete or cannot be read (``incomplete``)."""
+
+    runs: list[Path]
+    copies: list[Path]
+    incomplete: int
+
+
+def run_identity(run_dir: Path, config: dict[str, Any]) -> str:
+    """What tells one run from another: the run id every run gets when it starts
+    (``checkpoint.run_id``), or for runs made before it existed, the resolved folder."""
+    run_id = (config.get("checkpoint") or {}).get("run_id")
+    return str(run_id) if run_id else str(run_dir.resolve())
+
+
+def _in_tracker_store(run_dir: Path, below: Path) -> bool:
+    return any(part in TRACKER_STORES for part in run_dir.relative_to(below).parts)
+
+
+def _completed(run_dir: Path) -> dict[str, Any] | None:
+    """The run's config if its summary.json says it completed (None if not, or unreadable)."""
+    import yaml
+
+    try:
+        if json.loads((run_dir / "summary.json").read_text()).get("completed"):
+            config = run_config(run_dir)
+            return config if isinstance(config, dict) else None
+    except (OSError, ValueError, AttributeError, yaml.YAMLError):  # AttributeError: JSON that is no object
+        pass
+    return None
+
+
+def run_folders(folders: Iterable[Path]) -> RunFolders:
+    """Every completed run at or below ``folders`` once (see :class:`RunFolders`).
+
+    A folder inside a tracker's store (MLflow's artifacts, TensorBoard's or W&B's files
+    below a given folder) is a copy of a run folder, as is a second folder with the same
+    run id; of the folders of one run id the one its summary.json names is kept, else the
+    first in path order."""
+    by_id: dict[str, list[Path]] = {}
+    copies, incomplete, seen = set(), 0, set()
     for folder in map(Path, folders):
         if not folder.is_dir():
             raise ConfigError(f"{folder} is not a folder")
-        for summary in [folder / "summary.json", *folder.rglob("summary.json")]:
-            if summary.is_file() and json.loads(summary.read_text()).get("completed"):
-                found.add(summary.parent.resolve())
-    return sorted(found)
+        for summary in sorted({folder / "summary.json", *folder.rglob("summary.json")}):
+            if not summary.is_file() or summary.resolve() in seen:  # folders given twice count once
+                continue
+            seen.add(summary.resolve())
+            if _in_tracker_store(summary.parent, folder):
+                copies.add(summary.parent.resolve())
+            elif (config := _completed(summary.parent)) is None:
+                incomplete += 1
+            else:
+                same = by_id.setdefault(run_identity(summary.parent, config), [])
+                if summary.parent.resolve() not in same:
+                    same.append(summary.parent.resolve())
+    runs = [_original(same) for same in by_id.values()]
+    copies |= {path for same in by_id.values() for path in same} - set(runs)
+    return RunFolders(sorted(runs), sorted(copies), incomplete)
+
+
+def _original(same: list[Path]) -> Path:
+    """Of the folders of one run, the one its summary.json names, else the first."""
+    for run_dir in same:
+        if str(run_dir) == _summary(run_dir).get("run_dir"):
+            return run_dir
+    return same[0]
+
+
+def find_runs(folders: Iterable[Path]) -> list[Path]:
+    """Every completed run folder at or below ``folders``, one per run (copies left out,
+    see :func:`run_folders`), in path order."""
+    return run_folders(folders).runs
 
 
 def flatten_config(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -99,20 +178,29 @@ def _summary(run_dir: Path) -> dict[str, Any]:
 class RunRecord:
     """One run as the report needs it, whichever source it comes from (a run folder, or
     a table written by ``fedimb export``): the set-up that groups it into a row, its
-    seed, the summary numbers and the rows of its metrics.csv. Hashed by identity, so
-    runs with equal numbers stay apart."""
+    seed, the summary numbers and the rows of its metrics.csv; its run id (see
+    :func:`run_identity`; the name when unknown) and when it finished (seconds since the
+    epoch: summary.json's time; None when unknown), which tell a rerun from the run it
+    repeats. Hashed by identity, so runs with equal numbers stay apart."""
 
     name: str
     setup: dict[str, Any]
     seed: Any
     summary: dict[str, Any]
     rows: list[dict[str, Any]]
+    run_id: str = ""
+    finished: float | None = None
 
     @classmethod
     def from_folder(cls, run_dir: Path) -> RunRecord:
         config = run_config(run_dir)
         return cls(str(run_dir), setup_of(config), config.get("seed", "-"), _summary(run_dir),
-                   read_metrics_csv(run_dir / "metrics.csv"))
+                   read_metrics_csv(run_dir / "metrics.csv"), run_identity(run_dir, config),
+                   (run_dir / "summary.json").stat().st_mtime)
+
+    @property
+    def identity(self) -> str:
+        return self.run_id or self.name
 
 
 #: a run folder or its record; the functions below take either (benchmarks pass folders)
@@ -141,22 +229,73 @@ def summary_from_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def load_runs(inputs: Iterable[Path]) -> list[RunRecord]:
-    """The completed runs in run or sweep folders (:func:`find_runs`) and in tables
-    written by ``fedimb export``; a run a table holds that a folder gave already counts once."""
+def setup_and_seed(run: RunRecord) -> tuple:
+    """What a rerun shares with the run it repeats: the whole set-up and the seed."""
+    return tuple(sorted((key, repr(value)) for key, value in run.setup.items())), repr(run.seed)
+
+
+def reruns_of(records: list[RunRecord]) -> list[RunRecord]:
+    """The runs that a newer run (a later ``finished``; unknown counts as oldest, a tie goes
+    to the later one in ``records``) of the same set-up and seed repeats, in ``records``' order."""
+    newest: dict[tuple, RunRecord] = {}
+    for record in sorted(records, key=lambda r: -1.0 if r.finished is None else r.finished):
+        newest[setup_and_seed(record)] = record
+    return [record for record in records if newest[setup_and_seed(record)] is not record]
+
+
+@dataclass
+class FoundRuns:
+    """Every completed run of some folders and tables once (``records``), the reruns among
+    them (:func:`reruns_of`), and how many copies and runs that did not complete were left out."""
+
+    records: list[RunRecord]
+    reruns: list[RunRecord]
+    copies: int
+    incomplete: int
+
+    def counted(self, keep_reruns: bool = False) -> list[RunRecord]:
+        """The runs a report averages: one per set-up and seed unless ``keep_reruns``."""
+        return self.records if keep_reruns else [r for r in self.records if r not in self.reruns]
+
+    def tally(self, reruns: str) -> str:
+        """One line: how many runs were found, how many left out as copies or not completed,
+        and what became of the reruns (``reruns``: "left out", "averaged in", ...)."""
+        found = len(self.records) + self.copies + self.incomplete
+        return (f"{_plural(found, 'run')} found; left out: {_plural(self.copies, 'copy', 'copies')} (in a "
+                f"tracker's store, or a second folder of a run id), {self.incomplete} not completed; "
+                f"{_plural(len(self.reruns), 'rerun')} of the same set-up and seed {reruns}.")
+
+    def rerun_warning(self, what: str) -> str:
+        """One line naming every rerun and ``what`` became of them."""
+        named = ", ".join(f"`{r.name}` ({r.setup.get('method.name')}, seed {r.seed})" for r in self.reruns)
+        return f"Warning: {_plural(len(self.reruns), 'rerun')} of the same set-up and seed {what}: {named}."
+
+
+def _plural(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
+def load_runs(inputs: Iterable[Path]) -> FoundRuns:
+    """The completed runs in run or sweep folders (:func:`run_folders`) and in tables
+    written by ``fedimb export``, each run id once (a run a table holds that a folder gave
+    already is a copy), with the reruns among them marked."""
     inputs = list(map(Path, inputs))
     tables = [p for p in inputs if p.suffix.lower() in TABLE_SUFFIXES and not p.is_dir()]
-    records = [RunRecord.from_folder(run) for run in find_runs([p for p in inputs if p not in tables])]
+    folders = run_folders([p for p in inputs if p not in tables])
+    records = [RunRecord.from_folder(run) for run in folders.runs]
+    copies = len(folders.copies)
     if tables:
         from fedimb.cli.export import read_table
 
-        seen = {record.name for record in records}
+        seen = {record.identity for record in records}
         for table in tables:
             for record in read_table(table):
-                if record.name not in seen:
-                    seen.add(record.name)
+                if record.identity in seen:
+                    copies += 1
+                else:
+                    seen.add(record.identity)
                     records.append(record)
-    return records
+    return FoundRuns(records, reruns_of(records), copies, folders.incomplete)
 
 
 def group_runs(run_dirs: list[Run]) -> tuple[dict[str, list[Run]], dict[str, str]]:
@@ -328,19 +467,38 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs"
 
 
+def heading(found: FoundRuns, rows: int, keep_reruns: bool) -> list[str]:
+    """What the report counts: the runs per row (n), what was left out, and a warning
+    naming the reruns of a set-up and seed (left out, or with ``keep_reruns`` averaged in)."""
+    counted = len(found.counted(keep_reruns))
+    per_seed = ("one per run, so a rerun counts its seed again" if keep_reruns and found.reruns
+                else "one per seed")
+    lines = [f"{_plural(counted, 'run')} in {_plural(rows, 'row')}: a row gives mean ± sample std over its "
+             f"n runs (column runs), {per_seed}; a value from a single run reads \"(n = 1)\".",
+             found.tally("averaged in" if keep_reruns else "left out")]
+    if found.reruns and keep_reruns:  # a paragraph of its own, so it is seen
+        lines += ["", found.rerun_warning("averaged in (--keep-reruns), so those seeds count more than once"), ""]
+    elif found.reruns:
+        lines += ["", found.rerun_warning(
+            "left out, the newest run of each kept (pass --keep-reruns to average them in)"), ""]
+    return lines
+
+
 def write_report(
     folders: list[Path], out: Path, title: str = "Comparison", mean_keys: list[str] = (),
-    range_keys: list[str] = (), per_run: bool = False, at_rounds: list[int] = (),
+    range_keys: list[str] = (), per_run: bool = False, at_rounds: list[int] = (), keep_reruns: bool = False,
 ) -> Path:
     """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``
-    (run or sweep folders, or tables written by ``fedimb export``); with ``per_run`` (or
+    (run or sweep folders, or tables written by ``fedimb export``), each run once and, unless
+    ``keep_reruns``, one run (the newest) per set-up and seed; with ``per_run`` (or
     ``at_rounds``) also a table of every run's own numbers."""
-    runs = load_runs(folders)
+    found = load_runs(folders)
+    runs = found.counted(keep_reruns)
     if not runs:
         raise ConfigError(f"no completed runs (summary.json) in {', '.join(map(str, folders))}")
     groups, legend = group_runs(runs)
     out.mkdir(parents=True, exist_ok=True)
-    lines = [f"# {title}", "", f"{len(runs)} runs in {len(groups)} rows; mean ± std over the runs (seeds) of a row.",
+    lines = [f"# {title}", "", *heading(found, len(groups), keep_reruns),
              f"Machine: {machine()}.", "", *comparison_table(groups, mean_keys, range_keys), ""]
     lines += [f"- [{letter}]: {settings}" for letter, settings in legend.items()]
     from fedimb.cli.report_clients import clients_table  # it builds on this module

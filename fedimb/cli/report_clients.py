@@ -72,5 +72,5 @@ def clients_table(groups: dict[str, list[RunRecord]]) -> list[str]:
               "| clients below FedAvg (%) |")
     return ["## Accuracy over clients", "",
             "The final model on each client's local test set (the last local evaluation); mean ± std over "
-            "the runs of a row. Below FedAvg: the share of clients on which the row's model is less accurate "
-            "than FedAvg's (same set-up and seed).", "", header, "|" + "---|" * 7, *lines]
+            "the n runs of a row (column runs; \"(n = 1)\": a single run, no spread). Below FedAvg: the share "
+            "of clients on which the row's model is less accurate than FedAvg's (same set-up and seed).", "", header, "|" + "---|" * 7, *lines]

@@ -114,5 +114,5 @@ def test_cli_prints_the_table(tmp_path):
     result = subprocess.run([sys.executable, "-m", "fedimb", "report", str(tmp_path), "--title", "T"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert "| fedavg | 1 | 50.00 ± 0.00 |" in result.stdout
+    assert "| fedavg | 1 | 50.00 (n = 1) |" in result.stdout
     assert result.stdout.strip().endswith("report.md")

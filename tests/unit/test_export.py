@@ -13,9 +13,9 @@ from fedimb.cli.report import write_report
 from fedimb.core.errors import ConfigError
 from tests.unit.test_comparison import make_run
 
-COLUMNS = ["run_id", "run_dir", "method", "dataset", "model", "partition", "partition.allow_empty_clients",
-           "partition.alpha", "partition.classes_per_client", "dropout", "num_clients", "seed", "round", "stage",
-           "split", "metric", "value", "setup"]
+COLUMNS = ["run_id", "run_dir", "finished", "rerun", "method", "dataset", "model", "partition",
+           "partition.allow_empty_clients", "partition.alpha", "partition.classes_per_client", "dropout",
+           "num_clients", "seed", "round", "stage", "split", "metric", "value", "setup"]
 
 
 def full_run(root, name, *, run_id=None, method="fedavg", seed=0, final=0.5, best=0.6, partition=None, **kwargs):
@@ -46,18 +46,21 @@ def sweep(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_export_has_one_row_per_value_with_the_runs_columns(sweep, tmp_path, suffix):
-    path, runs, rows = export_runs([tmp_path], tmp_path / f"out{suffix}")
+    path, found, rows = export_runs([tmp_path], tmp_path / f"out{suffix}")
     table = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path)
-    assert (runs, rows, len(table)) == (2, 13, 13)  # 6 rows in the first run, 7 (with T_g) in the second
+    assert (len(found.records), rows, len(table)) == (2, 13, 13)  # 6 rows in the first run, 7 (with T_g) in the second
     assert list(table.columns) == COLUMNS
-    assert {c: str(table[c].dtype) for c in ("round", "seed", "num_clients", "value")} == {
-        "round": "int64", "seed": "int64", "num_clients": "int64", "value": "float64"}
+    assert {c: str(table[c].dtype) for c in ("round", "seed", "num_clients", "value", "rerun")} == {
+        "round": "int64", "seed": "int64", "num_clients": "int64", "value": "float64", "rerun": "bool"}
+    assert not table["rerun"].any()
     for column in ("run_id", "run_dir", "method", "dataset", "model", "partition", "dropout", "split", "metric"):
         assert pd.api.types.is_string_dtype(table[column]), column
     if suffix == ".parquet":  # CSV readers guess the partition settings' types from their text
         assert all(pd.api.types.is_string_dtype(table[c]) for c in COLUMNS if c.startswith("partition."))
     first, second = table[table["seed"] == 0], table[table["seed"] == 1]
-    assert set(first["run_id"]) == {"0123456789ab"} and set(second["run_id"]) == {"1-fedavg-digits-s1"}
+    # a run made before run ids existed is known by its folder
+    second_dir = str((sweep / "1-fedavg-digits-s1").resolve())
+    assert set(first["run_id"]) == {"0123456789ab"} and set(second["run_id"]) == {second_dir}
     assert set(first["run_dir"]) == {str((sweep / "0-fedavg-digits-s0").resolve())}
     assert float(first["partition.alpha"].iloc[0]) == 0.1 and second["partition.alpha"].isna().all()
     assert first["partition.classes_per_client"].isna().all()
@@ -70,7 +73,7 @@ def test_default_output_is_beside_the_first_folder_and_format_follows_the_suffix
     path, _, _ = export_runs([sweep])
     assert path == (sweep / "export.parquet").resolve() and path.read_bytes()[:4] == b"PAR1"
     path, _, _ = export_runs([sweep], fmt="csv")
-    assert path.name == "export.csv" and path.read_text().startswith("run_id,run_dir,method,")
+    assert path.name == "export.csv" and path.read_text().startswith("run_id,run_dir,finished,rerun,method,")
 
 
 def test_errors_are_one_line(sweep, tmp_path, monkeypatch):
@@ -91,14 +94,17 @@ def test_errors_are_one_line(sweep, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ConfigError, match="pip install pyarrow"):
         export_runs([sweep])
-    assert export_runs([sweep], fmt="csv")[1] == 2  # CSV needs no pyarrow
+    assert len(export_runs([sweep], fmt="csv")[1].records) == 2  # CSV needs no pyarrow
 
 
 def test_cli_prints_counts_then_the_path_and_fails_in_one_line(sweep, tmp_path):
     done = subprocess.run([sys.executable, "-m", "fedimb", "export", str(sweep), "--out", str(tmp_path / "a.csv")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["2 runs, 13 rows", str((tmp_path / "a.csv").resolve())]
+    assert done.stdout.splitlines() == [
+        "3 runs found; left out: 0 copies (in a tracker's store, or a second folder of a run id), 1 not completed; "
+        "0 reruns of the same set-up and seed flagged (column rerun).",
+        "2 runs, 13 rows", str((tmp_path / "a.csv").resolve())]
     failed = subprocess.run([sys.executable, "-m", "fedimb", "export", str(sweep), "--format", "xlsx"],
                             capture_output=True, text=True)
     assert failed.returncode == 2
@@ -132,7 +138,9 @@ def test_report_over_the_exported_table_equals_the_report_over_the_folders(tmp_p
     assert "- [A]: partition.alpha=0.5" in from_table
     assert (tmp_path / "b" / "accuracy.png").stat().st_size > 0
     both = write_report([tmp_path / "runs", table], tmp_path / "c", **options).read_text().splitlines()
-    assert both[:-1] == from_folders[:-1]  # a run in both the folder and the table counts once
+    tally = next(i for i, line in enumerate(both) if " runs found; " in line)
+    assert both[tally].startswith("10 runs found; left out: 5 copies")  # a run in both counts once
+    assert both[:tally] + both[tally + 1:-1] == from_folders[:tally] + from_folders[tally + 1:-1]
 
 
 def test_table_runs_carry_the_set_up_seed_and_summary(tmp_path):

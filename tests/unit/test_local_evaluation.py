@@ -124,8 +124,8 @@ def test_the_report_table_pairs_clients_with_fedavg_of_the_same_seed():
               "qffl": [record("qffl", 0, {0: 0.7, 1: 0.7})]}
     lines = clients_table(groups)
     assert lines[0] == "## Accuracy over clients"
-    assert "| qffl | 1 | 70.00 ± 0.00 | 70.00 ± 0.00 | 70.00 ± 0.00 | 0.0 ± 0.0 | 50.0 ± 0.0 |" in lines
-    assert "| fedavg | 1 | 70.00 ± 0.00 | 60.00 ± 0.00 | 80.00 ± 0.00 | 100.0 ± 0.0 | 0.0 ± 0.0 |" in lines
+    assert "| qffl | 1 | 70.00 (n = 1) | 70.00 (n = 1) | 70.00 (n = 1) | 0.0 (n = 1) | 50.0 (n = 1) |" in lines
+    assert "| fedavg | 1 | 70.00 (n = 1) | 60.00 (n = 1) | 80.00 (n = 1) | 100.0 (n = 1) | 0.0 (n = 1) |" in lines
     assert clients_table({"fedavg": [RunRecord("x", {}, 0, {}, [])]}) == []
 
 
