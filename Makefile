@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # pip extras installed with the package: CI adds the trackers and the docs tools
-# (make test EXTRAS=dev,tracking,docs) so that their tests run rather than skip
+# (make test EXTRAS=dev,tracking,docs) so that their tests run rather than skip;
+# `make install EXTRAS=dev,mlflow` adds an extra to an existing .venv (one stamp per set)
 EXTRAS ?= dev
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
+#: the picture of who imports whom that DOC shows: SVG drawn here, so that the page needs
+#: no diagram script (the site opens from disk, offline) and GitHub shows it too
+PICTURE = REPO / "docs" / "img" / "architecture.svg"
 #: lowest first; a module may import from its own layer and the layers below it
 LAYERS = ("fedimb.core", "fedimb.app", "methods", "fedimb.cli")
 #: the boxes of the picture: the layers, with the method and core packages apart
@@ -75,7 +78,6 @@ def group_edges() -> list[tuple[str, str]]:
 
 def document() -> str:
     """The text of docs/architecture.md."""
-    node = {g: g.replace(".", "_") for g in GROUPS}
     lines = [
         "# Architecture",
         "",
@@ -97,13 +99,11 @@ def document() -> str:
         "- **`fedimb/cli/`**: the `fedimb` command: Hydra front end, Flower processes, run folder,",
         "  report, diagnose, certificates.",
         "",
-        "An arrow reads \"imports from\":",
+        "An arrow reads \"imports from\"; an import of a group drawn lower runs right of the",
+        "boxes, one of a group drawn higher left of them:",
         "",
-        "```mermaid",
-        "flowchart TD",
-        *[f"    {node[g]}[\"{g}\"]" for g in GROUPS],
-        *[f"    {node[a]} --> {node[b]}" for a, b in group_edges()],
-        "```",
+        f"![Who imports whom: the groups of modules, an arrow for each import between two]"
+        f"({PICTURE.relative_to(DOC.parent).as_posix()})",
         "",
         "## Modules",
         "",
@@ -117,7 +117,87 @@ def document() -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the picture's geometry (pixels): one row per group, GROUPS order top to bottom
+BOX_X, BOX_W, BOX_H, ROW, TOP, WIDTH = 170, 190, 44, 66, 20, 520
+LAYER_NAMES = {"fedimb.cli": "front end", "methods": "methods", "fedimb.app": "Flower adapters",
+               "fedimb.core": "core"}
+#: fill and line colour of each layer's boxes and of the imports they make
+COLOURS = {"fedimb.cli": ("#e3f2fd", "#1565c0"), "methods": ("#f3e5f5", "#6a1b9a"),
+           "fedimb.app": ("#e8f5e9", "#2e7d32"), "fedimb.core": ("#fff3e0", "#e65100")}
+
+
+def _ports(edges: list[tuple[str, str]]) -> dict[tuple[str, str, str], float]:
+    """Where each import's arc meets each of its two boxes (keyed by edge and box): the
+    arcs on one side of a box nest, the nearest group's at the box's top and bottom."""
+    row = {g: i for i, g in enumerate(GROUPS)}
+    ports = {}
+    for box in GROUPS:
+        for right in (True, False):
+            ends = [(a, b) for a, b in edges if box in (a, b) and (row[a] < row[b]) == right]
+            other = {e: row[e[1] if e[0] == box else e[0]] for e in ends}
+            ends.sort(key=lambda e: (other[e] > row[box], -other[e]))
+            for k, edge in enumerate(ends):
+                ports[(*edge, box)] = TOP + row[box] * ROW + BOX_H * (k + 1) / (len(ends) + 1)
+    return ports
+
+
+def _arc(a: str, b: str, y0: float, y1: float) -> str:
+    """One import as a curve from ``a``'s box to ``b``'s, right of the boxes when ``b`` is
+    further down the list, left when further up; the longer, the wider."""
+    span = abs(GROUPS.index(b) - GROUPS.index(a))
+    bulge = 28 + 26 * span + 3 * GROUPS.index(a)
+    x = BOX_X + BOX_W if GROUPS.index(b) > GROUPS.index(a) else BOX_X
+    c = x + bulge if x > BOX_X else x - bulge
+    colour = COLOURS[layer_of(a)][1]
+    return (f'<path d="M{x},{y0:.1f} C{c},{y0:.1f} {c},{y1:.1f} {x},{y1:.1f}" fill="none" '
+            f'stroke="{colour}" stroke-width="1.5" marker-end="url(#head-{layer_of(a).replace(".", "-")})"/>')
+
+
+def _bands() -> list[str]:
+    """A shaded band and a name for each layer, behind its groups' boxes."""
+    shapes = []
+    for layer in LAYERS:
+        rows = [i for i, g in enumerate(GROUPS) if layer_of(g) == layer]
+        top = TOP + rows[0] * ROW - 10
+        height = (rows[-1] - rows[0]) * ROW + BOX_H + 20
+        shapes += [f'<rect x="4" y="{top}" width="{WIDTH - 8}" height="{height}" rx="6" '
+                   f'fill="{COLOURS[layer][0]}" fill-opacity="0.45"/>',
+                   f'<text x="12" y="{top + 18}" font-size="12" fill="#555">{LAYER_NAMES[layer]}</text>']
+    return shapes
+
+
+def _boxes() -> list[str]:
+    shapes = []
+    for i, group in enumerate(GROUPS):
+        fill, line = COLOURS[layer_of(group)]
+        y = TOP + i * ROW
+        shapes += [f'<rect x="{BOX_X}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" '
+                   f'stroke="{line}" stroke-width="1.5"/>',
+                   f'<text x="{BOX_X + BOX_W / 2:.0f}" y="{y + BOX_H / 2 + 5:.0f}" text-anchor="middle" '
+                   f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="14">{group}</text>']
+    return shapes
+
+
+def picture() -> str:
+    """The text of docs/img/architecture.svg: the groups of modules as boxes, each import
+    between two groups as an arrow."""
+    edges = group_edges()
+    ports = _ports(edges)
+    heads = [f'<marker id="head-{layer.replace(".", "-")}" viewBox="0 0 10 10" refX="9" refY="5" '
+             f'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+             f'<path d="M0,0 L10,5 L0,10 z" fill="{COLOURS[layer][1]}"/></marker>' for layer in LAYERS]
+    height = TOP * 2 + (len(GROUPS) - 1) * ROW + BOX_H
+    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+             f'viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
+             "<title>fedimb: who imports whom</title>",
+             "<defs>", *heads, "</defs>", *_bands(), *_boxes(),
+             *[_arc(a, b, ports[(a, b, a)], ports[(a, b, b)]) for a, b in edges], "</svg>"]
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
     DOC.parent.mkdir(exist_ok=True)
     DOC.write_text(document())
-    print(DOC, file=sys.stderr)
+    PICTURE.parent.mkdir(exist_ok=True)
+    PICTURE.write_text(picture())
+    print(DOC, PICTURE, file=sys.stderr)

@@ -121,7 +121,7 @@ def _pandas():
     try:
         import pandas
     except ImportError:
-        raise ConfigError("fedimb export needs pandas: pip install pandas") from None
+        raise ConfigError("fedimb export needs pandas: .venv/bin/pip install pandas") from None
     return pandas
 
 
@@ -129,7 +129,7 @@ def _pyarrow() -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise ConfigError("Parquet needs pyarrow: pip install pyarrow (or use --format csv)") from None
+        raise ConfigError("Parquet needs pyarrow: .venv/bin/pip install pyarrow (or use --format csv)") from None
 
 
 def export_runs(folders: list[Path], out: Path | None = None, fmt: str | None = None) -> tuple[Path, FoundRuns, int]:

@@ -28,7 +28,7 @@ def quiet(line: str) -> None:
 
 
 def needs(package: str):
-    return pytest.importorskip(package, reason=f"{package} is not installed: pip install -e '.[{package}]'")
+    return pytest.importorskip(package, reason=f"{package} is not installed: make install EXTRAS=dev,{package}")
 
 
 def run(tmp_path: Path, *overrides: str, echo=quiet, folder: str = "run") -> Path:
@@ -233,7 +233,7 @@ def test_unknown_or_missing_tracker_is_a_one_line_error(monkeypatch):
     with pytest.raises(tracking.TrackingError) as err:
         tracking.check_tracking(compose(["tracking=mlflow"]))
     assert str(err.value) == ("tracking=mlflow needs the mlflow package, which is not installed: "
-                              "pip install -e '.[mlflow]'")
+                              "make install EXTRAS=dev,mlflow")
     tracking.check_tracking(compose(["tracking=none"]))  # nothing to import
 
 

@@ -1,19 +1,25 @@
 """The documentation: README.md stays a first page, every link in it and in docs/ resolves,
 every page is in the site's nav, the benchmark tables are the files their scripts write,
-and the MkDocs site builds in strict mode."""
+the MkDocs site builds in strict mode and opens from disk (every link a file, search
+offline, nothing from a CDN), and the commands and errors the pages show are the real ones."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
 import unicodedata
+import urllib.parse
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.imports import PICTURE, picture
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -147,18 +153,177 @@ def test_a_table_is_its_scripts_output(table):
     assert table.stem in source, f"{match.group(1)} never mentions the table {table.stem}"
 
 
-def test_the_site_builds_strictly(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as ``make docs`` builds it (strict), once for the tests below."""
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
-        pytest.skip("mkdocs is not installed: pip install -e '.[docs]'")
+        pytest.skip("mkdocs is not installed: make install EXTRAS=dev,docs")
+    out = tmp_path_factory.mktemp("docs") / "site"
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(MKDOCS_YML),
-         "--site-dir", str(tmp_path / "site")],
+         "--site-dir", str(out)],
         cwd=REPO, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert (tmp_path / "site" / "index.html").is_file()
+    return out
+
+
+def test_the_site_builds_strictly(site):
+    assert (site / "index.html").is_file()
     for page in PAGES:
-        built = tmp_path / "site" / page.relative_to(DOCS).with_suffix("") / "index.html"
-        if page.name == "index.md":
-            built = tmp_path / "site" / page.relative_to(DOCS).parent / "index.html"
-        assert built.is_file(), f"{page.relative_to(REPO)} was not built"
+        built = site / page.relative_to(DOCS).with_suffix(".html")
+        assert built.is_file(), f"{page.relative_to(REPO)} was not built as {built.relative_to(site)}"
+
+
+class _Targets(HTMLParser):
+    """Every href and src of one HTML page, and the scripts it loads."""
+
+    def __init__(self):
+        super().__init__()
+        self.targets: list[str] = []
+        self.scripts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("href", "src") and value:
+                self.targets.append(value)
+                if tag == "script" and name == "src":
+                    self.scripts.append(value)
+
+
+def targets(page: Path) -> _Targets:
+    parser = _Targets()
+    parser.feed(page.read_text())
+    return parser
+
+
+def built_pages(site: Path) -> list[Path]:
+    """The pages a reader opens; not 404.html, which only a web server shows (for a
+    missing path, so its links are absolute) and no page links to."""
+    return sorted(p for p in site.rglob("*.html") if p != site / "404.html")
+
+
+def test_every_link_of_the_built_site_opens_a_file_from_disk(site):
+    """``open site/index.html``: a link to a folder (``running/``) would show a directory
+    listing, so every local href and src must name a file."""
+    broken = []
+    for page in built_pages(site):
+        for target in targets(page).targets:
+            path = urllib.parse.unquote(target.split("#")[0].split("?")[0])
+            if not path or not local(target):
+                continue
+            resolved = (page.parent / path).resolve()
+            if not resolved.is_file():
+                broken.append(f"{page.relative_to(site)}: {target}")
+    assert broken == [], "links that do not open a file from disk"
+
+
+def test_the_search_works_without_a_server(site):
+    """A page opened from file:// may load scripts but not fetch search_index.json or start
+    a web worker: the index comes inlined in search_index.js (which the theme's bundle
+    loads there) and the search worker runs through the iframe-worker shim, shipped in
+    the site rather than fetched from a CDN."""
+    script = site / "search" / "search_index.js"
+    assert script.is_file(), "no search/search_index.js: the offline plugin is not on"
+    prefix = "var __index = "
+    index = json.loads(script.read_text().removeprefix(prefix))
+    assert script.read_text().startswith(prefix) and {d["location"] for d in index["docs"]} >= {"running.html"}
+    home = targets(site / "index.html").scripts
+    bundle = next(site / s for s in home if "bundle" in s)
+    assert "search_index.js" in bundle.read_text(), "the theme's bundle does not load search_index.js"
+    assert any(s.endswith("iframe-worker-shim.js") for s in home), "no local iframe-worker shim"
+
+
+def test_no_page_loads_anything_from_the_network(site):
+    remote = []
+    for page in built_pages(site):
+        text = page.read_text()
+        remote += [f"{page.relative_to(site)}: {s}" for s in targets(page).scripts if not local(s)]
+        remote += [f"{page.relative_to(site)}: {m}" for m in re.findall(r'<link[^>]+href="https?:[^"]*"', text)
+                   if "stylesheet" in m or "preload" in m]
+        if 'class="mermaid"' in text:  # the theme draws it with mermaid.js, fetched from a CDN
+            remote.append(f"{page.relative_to(site)}: a Mermaid diagram")
+    assert remote == [], "pages that load scripts or styles from the network (a CDN)"
+
+
+def test_wide_code_blocks_wrap():
+    css = (DOCS / "stylesheets" / "extra.css").read_text()
+    assert "stylesheets/extra.css" in mkdocs_config()["extra_css"]
+    assert re.search(r"\.md-typeset pre > code \{[^}]*white-space: pre-wrap", css)
+
+
+def test_the_architecture_picture_is_drawn_from_the_code():
+    """A picture, not a diagram script (the site is read offline): the SVG that
+    ``python -m tests.imports`` writes, shown by docs/architecture.md."""
+    assert PICTURE.read_text() == picture(), "docs/img/architecture.svg is out of date: run python -m tests.imports"
+    assert f"]({PICTURE.relative_to(DOCS).as_posix()})" in (DOCS / "architecture.md").read_text()
+    assert "```mermaid" not in (DOCS / "architecture.md").read_text()
+
+
+# ------------------------------------------------------- commands and messages in the docs
+#: commands installed into .venv: a page runs them as .venv/bin/<name> (a bare name runs
+#: whatever is first on PATH), or after ``source .venv/bin/activate`` in the same block
+VENV_COMMANDS = ("fedimb", "mlflow", "mkdocs", "tensorboard", "wandb", "flwr", "flower-superlink",
+                 "flower-supernode", "pip", "python", "pytest")
+ENV_ASSIGNMENTS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
+
+
+def commands(line: str) -> list[str]:
+    """The commands a shell line runs (a ``$`` prompt, pipes, ``&&``, ``;``, ``$(...)``
+    and ``VAR=value`` prefixes taken off; comments dropped)."""
+    if line.lstrip().startswith("#"):
+        return []
+    line = re.sub(r"^\s*\$\s+", "", re.split(r"\s#", line)[0])
+    parts = (ENV_ASSIGNMENTS.sub("", part.strip()) for part in re.split(r"&&|\|\||;|\||\$\(", line))
+    return [part for part in parts if part]
+
+
+def bare_venv_commands(text: str) -> list[str]:
+    found = []
+    for block in FENCE.finditer(text):
+        for line in block.group(0).splitlines()[1:-1]:
+            if line.strip().startswith("source .venv/bin/activate"):
+                break
+            found += [line.strip() for command in commands(line) if command.split()[0] in VENV_COMMANDS]
+    found += [span for span in re.findall(r"`([^`]*pip install[^`]*)`", FENCE.sub("", text))
+              if not span.startswith((".venv/bin/pip install", "make install"))]
+    return found
+
+
+def test_the_command_check_finds_bare_commands():
+    block = "```bash\n{}\n```\n"
+    for bare in ("pip install -e '.[mlflow]'", "fedimb method=fedavg", "$ fedimb diagnose",
+                 "WANDB_MODE=offline fedimb tracking=wandb", "cd x && mlflow ui", "mkdocs serve"):
+        assert bare_venv_commands(block.format(bare)) == [bare]
+    for fine in (".venv/bin/fedimb report x  # fedimb report", "make install EXTRAS=dev,mlflow",
+                 "docker run fedimb-edge:arm64 --port 1", "source .venv/bin/activate\nflwr run ."):
+        assert bare_venv_commands(block.format(fine)) == []
+    assert bare_venv_commands("run `pip install x` first") == ["pip install x"]
+
+
+@pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: str(p.relative_to(REPO)))
+def test_commands_in_the_docs_run_from_the_venv(page):
+    assert bare_venv_commands(page.read_text()) == [], (
+        f"{page.relative_to(REPO)}: write .venv/bin/<command> (or make install EXTRAS=dev,<extra>)")
+
+
+#: the commands whose errors the docs quote
+ERROR_EXAMPLES = (["method=fedavgg"], ["partition=dirichlet", "partition.alpha=0"], ["partition.alpha=0.1"])
+QUOTED_ERROR = re.compile(r"^(fedimb: error: .+)$|`(fedimb: error: [^`]+)`", re.M)
+
+
+def printed_error(args: list[str]) -> str:
+    from fedimb.cli.main import run
+    from fedimb.core.errors import FedimbError
+
+    with pytest.raises(FedimbError) as err:
+        run(args)
+    return f"fedimb: error: {err.value}"
+
+
+def test_the_errors_the_docs_quote_are_what_fedimb_prints():
+    printed = {printed_error(args) for args in ERROR_EXAMPLES}
+    quoted = {f"{page.relative_to(REPO)}: {a or b}" for page in [README, *PAGES]
+              for a, b in QUOTED_ERROR.findall(page.read_text())}
+    stale = sorted(q for q in quoted if q.split(": ", 1)[1] not in printed)
+    assert quoted and stale == [], "quoted errors fedimb does not print (or add their command to ERROR_EXAMPLES)"

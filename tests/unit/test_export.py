@@ -92,7 +92,7 @@ def test_errors_are_one_line(sweep, tmp_path, monkeypatch):
             export_runs(**kwargs)
         assert message in str(err.value) and "\n" not in str(err.value)
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    with pytest.raises(ConfigError, match="pip install pyarrow"):
+    with pytest.raises(ConfigError, match=r"\.venv/bin/pip install pyarrow"):
         export_runs([sweep])
     assert len(export_runs([sweep], fmt="csv")[1].records) == 2  # CSV needs no pyarrow
 

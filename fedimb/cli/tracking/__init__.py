@@ -49,7 +49,7 @@ def check_tracking(cfg: DictConfig) -> None:
     package = TRACKERS[name][2]
     if importlib.util.find_spec(package) is None:
         raise TrackingError(f"tracking={name} needs the {package} package, which is not installed: "
-                            f"pip install -e '.[{name}]'")
+                            f"make install EXTRAS=dev,{name}")
 
 
 def round_metrics(event: dict[str, Any]) -> dict[str, float]:

@@ -31,7 +31,7 @@ def _import_wfdb():
     except ImportError:  # pragma: no cover - wfdb is a dependency
         from fedimb.core.errors import DataUnavailableError
 
-        raise DataUnavailableError("reading MIT-BIH needs the 'wfdb' package (pip install wfdb)") from None
+        raise DataUnavailableError("reading MIT-BIH needs the 'wfdb' package (.venv/bin/pip install wfdb)") from None
     return wfdb
 
 
