@@ -128,6 +128,7 @@ class ClientRegistry:
         self._pid_by_cid: dict[str, int] = {}
         self._pid_by_device: dict[str, int] = {}
         self.fit_replies: list[float] = []  # when each fit reply (or failure) came back, for the round's timing
+        self._unanswered: dict[str, str] = {}  # node (cid) -> why its last properties query failed
 
     def refresh(self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0) -> None:
         """Learn the partition id of every node not seen before.
@@ -177,10 +178,12 @@ class ClientRegistry:
         def one(proxy: ClientProxy):
             try:
                 res = proxy.get_properties(GetPropertiesIns(config=dict(config)), timeout=self.query_timeout, group_id=0)
-                return res.properties
             except Exception as err:  # a node that cannot answer is tried again later
                 log.warning("node %s did not answer a properties query: %s", proxy.cid, err)
+                self._unanswered[proxy.cid] = _reason(err)
                 return None
+            self._unanswered.pop(proxy.cid, None)
+            return res.properties
 
         if not proxies:
             return []
@@ -192,6 +195,12 @@ class ClientRegistry:
         apply); clients that fail are left out of the answer."""
         answers = self._ask([self.proxy(pid) for pid in pids], config)
         return {pid: props for pid, props in zip(pids, answers) if props is not None}
+
+    def unstarted_nodes(self, client_manager: ClientManager) -> dict[str, str]:
+        """Connected nodes that serve no client because their ClientApp failed (e.g. a
+        node without its data), each with the one-line reason its node gave."""
+        connected = client_manager.all()
+        return {cid: why for cid, why in self._unanswered.items() if cid in connected and cid not in self._pid_by_cid}
 
     def partition_ids(self) -> list[int]:
         """Partition ids served by a connected node, sorted."""

@@ -22,6 +22,7 @@ from fedimb.cli.processes import (
     executable,
     flower_env,
     flwr_home,
+    list_supernodes,
     write_connection,
 )
 from fedimb.cli.security import make_certificates, make_node_keys
@@ -35,6 +36,7 @@ class LocalFederation:
     num_nodes: int
     secure: bool = False
     node_configs: list[Mapping[str, object]] | None = None  # default: partition-id/num-partitions
+    connect_timeout: float = 300.0  # seconds :meth:`start` waits for every SuperNode to connect
     superlink: SuperLink | None = None
     nodes: list[SuperNode] = field(default_factory=list)
 
@@ -84,10 +86,33 @@ class LocalFederation:
                 self.superlink.wait_ready()
             for i in range(self.num_nodes):
                 self.start_node(i)
+            self.wait_connected(self.connect_timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_connected(self, timeout: float) -> None:
+        """Wait until the SuperLink lists every node as online (as the preflight counts
+        them), so that a federation that is up has its nodes: on a loaded machine a
+        SuperNode takes many seconds to start. A node that exits, or a deadline that
+        passes, is a :class:`FederationError` naming the nodes' logs."""
+        deadline = time.monotonic() + timeout
+        certificates = str(self.root_certificates) if self.secure else None
+        with flwr_home(self.address, insecure=not self.secure, root_certificates=certificates) as (home, connection):
+            while True:
+                nodes = list_supernodes(connection, home) or []
+                online = sum(node.get("status") == "online" for node in nodes)
+                if online >= len(self.nodes):
+                    return
+                for node in self.nodes:
+                    if not node.alive():
+                        raise FederationError(f"a SuperNode exited ({node.last_line()}); see {node.log_path}")
+                if time.monotonic() > deadline:
+                    logs = ", ".join(str(node.log_path) for node in self.nodes)
+                    raise FederationError(f"{online} of {len(self.nodes)} SuperNodes connected to the SuperLink "
+                                          f"within {timeout:.0f}s; see {logs}")
+                time.sleep(0.5)
 
     def node_args(self, i: int) -> list[str]:
         if not self.secure:

@@ -9,12 +9,14 @@ imports. The app's own packages (fedimb, strategies, clients) are not imported h
 fork loads them from the message's FAB, as ``flwr-clientapp`` does.
 
 The worker talks only to its SuperNode's Runtime API on this machine (plain HTTP on the
-loopback interface, as Flower's own launcher does) and exits with its SuperNode.
+loopback interface, as Flower's own launcher does) and exits with its SuperNode
+(:func:`follow_node`), however that ends: SIGINT, SIGTERM, or on its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
@@ -72,12 +74,56 @@ def _reap(children: dict[int, int]) -> None:
                 print(f"task {task}: ClientApp process {pid} exited with code {code}", flush=True)
 
 
+#: seconds a worker whose SuperNode is gone has to end its loop before it is terminated
+FOLLOW_GRACE = 3.0
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """On Linux, have the kernel send ``sig`` to this process when its parent exits
+    (``prctl(PR_SET_PDEATHSIG)``); elsewhere nothing (:func:`follow_node` still applies)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # 1: PR_SET_PDEATHSIG
+
+
+def node_alive(node_pid: int) -> bool:
+    """Whether the SuperNode ``node_pid`` still runs (a zombie has ended)."""
+    import psutil
+
+    try:
+        return psutil.Process(node_pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def follow_node(node_pid: int, interval: float = 0.2) -> None:
+    """End this worker when its SuperNode ends. Where the SuperNode is the parent (``fedimb
+    supernode``) the kernel signals its end; in every case a thread watches the node and
+    then interrupts the loop, and terminates the worker if the interrupt is lost (caught
+    on its way through Flower's connection retries, or ignored, as in a shell script's
+    background job) and the loop has not ended within :data:`FOLLOW_GRACE` seconds."""
+    if os.getppid() == node_pid:
+        die_with_parent()
+        if os.getppid() != node_pid:  # the node ended before the kernel was told
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def watch() -> None:
+        while node_alive(node_pid):
+            time.sleep(interval)
+        signal.raise_signal(signal.SIGINT)
+        time.sleep(FOLLOW_GRACE)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="follow-node", daemon=True).start()
+
+
 def serve(address: str, node_pid: int | None, poll_interval: float) -> None:
     """Acquire the SuperNode's ClientApp tasks and fork one process per task."""
-    from flwr.supercore.app_utils import start_parent_process_monitor
-
     if node_pid is not None:
-        start_parent_process_monitor(node_pid)  # the SuperNode gone: SIGINT ends this loop
+        follow_node(node_pid)
     for module in PRELOAD:
         importlib.import_module(module)
     from flwr.proto.runtime_pb2 import AcquireTaskRequest  # pylint: disable=no-name-in-module
@@ -117,7 +163,8 @@ def cuda_visibility() -> str:
     probe = ("import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
              "print(n, torch.cuda.get_device_name(0) if n else '')")
     try:
-        answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+        answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                                preexec_fn=die_with_parent)
         count, _, name = answer.stdout.strip().partition(" ")
         visible = int(count)
     except (OSError, subprocess.TimeoutExpired, ValueError):
@@ -172,6 +219,8 @@ def supernode_main(argv: list[str]) -> int:
     from fedimb.cli.processes import executable
     from fedimb.core.errors import ConfigError
 
+    if any(arg in ("-h", "--help", "-V", "--version") for arg in argv):
+        return supernode_help(argv)
     if not hasattr(os, "fork"):
         raise ConfigError("fedimb supernode forks its ClientApps, which this system cannot; run flower-supernode")
     if any(arg == "--isolation" or arg.startswith("--isolation=") for arg in argv):
@@ -189,6 +238,20 @@ def supernode_main(argv: list[str]) -> int:
     subprocess.Popen(worker_arguments(f"{host}:{port}", os.getpid()))
     os.execv(node, [node, *argv, "--isolation", "process"])
     return 1  # not reached
+
+
+def supernode_help(argv: list[str]) -> int:
+    """``fedimb supernode --help`` (or ``--version``): flower-supernode's own parser
+    answers, and nothing starts (flower-supernode would log its start line first)."""
+    from flwr.supernode.cli.flower_supernode import _parse_args_run_supernode
+
+    parser = _parse_args_run_supernode()
+    parser.prog = "fedimb supernode"
+    try:
+        parser.parse_args(argv)
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else 0
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

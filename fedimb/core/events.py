@@ -72,6 +72,23 @@ def _short_path(filename: str) -> str:
     return filename
 
 
+def lost_clients_cause(num_clients: int, reasons: dict[str, int]) -> str:
+    """``1 of 3 clients could not start: <why>`` or ``2 of 3 clients lost: 1 did not
+    connect; 1 could not start: <why>``: the clients a run goes on without, and why
+    (``reasons``: one-line cause -> how many clients it took)."""
+    lost = sum(reasons.values())
+    if len(reasons) == 1:
+        return f"{lost} of {num_clients} clients {next(iter(reasons))}"
+    return f"{lost} of {num_clients} clients lost: " + "; ".join(f"{n} {why}" for why, n in reasons.items())
+
+
+def emit_clients_lost(num_clients: int, reasons: dict[str, int]) -> None:
+    """The ``warning`` event of clients that never joined the run (``clients_lost``, with
+    ``clients_lost_reasons``): the front end prints it and keeps it in the run's summary."""
+    emit("warning", message=f"{lost_clients_cause(num_clients, reasons)}; continuing without them",
+         num_clients=num_clients, clients_lost=sum(reasons.values()), clients_lost_reasons=reasons)
+
+
 def parse_event(line: str) -> dict[str, Any] | None:
     """The event a log line carries, or None."""
     start = line.find(TAG)

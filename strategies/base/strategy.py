@@ -28,7 +28,7 @@ from flwr.server.strategy import Strategy
 
 from fedimb.app.registry import ClientRegistry, check_workers_alive
 from fedimb.app.run_context import ServerRun
-from fedimb.core import payload, protocol
+from fedimb.core import events, payload, protocol
 from fedimb.core.aggregate import (
     contribution_factors,
     weight_diversity,
@@ -174,7 +174,8 @@ class BaseStrategy(UpdateChecks, Strategy):
         if not self._discovered:
             missing = self.run.num_clients - len(self.registry.partition_ids())
             if missing > 0:
-                self.round_log.note(f"{missing} of {self.run.num_clients} clients did not connect; continuing without them")
+                unstarted = list(self.registry.unstarted_nodes(client_manager).values())
+                events.emit_clients_lost(self.run.num_clients, lost_client_reasons(missing, unstarted))
             self._discovered = True
 
     def trainable_clients(self) -> list[int]:
@@ -392,6 +393,19 @@ class BaseStrategy(UpdateChecks, Strategy):
     def evaluation_weights(self, parameters: Parameters) -> list[np.ndarray]:
         """The weights of the model the server tests (override for composite models)."""
         return parameters_to_ndarrays(parameters)
+
+
+def lost_client_reasons(missing: int, unstarted: list[str]) -> dict[str, int]:
+    """Why ``missing`` clients never joined: one per connected node whose ClientApp failed
+    (``unstarted``: each node's reason; more such nodes than missing clients are extra
+    nodes), the rest did not connect. Each cause once, with how many clients it took."""
+    reasons: dict[str, int] = {}
+    for why in unstarted[:missing]:
+        reasons[f"could not start: {why}"] = reasons.get(f"could not start: {why}", 0) + 1
+    silent = missing - sum(reasons.values())
+    if silent > 0:
+        reasons["did not connect"] = silent
+    return reasons
 
 
 def draw_clients(seed: int, server_round: int, candidates: list[int], k: int, sampling: str,
