@@ -12,6 +12,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 #: the tables the documentation includes (docs/benchmarks/*.md, docs/faults.md)
 DOCS_TABLES = REPO / "docs" / "tables"
+#: the data behind the figures, one row per point (outside the site: mkdocs.yml excludes tables/)
+DOCS_DATA = DOCS_TABLES / "data"
+#: the figures the same pages show beside the tables (python -m benchmarks.figures redraws them)
+DOCS_FIGURES = REPO / "docs" / "img" / "bench"
+#: resolution of a figure in the docs: readable, and a PNG of tens of kilobytes
+FIGURE_DPI = 80
 
 
 def publish_table(table: Path, lines: list[str]) -> Path:
@@ -29,6 +35,8 @@ def publish_in_docs(name: str, lines: list[str], script: str | None = None, new:
     wrote last. The first line names the script: ``script`` (a path relative to the
     repository), else the calling module's file. With ``new=False`` only a table the
     docs already hold is rewritten (for scripts whose table names come from arguments).
+    Then draws the table's figure into ``docs/img/bench/`` where :mod:`benchmarks.figures`
+    has one, so the figure on the page is always that of the table beside it.
     Returns the path, or None where nothing was written."""
     path = DOCS_TABLES / f"{name}.md"
     if not new and not path.exists():
@@ -38,6 +46,39 @@ def publish_in_docs(name: str, lines: list[str], script: str | None = None, new:
         script = os.path.relpath(Path(caller).resolve(), REPO)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"<!-- written by {Path(script).as_posix()}; rerun it to update -->\n\n" + "\n".join(lines) + "\n")
+    print(path)
+    from benchmarks.figures import redraw  # imports this module
+
+    redraw(name)
+    return path
+
+
+def publish_data(name: str, rows: list[dict]) -> Path:
+    """Write ``rows`` (one dict per point) to ``docs/tables/data/<name>.csv``, the data a
+    figure in the docs is drawn from, then draw that figure (:mod:`benchmarks.figures`)."""
+    import csv
+
+    path = DOCS_DATA / f"{name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(path)
+    from benchmarks.figures import redraw
+
+    redraw(name)
+    return path
+
+
+def publish_figure(name: str, fig, folder: Path = DOCS_FIGURES) -> Path:
+    """Write ``fig`` to ``<folder>/<name>.png`` (default: the docs' ``img/bench/``) and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(folder) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=FIGURE_DPI, metadata={"Software": None})
+    plt.close(fig)
     print(path)
     return path
 

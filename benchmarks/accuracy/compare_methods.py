@@ -7,6 +7,9 @@ run already completed, so an interrupted benchmark resumes), then writes
   with one row per method: final and best test accuracy, final macro-F1 and the
   method's own scores, mean ± std over seeds;
 - ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band;
+- ``docs/tables/data/<name>_rounds.csv``: the curves of ``accuracy.png`` (method, round,
+  mean, sample std, runs), drawn beside the table as ``docs/img/bench/<name>_rounds.png``
+  (:mod:`benchmarks.figures`), and
 - ``docs/tables/<name>.md``: the table alone, where the docs include a table of that name
   (``run.sh``'s rebafl_mnist5k, astraea_mnist5k, grpfed_mnist5k,
   stateful_mnist5k_alpha0.1, stateful_mnist5k_alpha0.5,
@@ -29,8 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
-from fedimb.cli.report import accuracy_plot, comparison_table, machine  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    DOCS_TABLES, argument_parser, publish_data, publish_in_docs, publish_table, table_part)
+from fedimb.cli.report import accuracy_plot, comparison_table, machine, metric_curve  # noqa: E402
 
 
 def run_arguments(method: str, seed: int, overrides: list[str]) -> list[str]:
@@ -77,6 +81,23 @@ def ensure_runs(requests: list[tuple[Path, str, int, list[str]]], jobs: int = 1)
         return list(pool.map(lambda request: ensure_run(*request), requests))
 
 
+def round_rows(groups: dict[str, list]) -> list[dict]:
+    """Test accuracy per round of every group: mean and sample std over its runs, one row
+    per method and round (the rounds every run of the method reached); the std is empty
+    where one run gives no spread."""
+    import numpy as np
+
+    rows = []
+    for method, runs in groups.items():
+        curves = [metric_curve(run) for run in runs]
+        for round_ in sorted(set.intersection(*(set(c) for c in curves))):
+            values = np.array([c[round_] for c in curves])
+            std = f"{values.std(ddof=1):.4f}" if len(values) > 1 else ""
+            rows.append({"method": method, "round": round_, "mean": f"{values.mean():.4f}", "std": std,
+                         "runs": len(values)})
+    return rows
+
+
 def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]) -> Path:
     """``table.md`` (the table of :mod:`fedimb.cli.report`, one row per method) and
     ``accuracy.png`` in ``out``."""
@@ -94,6 +115,8 @@ def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, m
         f"--seeds {','.join(map(str, seeds))} {extras_arg}-- {' '.join(overrides)}`",
     ]
     accuracy_plot(groups, out / "accuracy.png", name)
+    if (DOCS_TABLES / f"{name}.md").exists():
+        publish_data(f"{name}_rounds", round_rows(groups))
     publish_in_docs(name, table_part(lines), new=False)
     return publish_table(out / "table.md", lines)
 

@@ -1,0 +1,112 @@
+"""The benchmark pages show figures their scripts draw: every figure a page shows exists and
+is small, every table with a figure is shown beside it, and ``python -m benchmarks.figures``
+redraws every figure from the tables and data files in the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks import figures
+from benchmarks.accuracy.compare_methods import round_rows
+from benchmarks.common import DOCS_FIGURES, DOCS_TABLES
+from fedimb.cli.report import RunRecord
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+#: the pages holding benchmark tables (``--8<-- "<table>.md"``)
+TABLE_PAGES = sorted(p for p in DOCS.rglob("*.md") if DOCS_TABLES not in p.parents
+                     and '--8<-- "' in p.read_text())
+IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]*img/bench/[^)\s]+\.png)\)")
+INCLUDE = re.compile(r'^--8<-- "([^"]+)\.md"\s*$', re.M)
+MAX_BYTES = 150_000
+
+
+def shown(page: Path) -> list[Path]:
+    """The benchmark figures ``page`` shows, as files."""
+    return [(page.parent / target).resolve() for target in IMAGE.findall(page.read_text())]
+
+
+def test_the_table_pages_are_found():
+    names = {p.relative_to(DOCS).as_posix() for p in TABLE_PAGES}
+    assert {"benchmarks/performance.md", "benchmarks/accuracy.md", "benchmarks/synthetic.md", "faults.md"} <= names
+
+
+@pytest.mark.parametrize("page", TABLE_PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_every_table_page_shows_a_figure_and_each_exists(page):
+    images = shown(page)
+    assert images, f"{page.relative_to(REPO)} holds benchmark tables but shows no figure"
+    missing = [str(i.relative_to(REPO)) for i in images if not i.is_file()]
+    assert missing == [], "figures the page shows that docs/img/bench/ lacks"
+
+
+@pytest.mark.parametrize("page", TABLE_PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_a_table_with_a_figure_shows_it_on_its_page(page):
+    names = {i.stem for i in shown(page)}
+    tables = INCLUDE.findall(page.read_text())
+    lacking = [t for t in tables if t in figures.FROM_TABLES and t not in names]
+    assert lacking == [], f"{page.relative_to(REPO)} includes these tables but not their figures"
+    data = [t for t in tables if (DOCS_TABLES / "data" / f"{t}_rounds.csv").is_file() and f"{t}_rounds" not in names]
+    assert data == [], "per-round curves drawn for these tables are not shown"
+
+
+def test_every_figure_in_the_docs_is_shown_and_small():
+    shown_anywhere = {i for page in TABLE_PAGES for i in shown(page)}
+    for png in sorted(DOCS_FIGURES.glob("*.png")):
+        assert png.resolve() in shown_anywhere, f"{png.name} is shown on no page"
+        assert png.stat().st_size < MAX_BYTES, f"{png.name} is {png.stat().st_size} bytes"
+
+
+def test_the_module_redraws_every_figure_from_the_tables_and_data(tmp_path):
+    assert figures.main(["--out", str(tmp_path)]) == 0
+    drawn = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert drawn == sorted(p.name for p in DOCS_FIGURES.glob("*.png"))
+
+
+def test_an_unknown_figure_is_a_one_line_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        figures.main(["--out", "/nonexistent", "no_such_figure"])
+    assert stop.value.code == 2
+    assert "no table or data file draws no_such_figure" in capsys.readouterr().err
+
+
+def test_cells_read_as_numbers():
+    assert figures.number("92.93 ± 0.31") == 92.93 and figures.spread("92.93 ± 0.31") == 0.31
+    assert figures.number("**15.8 (14.5–15.8)**") == 15.8
+    assert figures.numbers("0.95–1.51 s") == [0.95, 1.51]
+    assert figures.number("4,483,319") == 4483319 and figures.number("−0.30 ± 0.36") == -0.30
+    assert str(figures.number("-")) == "nan" and str(figures.spread("65.4")) == "nan"
+
+
+def test_a_repeated_header_cell_is_named_after_the_one_before(tmp_path):
+    table = tmp_path / "t.md"
+    table.write_text("<!-- x -->\n\n| a | T = 1 | diff. | T = 2 | diff. |\n"
+                     "|---|---|---|---|---|\n| r | 1 | 2 | 3 | 4 |\n")
+    assert figures.read_table(table) == [{"a": "r", "T = 1": "1", "diff. (T = 1)": "2", "T = 2": "3",
+                                          "diff. (T = 2)": "4"}]
+
+
+def test_per_round_data_draws_curves_with_bands(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = ["method,round,mean,std,runs"] + [f"{m},{r},{0.1 * r:.4f},0.0100,3" for m in ("fedavg", "scaffold")
+                                               for r in range(4)] + ["local,0,0.2000,,1"]
+    (data / "cmp_rounds.csv").write_text("\n".join(rows) + "\n")
+    assert figures.names(tmp_path) == ["cmp_rounds"]
+    assert figures.redraw("cmp_rounds", tmp_path, tmp_path / "out") == tmp_path / "out" / "cmp_rounds.png"
+    assert (tmp_path / "out" / "cmp_rounds.png").stat().st_size > 0
+
+
+def run(seed: int, accuracies: dict[int, float]) -> RunRecord:
+    rows = [{"round": r, "split": "test", "metric": "accuracy", "value": v} for r, v in accuracies.items()]
+    return RunRecord(f"run{seed}", {}, seed, {}, rows)
+
+
+def test_a_comparison_writes_mean_and_sample_std_per_round_of_the_rounds_all_runs_reached():
+    rows = round_rows({"fedavg": [run(0, {0: 0.1, 1: 0.5, 2: 0.7}), run(1, {0: 0.1, 1: 0.7})],
+                       "local": [run(0, {0: 0.2})]})
+    assert rows == [{"method": "fedavg", "round": 0, "mean": "0.1000", "std": "0.0000", "runs": 2},
+                    {"method": "fedavg", "round": 1, "mean": "0.6000", "std": "0.1414", "runs": 2},
+                    {"method": "local", "round": 0, "mean": "0.2000", "std": "", "runs": 1}]
