@@ -4,7 +4,10 @@ every value a run depends on (once per process); it travels in a run through
 
 from __future__ import annotations
 
+import difflib
+import functools
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,20 +28,125 @@ def group_choices(group: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
+#: how ``fedimb list`` names a group's options (``fedimb list methods``)
+LIST_NAMES = {group: group if group in ("normalize", "tracking") else f"{group}s" for group in GROUPS}
+
+#: a group this small is listed in full in an "unknown option" message
+_SHORT_GROUP = 8
+
+
+def unknown_option(group: str, option: str) -> ConfigError:
+    """``unknown method 'fedavgg'; did you mean fedavg? (fedimb list methods shows all 25)``."""
+    choices = group_choices(group)
+    close = difflib.get_close_matches(option, choices, n=3, cutoff=0.6)
+    message = f"unknown {group} '{option}'"
+    if close:
+        message += f"; did you mean {either(close)}?"
+    if len(choices) <= _SHORT_GROUP:
+        return ConfigError(f"{message} (choose from: {', '.join(choices) or 'none available'})")
+    return ConfigError(f"{message} (fedimb list {LIST_NAMES[group]} shows all {len(choices)})")
+
+
+def either(names: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else list(names))
+
+
 def check_overrides(overrides: Sequence[str]) -> None:
-    """Reject unknown config-group options (``method=foo``) with the valid choices."""
+    """Reject unknown config-group options (``method=foo``) with the nearest valid ones,
+    and keys that ``+``/``++`` would add although no file in ``conf/`` declares them."""
     for override in overrides:
         key, sep, value = override.partition("=")
+        if sep and key.startswith("+"):
+            _check_added_key(key.lstrip("+"), override)
         key = key.lstrip("+~")
         if not sep or key not in GROUPS or "(" in value:
             continue
-        choices = group_choices(key)
         for option in value.split(","):
             option = option.strip()
-            if option and option not in choices:
-                raise ConfigError(
-                    f"unknown {key} '{option}' (choose from: {', '.join(choices) or 'none available'})"
-                )
+            if option and option not in group_choices(key):
+                raise unknown_option(key, option)
+
+
+def _check_added_key(key: str, override: str) -> None:
+    """``+key=value`` adds a key Hydra's composition lacks: legitimate for a config group
+    (``+experiment=...``), Hydra's own settings, and keys some option of ``conf/``
+    declares (``+runtime.num_gpus_per_client`` beside ``runtime=in_process`` then gets
+    the validation's reason); anything else would run silently with a key nothing reads."""
+    if key in GROUPS or key == "hydra" or key.startswith("hydra.") or "/" in key or key in declared_keys():
+        return
+    raise ConfigError(f"unknown key '{key}' in {override}: no file in conf/ declares it{_nearest_keys(key)}")
+
+
+@functools.lru_cache(maxsize=1)
+def declared_keys() -> dict[str, list[tuple[str, str]]]:
+    """Every dotted key a YAML file in ``conf/`` declares, with the (group, option) pairs
+    that declare it (``("", "config")`` for ``config.yaml``)."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    sources = [("", "config", CONF_DIR / "config.yaml")]
+    sources += [(group, path.stem, path) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
+    for group, option, path in sources:
+        text = path.read_text()
+        prefix = "" if (not group or "@package _global_" in text) else f"{group}."
+        data = OmegaConf.to_container(OmegaConf.create(text), resolve=False) or {}
+        for key in _dotted_keys(data, prefix):
+            found.setdefault(key, []).append((group, option))
+    return found
+
+
+def _dotted_keys(data: Any, prefix: str) -> list[str]:
+    if not isinstance(data, dict):
+        return []
+    keys = []
+    for name, value in data.items():
+        if name in ("defaults", "hydra") and not prefix:
+            continue
+        keys.append(f"{prefix}{name}")
+        keys.extend(_dotted_keys(value, f"{prefix}{name}."))
+    return keys
+
+
+def _nearest_keys(key: str) -> str:
+    """``; did you mean a, b or c?`` (or how to see every key)."""
+    close = difflib.get_close_matches(key, list(declared_keys()), n=3, cutoff=0.6)
+    if close:
+        return f"; did you mean {either(close)}?"
+    return " (fedimb --cfg job prints every key of the configuration)"
+
+
+def _missing_key_message(key: str, overrides: Sequence[str]) -> str | None:
+    """Why Hydra 'could not override' ``key``: no file declares it, or the chosen option
+    of its group lacks it (``partition.alpha`` with ``partition=pathological``). None
+    when neither applies (Hydra's own message stands)."""
+    owners = declared_keys().get(key)
+    if not owners:
+        return f"unknown key '{key}'{_nearest_keys(key)}"
+    group, _, setting = key.partition(".")
+    options = sorted({option for g, option in owners if g == group})
+    if group not in GROUPS or not options:
+        return None
+    chosen = _chosen_option(group, [o for o in overrides if o.partition("=")[0].lstrip("+") != key])
+    if chosen is None or chosen in options:
+        return None
+    value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+") == key), "...")
+    named = [o for o in options if str(OmegaConf.load(CONF_DIR / group / f"{o}.yaml").get("name")) == o]
+    example = (named or options)[0]
+    others = [o for o in options if o != example]
+    also = f" (or {', '.join(others)})" if others else ""
+    return f"{group}={chosen} has no {setting}; use {group}={example}{also} {key}={value}"
+
+
+def _chosen_option(group: str, overrides: Sequence[str]) -> str | None:
+    """The option of ``group`` that ``overrides`` select (defaults and experiments included)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        return str(cfg.hydra.runtime.choices.get(group))
+    except Exception:  # noqa: BLE001 - only for a better message; Hydra's stands otherwise
+        return None
 
 
 def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
@@ -74,7 +182,9 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
                 cfg = hydra_compose(config_name="config", overrides=list(overrides))
         except (HydraException, OmegaConfBaseException) as err:
             lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
-            raise ConfigError(" ".join(lines[:2])) from None
+            missing = re.match(r"Could not override '([^']+)'", lines[0] if lines else "")
+            message = _missing_key_message(missing.group(1), overrides) if missing else None
+            raise ConfigError(message or " ".join(lines[:2])) from None
     return finalize(cfg)
 
 

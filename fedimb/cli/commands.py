@@ -12,6 +12,7 @@
   (:mod:`fedimb.cli.node_worker`).
 - ``fedimb diagnose``: the label imbalance of a data set + partition, and which methods
   target it.
+- ``fedimb list``: a config group's choices (:mod:`fedimb.cli.listing`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 
 def certs_main(argv: list[str]) -> int:
@@ -87,7 +89,12 @@ def local_federation_main(argv: list[str]) -> int:
               flush=True)
         command = [sys.executable, "-m", "fedimb", *federation.runtime_overrides(), f"num_clients={args.nodes}",
                    *overrides]
-        return subprocess.run(command).returncode
+        run = subprocess.Popen(command)
+        try:
+            return run.wait()
+        except KeyboardInterrupt as stop:  # the run stops itself (its one line, its exit code), then the nodes
+            run.send_signal(getattr(stop, "exit_code", 130) - 128)  # it ignores a second Ctrl-C from the terminal
+            return run.wait()
 
 
 def resume_main(argv: list[str]) -> int:
@@ -210,7 +217,35 @@ def supernode_main(argv: list[str]) -> int:
     return start(argv)
 
 
+def list_main(argv: list[str]) -> int:
+    """The choices of a config group, each with its one-line description."""
+    from fedimb.app.config import LIST_NAMES
+    from fedimb.cli.listing import group_of, listing
+
+    names = list(LIST_NAMES.values())
+    parser = argparse.ArgumentParser(prog="fedimb list", description=list_main.__doc__,
+                                     epilog="Choose one with <group>=<name>, e.g. fedimb method=rebafl")
+    parser.add_argument("group", metavar="|".join(names), help="the config group (singular works too)")
+    args = parser.parse_args(argv)
+    print("\n".join(listing(group_of(args.group))))
+    return 0
+
+
+class Subcommand(NamedTuple):
+    run: Callable[[list[str]], int]
+    summary: str  # its line on fedimb --help
+
+
+#: every subcommand, in the order fedimb --help shows them
 SUBCOMMANDS = {
-    "certs": certs_main, "local-federation": local_federation_main, "resume": resume_main, "report": report_main,
-    "export": export_main, "diagnose": diagnose_main, "supernode": supernode_main,
+    "list": Subcommand(list_main, "a config group's choices, one line each (fedimb list methods)"),
+    "diagnose": Subcommand(diagnose_main, "the label imbalance a data set + partition gives, and the methods "
+                                          "that target it (no training)"),
+    "report": Subcommand(report_main, "one comparison table and accuracy plot over run and sweep folders"),
+    "export": Subcommand(export_main, "every completed run's metrics as one Parquet or CSV table"),
+    "resume": Subcommand(resume_main, "continue an interrupted run in its folder from its last checkpoint"),
+    "local-federation": Subcommand(local_federation_main, "a SuperLink and N SuperNodes on this machine, one "
+                                                          "experiment against them, then stop them"),
+    "certs": Subcommand(certs_main, "CA, SuperLink certificate and SuperNode key pairs (secure deployment)"),
+    "supernode": Subcommand(supernode_main, "flower-supernode with a warm ClientApp launcher"),
 }

@@ -23,6 +23,7 @@ from fedimb.app.build import experiment_data
 from fedimb.app.in_process import run_in_process
 from fedimb.cli.processes import (
     FederationError,
+    Interrupted,
     SuperLink,
     flower_env,
     flwr_home,
@@ -133,6 +134,19 @@ def run_flower(cfg: DictConfig, run_dir: Path, on_line: Echo, strategy) -> int:
         return flwr_run(stage_app(home / "app"), connection, home, run_config=run_config, on_line=on_line)
 
 
+def interrupted_message(cfg: DictConfig, run_dir: Path, recorder: RunRecorder) -> str:
+    """The one line an interrupted run ends with: how far it got and how to continue.
+    The ServerApp checkpoints a round before it reports it, so a reported round can be resumed."""
+    done = max((int(r["round"]) for r in recorder.rounds), default=0)
+    total = int(recorder.start.get("num_rounds") or cfg.num_rounds)
+    where = f"after round {done} of {total}" if done > 0 else "before its first round ended"
+    if not cfg.checkpoint.enabled:
+        return f"interrupted {where}; nothing to resume (checkpoint.enabled=false)"
+    if done == 0:
+        return f"interrupted {where}; nothing was checkpointed, so there is nothing to resume"
+    return f"interrupted {where}; continue with: fedimb resume {run_dir}"
+
+
 def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     """Validate, prepare the run folder, run through Flower and write the results.
 
@@ -147,10 +161,13 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     strategy = prepare_run_dir(cfg, run_dir)
     tracking = open_tracking(cfg, run_dir, echo)
     recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")), on_round=tracking.log_round)
+    recorder.announce()
     summary = None
     try:
         try:
             code = run_flower(cfg, run_dir, recorder.feed, strategy)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM; run_flower's with-blocks stopped Flower
+            raise Interrupted(interrupted_message(cfg, run_dir, recorder), getattr(stop, "exit_code", 130)) from None
         finally:
             recorder.close()
         try:
@@ -164,11 +181,13 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     reason = recorder.failure_reason()
     if reason is not None or code != 0:  # the run's own failure first: a full disk may be its cause
         hint = ""
-        if cfg.checkpoint.enabled and any(r["round"] > 0 for r in recorder.rounds):
+        # a run that ended (even with no client trained) removed its checkpoint: nothing to resume
+        if cfg.checkpoint.enabled and recorder.end is None and any(r["round"] > 0 for r in recorder.rounds):
             hint = f"; continue it with: fedimb resume {run_dir}"
         raise FederationError(
             f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}{hint}"
         )
     if unwritten is not None:
         raise unwritten
+    echo(recorder.done_line())
     return run_dir

@@ -2,8 +2,10 @@
 
 ``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
 run folder per job). The last line printed is the run folder's absolute path.
-``fedimb certs|local-federation|resume|report|export|diagnose ...`` are the subcommands of
-:mod:`fedimb.cli.commands`.
+``fedimb list|diagnose|report|export|resume|local-federation|certs|supernode ...`` are the
+subcommands of :mod:`fedimb.cli.commands`; ``--help``, ``--version`` and the shell
+completion's queries are answered here (:mod:`fedimb.cli.listing`) before Hydra, which
+gets its own options apart from the overrides. Ctrl-C and SIGTERM end in one line.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from fedimb.app.config import CONF_DIR, check_overrides, compose, sweep_variants
+from fedimb.cli.processes import Interrupted
 from fedimb.core.errors import FedimbError
 
 
@@ -35,38 +38,95 @@ def experiment(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         path = run_experiment(cfg, run_dir)
-    except FedimbError as err:
-        if {p.name for p in run_dir.iterdir()} <= {".hydra"}:  # failed before the run started
+    except (FedimbError, KeyboardInterrupt) as err:
+        if {p.name for p in run_dir.iterdir()} <= {".hydra"}:  # stopped before the run started
             shutil.rmtree(run_dir, ignore_errors=True)
+        if isinstance(err, KeyboardInterrupt):
+            raise
         _fail(err)
     print(path, flush=True)
 
 
-def _terminate(signum, frame) -> None:
-    """SIGTERM ends the run like Ctrl-C: cleanup handlers stop every Flower process."""
-    raise SystemExit(128 + signum)
+def _interrupt(signum, frame) -> None:
+    """Ctrl-C or SIGTERM ends the run; the cleanup handlers on the way out stop every
+    Flower process, and a second Ctrl-C (often pressed) is ignored so as not to cut them short."""
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_IGN)
+    raise Interrupted(exit_code=128 + signum)
+
+
+#: Hydra's options that take a value (``--cfg job``, ``-sc query=bash``): not overrides
+_HYDRA_VALUE_OPTIONS = {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name",
+                        "-cd", "--config-dir", "-sc", "--shell-completion", "--experimental-rerun"}
+#: Hydra's options that print something and run nothing, or read another config folder
+_PRINT_ONLY = {"-c", "--cfg", "-i", "--info", "-p", "--package", "--hydra-help", "-cp", "--config-path",
+               "-cn", "--config-name", "-cd", "--config-dir"}
+_HYDRA_INFO_TOPICS = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+
+
+def hydra_options_and_overrides(args: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's own options (with their values) apart from the ``key=value`` overrides."""
+    options, overrides = [], []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("-"):
+            takes_value = arg in _HYDRA_VALUE_OPTIONS or (
+                arg in ("-i", "--info") and i + 1 < len(args) and args[i + 1] in _HYDRA_INFO_TOPICS)
+            options += args[i:i + 2] if takes_value else [arg]
+            i += 2 if takes_value else 1
+        else:
+            overrides.append(arg)
+            i += 1
+    return options, overrides
+
+
+def _check_before_hydra(overrides: list[str]) -> None:
+    """Every value of a sweep composes and validates, and output.root can be written,
+    before Hydra creates a run folder."""
+    from fedimb.cli.preflight import check_writable
+
+    check_overrides(overrides)
+    for variant in sweep_variants(overrides):
+        check_writable(Path(str(compose(variant).output.root)), "output.root")
+
+
+def run(args: list[str]) -> int | None:
+    """``fedimb ARGS``: a subcommand, fedimb's own help and version, or a Hydra run."""
+    from fedimb.cli import listing
+    from fedimb.cli.commands import SUBCOMMANDS
+
+    if args and args[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[args[0]].run(args[1:])
+    options, overrides = hydra_options_and_overrides(args)
+    if any(o.startswith(("-sc", "--shell-completion")) for o in options):
+        if not (any(o.startswith("query=") for o in options) and listing.complete_subcommands()):
+            experiment()  # Hydra's install script, and its completion of the overrides
+        return 0
+    if "-h" in options or "--help" in options:
+        print(listing.help_text())
+        return 0
+    if "--version" in options:
+        print(listing.versions())
+        return 0
+    if not _PRINT_ONLY.intersection(options):
+        _check_before_hydra(overrides)
+    experiment()
+    return 0
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _terminate)
-    from fedimb.cli.commands import SUBCOMMANDS
-
-    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
-        try:
-            sys.exit(SUBCOMMANDS[sys.argv[1]](sys.argv[2:]))
-        except FedimbError as err:
-            _fail(err)
-    from fedimb.cli.preflight import check_writable
-
-    overrides = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the shell ignores it
+        signal.signal(signal.SIGINT, _interrupt)
     try:
-        check_overrides(overrides)
-        if not any(arg.startswith("--") for arg in sys.argv[1:]):  # not --help, --cfg, ...
-            for variant in sweep_variants(overrides):  # every value of a sweep, before any run
-                check_writable(Path(str(compose(variant).output.root)), "output.root")
+        code = run(sys.argv[1:])
     except FedimbError as err:
         _fail(err)
-    experiment()
+    except KeyboardInterrupt as stop:  # one line, no traceback: Flower's processes are already stopped
+        print(f"fedimb: {stop or 'interrupted'}", file=sys.stderr, flush=True)
+        sys.exit(getattr(stop, "exit_code", 130))
+    sys.exit(code)
 
 
 if __name__ == "__main__":

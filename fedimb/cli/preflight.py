@@ -8,6 +8,8 @@ a SuperNode, or a run that "succeeds" while rejecting most of its updates.
 from __future__ import annotations
 
 import os
+import socket
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +23,9 @@ from fedimb.app.build import ExperimentData, new_model
 from fedimb.app.run_context import ServerRun
 from fedimb.cli.processes import flwr_home, list_supernodes, ray_cluster_configured
 from fedimb.core.errors import ConfigError, FedimbError
+
+#: seconds a deployment's SuperLink gets to accept a connection
+SUPERLINK_PROBE = 10.0
 
 #: seconds a deployment's SuperNodes that are still starting get to connect
 SUPERNODE_GRACE = 30.0
@@ -72,14 +77,21 @@ def check_gpus_per_client(cfg: DictConfig) -> None:
 
 
 def check_writable(path: Path, setting: str) -> None:
-    """``path`` (a folder fedimb will create or write into) can be written."""
+    """``path`` (a folder fedimb will create or write into) can be written: its nearest
+    existing folder is one, accessible, and a folder can really be created in it."""
     existing = path.expanduser().absolute()
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"{setting}={path} cannot be created: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{setting}={path} cannot be written: {existing} is not writable by this user")
+        raise ConfigError(f"{setting} {path} is not writable: {existing} is not writable by this user")
+    try:  # a real write: root passes os.access on /proc, /sys and read-only mounts
+        tempfile.TemporaryDirectory(dir=existing, prefix=".fedimb-write-check-").cleanup()
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise ConfigError(
+            f"{setting} {path} is not writable: cannot create a folder in {existing} ({reason})") from None
 
 
 def check_checkpoint_dir(cfg: DictConfig) -> None:
@@ -116,6 +128,21 @@ def check_labels(cfg: DictConfig, data: ExperimentData) -> None:
             f"dataset={cfg.dataset.name} has labels {low} to {high}, but model={cfg.model.name}'s head has "
             f"{outputs} outputs (labels 0 to {outputs - 1}): the data set's num_classes must cover every label"
         )
+
+
+def check_superlink_reachable(cfg: DictConfig, timeout: float = SUPERLINK_PROBE) -> None:
+    """A deployment's SuperLink accepts connections at ``runtime.address``; otherwise
+    ``flwr run`` would fail after its retries with a message that names neither the
+    address nor the setting."""
+    address = str(cfg.runtime.address)
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return
+    except (OSError, ValueError) as err:
+        reason = "no answer" if isinstance(err, TimeoutError) else (getattr(err, "strerror", None) or str(err))
+    raise ConfigError(f"cannot reach the SuperLink at {address} (runtime.address): {reason}; "
+                      f"start one or set runtime.address=HOST:PORT")
 
 
 def check_supernodes(cfg: DictConfig, grace: float = SUPERNODE_GRACE) -> None:
@@ -162,5 +189,6 @@ def preflight(cfg: DictConfig, data: ExperimentData):
     check_partition(cfg, data)
     check_labels(cfg, data)
     if cfg.runtime.name == "deployment":
+        check_superlink_reachable(cfg)
         check_supernodes(cfg)
     return build_strategy(cfg)

@@ -31,6 +31,16 @@ class FederationError(FedimbError, RuntimeError):
     """A Flower process could not be started or the run failed."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (exit code 130) or SIGTERM (143). A KeyboardInterrupt, so that it passes
+    every ``except Exception`` (Hydra's included) while each ``with`` block on the way
+    out stops its Flower processes; the message is the one line the front end prints."""
+
+    def __init__(self, message: str = "interrupted", exit_code: int = 130):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def executable(name: str) -> str:
     """A console script of this environment (the venv's ``bin``), else from PATH."""
     candidate = Path(sys.executable).parent / name

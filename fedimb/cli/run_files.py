@@ -8,7 +8,7 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fedimb.core.metrics import DISTRIBUTION_STATS
 
@@ -94,12 +94,24 @@ def read_metrics_csv(path: Path) -> list[dict[str, Any]]:
         ]
 
 
+#: a round's sampled clients by outcome, as the progress line and curves.png name them: ok,
+#: dropped (the availability model's choice, not a fault) and failed (the client raised or
+#: timed out, or its update was rejected)
+CLIENT_OUTCOMES: dict[str, Callable[[dict[str, int]], int]] = {
+    "ok": lambda c: c["succeeded"],
+    "dropped": lambda c: c.get("dropped", 0),
+    "failed": lambda c: c.get("errors", 0) + c.get("rejected", 0),
+}
+
+
 def plot_curves(path: Path, rounds: list[dict[str, Any]], title: str) -> None:
-    """Test accuracy and macro-F1, test loss and client outcomes per round."""
+    """Test accuracy and macro-F1, test loss and client outcomes per round (the outcomes'
+    legend beside the bars, never over them; whole numbers on the round and client axes)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     tested = [r for r in rounds if (r.get("test") or {}).get("accuracy") is not None]
     trained = [r for r in rounds if r["round"] > 0 and r.get("clients")]
@@ -112,12 +124,17 @@ def plot_curves(path: Path, rounds: list[dict[str, Any]], title: str) -> None:
     axes[1].plot(x, [r["test"].get("loss") for r in tested])
     axes[1].set(xlabel="round", ylabel="test loss")
     xr = [r["round"] for r in trained]
-    axes[2].bar(xr, [r["clients"]["succeeded"] for r in trained], label="succeeded")
-    axes[2].bar(xr, [r["clients"]["failures"] for r in trained],
-                bottom=[r["clients"]["succeeded"] for r in trained], label="failed / dropped")
+    bottom = [0] * len(trained)
+    for label, count in CLIENT_OUTCOMES.items():
+        heights = [count(r["clients"]) for r in trained]
+        if any(heights) or label == "ok":
+            axes[2].bar(xr, heights, bottom=bottom, label=label)
+            bottom = [b + h for b, h in zip(bottom, heights)]
     axes[2].set(xlabel="round", ylabel="clients")
-    axes[2].legend()
+    axes[2].legend(loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    axes[2].yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -11,26 +11,128 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from omegaconf import DictConfig
 
-from fedimb.cli.run_files import plot_curves, traffic_to_target, write_artifact, write_metrics_csv
+from fedimb.cli.run_files import CLIENT_OUTCOMES, plot_curves, traffic_to_target, write_artifact, write_metrics_csv
 from fedimb.core.errors import FedimbError
 from fedimb.core.metrics import DISTRIBUTION_STATS
-from fedimb.core.events import parse_event
+from fedimb.core.events import lost_clients_cause, parse_event
 
 Echo = Callable[[str], None]
 
 
 def _echo(text: str) -> None:
-    print(text, flush=True)
+    """One line to stdout in one write, so that the lines of sweep jobs running side by
+    side (``hydra/launcher=joblib``) never break into each other; such lines start with
+    their job's number."""
+    sys.stdout.write(f"{side_by_side_job_tag()}{text}\n")
+    sys.stdout.flush()
+
+
+def side_by_side_job_tag() -> str:
+    """``[job 3] `` in a sweep job that runs beside others (any launcher but Hydra's
+    basic one, which runs one job at a time); empty otherwise."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return ""
+    hydra_cfg = HydraConfig.get()
+    launcher = str(hydra_cfg.launcher.get("_target_", ""))
+    if hydra_cfg.mode != RunMode.MULTIRUN or launcher.endswith(".BasicLauncher"):
+        return ""
+    return f"[job {hydra_cfg.job.num}] "
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:
     return "-" if value is None else format(value, spec)
+
+
+def format_duration(seconds: float) -> str:
+    """``48s``, ``1m02s``, ``2h05m``: a span as a person reads it."""
+    whole = int(round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def eta_seconds(round_seconds: list[float], remaining: int) -> float | None:
+    """The time the ``remaining`` rounds should take: the mean of the rounds so far, the
+    first left out where there are more (it includes the clients' start-up: Ray actors,
+    imports, data); None before any round."""
+    if remaining <= 0:
+        return 0.0
+    if not round_seconds:
+        return None
+    steady = round_seconds[1:] or round_seconds
+    return sum(steady) / len(steady) * remaining
+
+
+def clients_outcome(clients: dict[str, int]) -> str:
+    """``9 ok, 11 dropped, 1 failed`` (:data:`CLIENT_OUTCOMES`; none dropped or failed: not named)."""
+    counts = {label: count(clients) for label, count in CLIENT_OUTCOMES.items()}
+    return ", ".join(f"{n} {label}" for label, n in counts.items() if n or label == "ok")
+
+
+def _device_label(cfg: DictConfig) -> str:
+    """Where the clients compute: ``device=auto`` resolved as the simulation and in-process
+    clients on this machine resolve it (a simulation's Ray actor sees a GPU only with
+    ``runtime.num_gpus_per_client`` > 0); a deployment's nodes each decide for themselves."""
+    device = str(cfg.device)
+    if device != "auto":
+        return device
+    if cfg.runtime.name == "deployment":
+        return "device auto on each node"
+    import torch
+
+    gpus = float(cfg.runtime.get("num_gpus_per_client", 0.0) or 0.0)
+    in_reach = cfg.runtime.name == "in_process" or gpus > 0
+    return "cuda" if in_reach and torch.cuda.is_available() else "cpu"
+
+
+def _partition_label(cfg: DictConfig) -> str:
+    alpha = cfg.partition.get("alpha")
+    return f"{cfg.partition.name} alpha={alpha:g}" if alpha is not None else str(cfg.partition.name)
+
+
+def _dropout_label(cfg: DictConfig) -> str:
+    dropout = cfg.dropout
+    if dropout.name == "none":
+        return "no dropout"
+    if dropout.get("p_per_client") is not None:
+        p = "p per client"
+    elif dropout.get("p_per_group") is not None:
+        p = "p per group"
+    else:
+        p = f"p={dropout.get('p')}"
+    period = f", period {dropout.period}" if int(dropout.get("period", 1) or 1) > 1 else ""
+    return f"dropout {dropout.name} {p}{period}"
+
+
+def run_header(cfg: DictConfig, start: dict[str, Any]) -> str:
+    """The run's first progress line: what runs on what, with which dropout, where."""
+    rounds = start.get("num_rounds")
+    return (
+        f"[fedimb] {start.get('method')} on {cfg.dataset.name} ({_partition_label(cfg)}, "
+        f"{start.get('num_clients')} clients) | {_dropout_label(cfg)} | {cfg.runtime.name}, {_device_label(cfg)} | "
+        f"{rounds} round{'' if rounds == 1 else 's'}, {start.get('num_parameters'):,} parameters"
+    )
+
+
+def launch_line(cfg: DictConfig) -> str | None:
+    """What the front end does before the run's first event, where that takes a while."""
+    if cfg.runtime.name == "simulation":
+        return f"[fedimb] starting the simulation (Ray, {cfg.num_clients} clients) ..."
+    if cfg.runtime.name == "deployment":
+        return f"[fedimb] connecting to the SuperLink at {cfg.runtime.address} ..."
+    return None
 
 
 def boxed_message(lines: list[str]) -> str | None:
@@ -81,7 +183,10 @@ class RunRecorder:
     """Consumes ``flwr run --stream`` lines for one run."""
 
     def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo, resume: bool = False,
-                 on_round: Callable[[dict[str, Any]], None] | None = None):
+                 on_round: Callable[[dict[str, Any]], None] | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self._clock = clock  # elapsed time and ETA on the progress lines
+        self._launched = clock()
         self.run_dir = run_dir
         self.on_round = on_round  # each round this recorder accepts (experiment tracking)
         self.cfg = cfg
@@ -90,6 +195,7 @@ class RunRecorder:
         self.rounds: list[dict[str, Any]] = []
         self.end: dict[str, Any] | None = None
         self.errors: list[str] = []
+        self.lost: dict[str, Any] = {}  # the clients the run went on without (a ``clients_lost`` warning)
         self._recent: list[str] = []
         events = run_dir / "events.jsonl"
         if resume and events.exists():  # the interrupted attempt's rounds, until the server says where it resumes
@@ -108,6 +214,13 @@ class RunRecorder:
         elif event.get("event") == "round":
             self.rounds.append({k: v for k, v in event.items() if k != "event"})
 
+    def announce(self) -> None:
+        """Say what the front end starts, before a wait for the run's first event (a
+        simulation's Ray takes most of a minute on a small machine)."""
+        line = launch_line(self.cfg)
+        if line is not None:
+            self.echo(line)
+
     # ---------------------------------------------------------------- streaming
     @_writes_run_folder("flwr.log, events.jsonl")
     def feed(self, line: str) -> None:
@@ -123,10 +236,7 @@ class RunRecorder:
         kind = event.pop("event")
         if kind == "start":
             self.start = event
-            self.echo(
-                f"[fedimb] {event.get('method')} on {self.cfg.dataset.name}: {event.get('num_clients')} clients, "
-                f"{event.get('num_rounds')} rounds, {event.get('num_parameters'):,} parameters"
-            )
+            self.echo(run_header(self.cfg, event))
         elif kind == "round":  # a round replaces any earlier record of it (a restarted attempt)
             if any(_result_of(r) == _result_of(event) for r in self.rounds):
                 return  # a resumed server repeats its checkpointed round (its timings may differ): known here
@@ -147,6 +257,8 @@ class RunRecorder:
             self.rounds = [r for r in self.rounds if r["round"] <= int(event["round"])]
             self.echo(f"[fedimb] resuming after round {event['round']}")
         elif kind == "warning":
+            if "clients_lost" in event:
+                self.lost = event
             self.echo(f"[fedimb] warning: {event.get('message')}")
 
     def progress_line(self, r: dict[str, Any]) -> str:
@@ -159,21 +271,56 @@ class RunRecorder:
             head += f" [sync round {r['extra']['sync_round']}]"
         parts = [head]
         if test:
-            parts.append(f"acc {_fmt(test.get('accuracy'))}  f1 {_fmt(test.get('macro_f1'))}  loss {_fmt(test.get('loss'))}")
+            parts.append(f"acc {_fmt(test.get('accuracy'))} f1 {_fmt(test.get('macro_f1'))} loss {_fmt(test.get('loss'))}")
         clients = r.get("clients")
         if clients and r["round"] > 0:
-            failed = clients["failures"]
-            detail = f"{clients['succeeded']} ok, {failed} failed"
-            if failed:
-                detail += f" ({clients['dropped']} dropped, {clients['errors']} errors, {clients['rejected']} rejected)"
-            parts.append(detail)
-        parts.append(f"{r.get('seconds', 0.0):.1f}s")
+            parts.append(clients_outcome(clients))
+        parts.append(self._timing(r, total))
         return " | ".join(parts)
+
+    def _timing(self, r: dict[str, Any], total: int) -> str:
+        """``19.8s  elapsed 1m02s  eta 8m40s``: the round, the run so far (from launch,
+        start-up included), the rest at the pace of the rounds so far."""
+        timing = f"{r.get('seconds', 0.0):.1f}s  elapsed {format_duration(self._clock() - self._launched)}"
+        trained = [x.get("seconds", 0.0) for x in self.rounds if x["round"] > 0]
+        eta = eta_seconds(trained, total - int(r["round"]))
+        if eta:
+            timing += f"  eta {format_duration(eta)}"
+        return timing
+
+    def done_line(self) -> str:
+        """The completed run's last line before its folder: how long, final and best test accuracy."""
+        tested = [r for r in self.rounds if (r.get("test") or {}).get("accuracy") is not None]
+        done = f"[fedimb] done in {format_duration(self._clock() - self._launched)}"
+        if not tested:
+            return f"{done}: no test accuracy"
+        final = tested[-1]
+        best = max(tested, key=lambda r: r["test"]["accuracy"])
+        return (f"{done}: final accuracy {final['test']['accuracy']:.4f} (round {final['round']}), "
+                f"best {best['test']['accuracy']:.4f} (round {best['round']})")
+
+    def trained_nothing(self) -> bool:
+        """Whether the run had rounds to train and no client's update was accepted in any
+        of them: its model is the initial one, whatever its accuracy says."""
+        trained = [r for r in self.rounds if r["round"] > 0]
+        return bool(trained) and not any((r.get("clients") or {}).get("succeeded", 0) > 0 for r in trained)
+
+    def untrained_cause(self) -> str:
+        """Why no client trained: the clients lost at the start, else the last round's
+        first failure, else its counts (every sampled client dropped out, or none sampled)."""
+        if self.lost:
+            return lost_clients_cause(int(self.lost.get("num_clients", self.cfg.num_clients)),
+                                      self.lost.get("clients_lost_reasons") or {})
+        last = [r for r in self.rounds if r["round"] > 0][-1]
+        if last.get("messages"):
+            return str(last["messages"][0])
+        clients = last.get("clients") or {}
+        return f"{clients.get('sampled', 0)} sampled, {clients.get('dropped', 0)} dropped out"
 
     def failure_reason(self) -> str | None:
         """Why the run did not complete, or None if it did."""
         if self.end is not None:
-            return None
+            return f"no client trained in any round: {self.untrained_cause()}" if self.trained_nothing() else None
         if self.errors:
             return self.errors[-1]
         boxed = boxed_message(self._recent)
@@ -225,7 +372,9 @@ class RunRecorder:
             "rounds_planned": int(self.start.get("num_rounds") or cfg.num_rounds),
             "num_rounds": int(cfg.num_rounds),
             "num_rounds_unit": str(self.start.get("round_unit", "Flower round")),
-            "completed": self.end is not None,
+            "completed": self.end is not None and not self.trained_nothing(),
+            "clients_lost": int(self.lost.get("clients_lost", 0)),
+            "clients_lost_reasons": self.lost.get("clients_lost_reasons") or {},
             "final_accuracy": final["test"]["accuracy"] if final else None,
             "final_macro_f1": final["test"].get("macro_f1") if final else None,
             "final_loss": final["test"].get("loss") if final else None,

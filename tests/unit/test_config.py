@@ -62,7 +62,7 @@ def test_explicit_model_overrides_auto():
         (["runtime.ray_address=somewhere"], "runtime.ray_address"),
         (["seed=-1"], "seed"),
         (["train.optimizer=nosuch"], "train.optimizer"),
-        (["nosuchkey=1"], "nosuchkey"),
+        (["nosuchkey=1"], "unknown key 'nosuchkey'"),
     ],
 )
 def test_bad_inputs_one_line_error(overrides, key):
@@ -73,15 +73,52 @@ def test_bad_inputs_one_line_error(overrides, key):
     assert key in msg
 
 
-def test_unknown_method_lists_choices():
-    with pytest.raises(ConfigError, match="fedavg"):
-        config.compose(["method=nosuch"])
-
-
-def test_unknown_dataset_lists_choices():
+def compose_error(overrides: list[str]) -> str:
     with pytest.raises(ConfigError) as info:
-        config.compose(["dataset=nosuch"])
-    assert "mnist5k" in str(info.value) and "digits" in str(info.value)
+        config.compose(overrides)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("group,typo,meant", [
+    ("method", "fedavgg", "fedavg"), ("dataset", "mnist5", "mnist5k"), ("partition", "dirichelt", "dirichlet"),
+    ("model", "cnn_28", "cnn28"), ("dropout", "bernouli", "bernoulli"), ("runtime", "in_proces", "in_process"),
+    ("experiment", "astraea_mnist", "astraea_mnist5k"), ("normalize", "latent_cos", "latent_cosine"),
+])
+def test_a_misspelt_option_gets_the_nearest_names(group, typo, meant):
+    message = compose_error([f"{'+' if group == 'experiment' else ''}{group}={typo}"])
+    assert message.startswith(f"unknown {group} '{typo}'; did you mean ")
+    assert meant in message.partition("did you mean ")[2].partition("?")[0].replace(" or ", ", ").split(", ")
+
+
+def test_a_long_group_points_to_fedimb_list_instead_of_listing_every_name():
+    count = len(config.group_choices("method"))
+    assert compose_error(["method=fedavgg"]) == (
+        f"unknown method 'fedavgg'; did you mean fedavg, fedavgm or perfedavg? (fedimb list methods shows all {count})")
+    assert compose_error(["method=nosuch"]) == f"unknown method 'nosuch' (fedimb list methods shows all {count})"
+    assert compose_error(["runtime=nosuch"]) == (
+        "unknown runtime 'nosuch' (choose from: deployment, in_process, simulation)")
+
+
+@pytest.mark.parametrize("override", ["+foo=1", "++foo=1", "+method.strategy.nosuch=2", "+train.lr_decay=0.5"])
+def test_plus_adds_only_groups_declared_keys_and_hydras_own(override):
+    key = override.lstrip("+").partition("=")[0]
+    assert compose_error(["dataset=digits", override]).startswith(
+        f"unknown key '{key}' in {override}: no file in conf/ declares it")
+    config.check_overrides(["+experiment=fedconcat_mnist5k", "++method.strategy.num_clusters=3",
+                            "+runtime.num_gpus_per_client=0.5", "+hydra.launcher.ray.remote.num_cpus=2"])
+
+
+def test_an_unknown_key_names_the_nearest_ones():
+    assert compose_error(["partition.alpah=0.1"]) == (
+        "unknown key 'partition.alpah'; did you mean partition.alpha, partition.path or partition.tau?")
+    assert compose_error(["nosuchkey=1"]).startswith("unknown key 'nosuchkey' (fedimb --cfg job prints every key")
+
+
+def test_a_key_of_another_option_names_the_options_that_have_it():
+    assert compose_error(["partition.alpha=-1"]) == (
+        "partition=pathological has no alpha; use partition=dirichlet (or dir01, dir05, longtail) partition.alpha=-1")
+    assert compose_error(["partition=c2", "partition.alpha=0.3"]).startswith("partition=c2 has no alpha; ")
+    assert compose_error(["partition=dirichlet", "partition.alpha=-1"]) == "partition.alpha must be > 0, got -1"
 
 
 def test_group_choices_reads_conf():

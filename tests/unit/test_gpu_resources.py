@@ -126,8 +126,7 @@ def test_a_gpu_share_with_device_cpu_is_a_contradiction():
 @pytest.mark.parametrize("runtime", ["in_process", "deployment"])
 def test_only_the_simulation_has_a_gpu_share(runtime):
     assert config_error([*DIGITS, f"runtime={runtime}", "runtime.num_gpus_per_client=0.5"]) == (
-        "Could not override 'runtime.num_gpus_per_client'. "
-        "To append to your config use +runtime.num_gpus_per_client=0.5")
+        f"runtime={runtime} has no num_gpus_per_client; use runtime=simulation runtime.num_gpus_per_client=0.5")
     assert config_error([*DIGITS, f"runtime={runtime}", "+runtime.num_gpus_per_client=0.5"]) == (
         f"runtime.num_gpus_per_client is a setting of runtime=simulation (Ray's GPUs per virtual client), "
         f"not of runtime={runtime}; there device=auto or device=cuda puts the clients on a GPU")
