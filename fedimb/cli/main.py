@@ -11,6 +11,7 @@ gets its own options apart from the overrides. Ctrl-C and SIGTERM end in one lin
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -18,9 +19,11 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from fedimb.app.config import CONF_DIR, check_overrides, compose, sweep_variants
+from fedimb.cli import sweep_end
 from fedimb.cli.processes import Interrupted
 from fedimb.core.errors import FedimbError
 
@@ -36,14 +39,20 @@ def experiment(cfg: DictConfig) -> None:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    sweep_job = HydraConfig.get().mode == RunMode.MULTIRUN
     try:
         path = run_experiment(cfg, run_dir)
     except (FedimbError, KeyboardInterrupt) as err:
-        if {p.name for p in run_dir.iterdir()} <= {".hydra"}:  # stopped before the run started
+        if not sweep_job and {p.name for p in run_dir.iterdir()} <= {".hydra"}:  # stopped before the run started
             shutil.rmtree(run_dir, ignore_errors=True)
         if isinstance(err, KeyboardInterrupt):
             raise
-        _fail(err)
+        if not sweep_job:
+            _fail(err)
+        # one failed job does not cost the sweep its other runs: its folder stays (the sweep's
+        # end counts it as failed, fedimb.cli.sweep_end) and the sweep exits non-zero at its end
+        print(f"fedimb: error: [job {HydraConfig.get().job.num}] {err}", file=sys.stderr, flush=True)
+        return
     print(path, flush=True)
 
 
@@ -112,7 +121,7 @@ def run(args: list[str]) -> int | None:
     if not _PRINT_ONLY.intersection(options):
         _check_before_hydra(overrides)
     experiment()
-    return 0
+    return 1 if sweep_end.failed_runs else 0
 
 
 def main() -> None:
@@ -126,6 +135,9 @@ def main() -> None:
     except KeyboardInterrupt as stop:  # one line, no traceback: Flower's processes are already stopped
         print(f"fedimb: {stop or 'interrupted'}", file=sys.stderr, flush=True)
         sys.exit(getattr(stop, "exit_code", 130))
+    except BrokenPipeError:  # the reader left (fedimb report | head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        sys.exit(141)
     sys.exit(code)
 
 

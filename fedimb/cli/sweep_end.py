@@ -43,8 +43,12 @@ def sweep_end_lines(sweep_dir: Path) -> list[str]:
     ]
 
 
+#: the failed runs of the last sweep this process ran: ``fedimb -m`` then exits with 1
+failed_runs = 0
+
+
 class SweepEnd(Callback):
-    """Prints :func:`sweep_end_lines` when a sweep ends."""
+    """Prints :func:`sweep_end_lines` when a sweep ends, and keeps its failed runs' count."""
 
     def __init__(self) -> None:
         self.sweep_dir: Path | None = None
@@ -53,6 +57,8 @@ class SweepEnd(Callback):
         self.sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()  # before any job changes the cwd
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        global failed_runs
         sweep_dir = self.sweep_dir or Path(str(config.hydra.sweep.dir))
+        failed_runs = sweep_runs(sweep_dir.resolve())[1]
         sys.stdout.write("".join(f"{line}\n" for line in sweep_end_lines(sweep_dir)))
         sys.stdout.flush()

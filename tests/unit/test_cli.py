@@ -105,3 +105,13 @@ def test_hydras_options_and_their_values_are_not_overrides():
         ["-m", "--cfg", "job", "-sc", "query=bash"], ["seed=0,1", "method=fedavg"])
     assert hydra_options_and_overrides(["--info", "searchpath", "-i", "x=1"]) == (
         ["--info", "searchpath", "-i"], ["x=1"])
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    # `fedimb list methods | head -1`: the reader's end is closed before fedimb writes a line
+    proc = subprocess.Popen([sys.executable, "-m", "fedimb", "list", "methods"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141  # 128 + SIGPIPE, what a shell reports for such a writer
+    assert stderr == ""
