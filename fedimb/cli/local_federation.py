@@ -23,6 +23,7 @@ from fedimb.cli.processes import (
     flower_env,
     flwr_home,
     list_supernodes,
+    online_count,
     write_connection,
 )
 from fedimb.cli.security import make_certificates, make_node_keys
@@ -101,8 +102,7 @@ class LocalFederation:
         certificates = str(self.root_certificates) if self.secure else None
         with flwr_home(self.address, insecure=not self.secure, root_certificates=certificates) as (home, connection):
             while True:
-                nodes = list_supernodes(connection, home) or []
-                online = sum(node.get("status") == "online" for node in nodes)
+                online = online_count(list_supernodes(connection, home) or [])
                 if online >= len(self.nodes):
                     return
                 for node in self.nodes:

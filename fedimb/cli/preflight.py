@@ -21,7 +21,7 @@ from fedimb.app import components
 from fedimb.app.checkpoint import checkpoint_path
 from fedimb.app.build import ExperimentData, new_model
 from fedimb.app.run_context import ServerRun
-from fedimb.cli.processes import flwr_home, list_supernodes, ray_cluster_configured
+from fedimb.cli.processes import flwr_home, list_supernodes, online_count, ray_cluster_configured
 from fedimb.core.errors import ConfigError, FedimbError
 
 #: seconds a deployment's SuperLink gets to accept a connection
@@ -158,15 +158,15 @@ def check_supernodes(cfg: DictConfig, grace: float = SUPERNODE_GRACE) -> None:
             nodes = list_supernodes(connection, home)
             if nodes is None:
                 return
-            online = [n for n in nodes if n.get("status") == "online"]
-            if len(online) >= wanted or time.monotonic() > deadline:
+            online = online_count(nodes)
+            if online >= wanted or time.monotonic() > deadline:
                 break
             time.sleep(1.0)
-    if len(online) < wanted:
+    if online < wanted:
         raise ConfigError(
-            f"num_clients={wanted}, but the federation at {runtime.address} has {len(online)} connected "
-            f"SuperNode(s) ({len(nodes)} known to it): start {wanted - len(online)} more or set "
-            f"num_clients={len(online)}"
+            f"num_clients={wanted}, but the federation at {runtime.address} has {online} connected "
+            f"SuperNode(s) ({len(nodes)} known to it): start {wanted - online} more or set "
+            f"num_clients={online}"
         )
 
 

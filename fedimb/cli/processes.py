@@ -284,6 +284,11 @@ def list_supernodes(connection: str, home: Path, timeout: float = 60.0) -> list[
     return nodes if isinstance(nodes, list) else None
 
 
+def online_count(nodes: list[dict]) -> int:
+    """How many of ``nodes`` (:func:`list_supernodes`) are connected now."""
+    return sum(node.get("status") == "online" for node in nodes)
+
+
 def flwr_run(
     app_dir: Path,
     connection: str,

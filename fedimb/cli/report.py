@@ -86,7 +86,7 @@ def _in_tracker_store(run_dir: Path, below: Path) -> bool:
     return any(part in TRACKER_STORES for part in run_dir.relative_to(below).parts)
 
 
-def _completed(run_dir: Path) -> dict[str, Any] | None:
+def completed_config(run_dir: Path) -> dict[str, Any] | None:
     """The run's config if its summary.json says it completed (None if not, or unreadable)."""
     import yaml
 
@@ -117,7 +117,7 @@ def run_folders(folders: Iterable[Path]) -> RunFolders:
             seen.add(summary.resolve())
             if _in_tracker_store(summary.parent, folder):
                 copies.add(summary.parent.resolve())
-            elif (config := _completed(summary.parent)) is None:
+            elif (config := completed_config(summary.parent)) is None:
                 incomplete += 1
             else:
                 same = by_id.setdefault(run_identity(summary.parent, config), [])

@@ -7,7 +7,6 @@ the jobs; each job has printed its own run folder by then.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,18 +15,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 
-def _completed(run_dir: Path) -> bool:
-    try:
-        return bool(json.loads((run_dir / "summary.json").read_text()).get("completed"))
-    except (OSError, ValueError):
-        return False
-
-
 def sweep_runs(sweep_dir: Path) -> tuple[int, int]:
     """(completed, failed) runs of a sweep: its job folders (each has Hydra's ``.hydra``)
     whose ``summary.json`` says completed, and the others."""
+    from fedimb.cli.report import completed_config  # pandas and numpy: only when a sweep ends
+
     jobs = [p for p in sweep_dir.iterdir() if (p / ".hydra").is_dir()] if sweep_dir.is_dir() else []
-    completed = sum(_completed(job) for job in jobs)
+    completed = sum(completed_config(job) is not None for job in jobs)
     return completed, len(jobs) - completed
 
 

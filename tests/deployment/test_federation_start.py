@@ -7,7 +7,7 @@ import pytest
 
 from fedimb.cli import processes
 from fedimb.cli.local_federation import LocalFederation
-from fedimb.cli.processes import FederationError, flwr_home, list_supernodes
+from fedimb.cli.processes import FederationError, flwr_home, list_supernodes, online_count
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def slow_supernodes(monkeypatch, tmp_path, delay: float) -> None:
 
 def online_nodes(federation: LocalFederation) -> int:
     with flwr_home(federation.address) as (home, connection):
-        return sum(node.get("status") == "online" for node in list_supernodes(connection, home) or [])
+        return online_count(list_supernodes(connection, home) or [])
 
 
 def test_a_started_federation_has_every_node_connected(tmp_path, monkeypatch, no_leaked_processes):

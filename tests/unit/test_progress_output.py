@@ -118,6 +118,7 @@ def fake_sweep(root: Path, completed: list[bool]) -> Path:
     for number, done in enumerate(completed):
         job = sweep / f"{number}-fedavg-digits-s{number}"
         (job / ".hydra").mkdir(parents=True)
+        (job / "config.yaml").write_text(f"seed: {number}\n")  # every job writes its config first
         if done:
             (job / "summary.json").write_text(json.dumps({"completed": True}))
     (sweep / "multirun.yaml").write_text("")
