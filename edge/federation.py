@@ -48,7 +48,25 @@ class ChrootSpec:
         return ChrootNode(self, superlink, node_config, log_path, node_args)
 
 
-class ContainerNode:
+class _ImageNode:
+    """What :meth:`LocalFederation.wait_connected` asks of every node while it waits for
+    it to connect (is it running, its log, the log's last line), from the process that
+    runs the image's node."""
+
+    process: ManagedProcess
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def last_line(self) -> str:
+        return self.process.last_line()
+
+
+class ContainerNode(_ImageNode):
     """``fedimb supernode`` (the image's entry point) in a container; stopped with
     ``rm -f`` by name, so nothing survives a failed test."""
 
@@ -78,7 +96,7 @@ class ContainerNode:
         self.process.stop(grace)
 
 
-class ChrootNode:
+class ChrootNode(_ImageNode):
     """The image's entry point in a chroot of its contents, as the image's user."""
 
     def __init__(self, spec: ChrootSpec, superlink: str, node_config, log_path: Path, node_args: list[str]):

@@ -17,7 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from fedimb.cli.processes import SuperLink, flower_env, flwr_home, flwr_run, write_connection  # noqa: E402
+from fedimb.cli.processes import SuperLink, flower_env, flwr_home, write_connection  # noqa: E402
+from fedimb.cli.run_follower import flwr_run  # noqa: E402
 
 APP = Path(__file__).resolve().parent / "floor_app"
 

@@ -346,6 +346,13 @@ def _check(cfg: DictConfig) -> None:
         value = r.get(key)
         _need(value is None or (_is_number(value) and value > 0),
               f"runtime.{key} must be a positive number of seconds or null, got {value!r}")
+    if "wait_for_nodes" in r:
+        _need(_is_number(r.wait_for_nodes) and r.wait_for_nodes >= 0,
+              f"runtime.wait_for_nodes must be a number of seconds >= 0 (0: check once), got {r.wait_for_nodes!r}")
+    if "reattach_seconds" in r:
+        _need(_is_number(r.reattach_seconds) and r.reattach_seconds > 0,
+              f"runtime.reattach_seconds must be a positive number of seconds, got {r.reattach_seconds!r}")
+    _need(isinstance(r.get("detach", False), bool), f"runtime.detach must be true or false, got {r.get('detach')!r}")
     _need(_is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
           f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}")
     local_every = cfg.evaluation.get("local_every")

@@ -3,6 +3,7 @@
 - ``fedimb certs``: CA, SuperLink certificate and SuperNode key pairs (secure deployment),
   and registration of the public keys at a running SuperLink (``--register``).
 - ``fedimb resume``: continue an interrupted run from the server's last checkpoint.
+- ``fedimb attach``: follow a deployed run that went on without its front end.
 - ``fedimb local-federation``: start a SuperLink and N SuperNodes on this machine, run
   one experiment against them through the front end (``runtime=deployment``), stop them.
 - ``fedimb report``: one comparison table and accuracy plot over run and sweep folders
@@ -119,6 +120,26 @@ def resume_main(argv: list[str]) -> int:
     cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
     cfg.resume = True
     print(run_experiment(cfg, args.run_dir), flush=True)
+    return 0
+
+
+def attach_main(argv: list[str]) -> int:
+    """Follow a deployed run that goes on without its front end (runtime.detach=true, an
+    interrupted or lost front end) to its end, and fill in its run folder."""
+    from fedimb.cli.launch import attach_experiment
+
+    parser = argparse.ArgumentParser(
+        prog="fedimb attach", description=attach_main.__doc__,
+        epilog="Overrides after the folder may change how the SuperLink is reached (runtime.*), e.g. "
+               "runtime.address=HOST:PORT.",
+    )
+    parser.add_argument("run_dir", type=Path)
+    args, overrides = parser.parse_known_args(argv)
+    if not (args.run_dir / "config.yaml").is_file():
+        parser.error(f"{args.run_dir} is not a run folder (no config.yaml)")
+    if any(not o.startswith("runtime.") for o in overrides):
+        parser.error("only runtime.* settings may change when attaching")
+    print(attach_experiment(args.run_dir, overrides), flush=True)
     return 0
 
 
@@ -244,6 +265,7 @@ SUBCOMMANDS = {
     "report": Subcommand(report_main, "one comparison table and accuracy plot over run and sweep folders"),
     "export": Subcommand(export_main, "every completed run's metrics as one Parquet or CSV table"),
     "resume": Subcommand(resume_main, "continue an interrupted run in its folder from its last checkpoint"),
+    "attach": Subcommand(attach_main, "follow a deployed run that goes on without its front end to its end"),
     "local-federation": Subcommand(local_federation_main, "a SuperLink and N SuperNodes on this machine, one "
                                                           "experiment against them, then stop them"),
     "certs": Subcommand(certs_main, "CA, SuperLink certificate and SuperNode key pairs (secure deployment)"),

@@ -10,11 +10,12 @@ recorder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,15 +28,16 @@ from fedimb.cli.processes import (
     SuperLink,
     flower_env,
     flwr_home,
-    flwr_run,
     ray_cluster_configured,
     write_connection,
 )
+from fedimb.cli.run_follower import FlwrCli, RunFollower, RunLost
 from fedimb.cli.node_worker import APP_PACKAGES
 from fedimb.cli.preflight import preflight
 from fedimb.cli.run_folder import Echo, RunFolderError, RunRecorder, _echo, unwritable
 from fedimb.cli.tracking import check_tracking, open_tracking
 from fedimb.core.data import partition_summary
+from fedimb.core.errors import ConfigError
 
 APP_DIR = Path(__file__).resolve().parents[2]
 FLWR_BASE = APP_DIR / ".flwr"
@@ -110,28 +112,92 @@ def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
     return env
 
 
-def run_flower(cfg: DictConfig, run_dir: Path, on_line: Echo, strategy) -> int:
-    """The run through the configured runtime, each line of its stream to ``on_line``;
-    the exit code of ``flwr run`` (or of the in-process loop)."""
-    run_config = {"config": transport.encode(cfg)}
+LinkGone = Callable[[], "str | None"]  # why the SuperLink is known to be gone, else None
+
+SUPERLINK_RUN = "superlink_run.json"  # the deployed run's Flower run id and SuperLink, for fedimb attach
+
+
+def follower_for(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, cli: FlwrCli,
+                 link_gone: LinkGone = lambda: None) -> RunFollower:
+    """A follower that feeds ``recorder``; a deployed run's id goes to the run folder
+    as soon as Flower names it (``fedimb attach`` reads it)."""
+
+    def remember(run_id: int) -> None:
+        if cfg.runtime.name == "deployment":
+            record = {"run_id": run_id, "address": str(cfg.runtime.address)}
+            (run_dir / SUPERLINK_RUN).write_text(json.dumps(record) + "\n")
+
+    return RunFollower(cli, recorder.feed, complete=lambda: recorder.end is not None, notice=recorder.echo,
+                       on_started=remember, link_gone=link_gone,
+                       patience=float(cfg.runtime.get("reattach_seconds") or RunFollower.patience))
+
+
+@contextlib.contextmanager
+def deployment_cli(cfg: DictConfig) -> Iterator[tuple[FlwrCli, LinkGone]]:
+    """The ``flwr`` commands for the SuperLink a deployment names, in a private
+    FLWR_HOME; that SuperLink is never known to be gone (it may come back)."""
     runtime = cfg.runtime
-    if runtime.name == "simulation":
-        with flwr_home(None, base=FLWR_BASE) as (home, connection):
-            env = simulation_env(cfg, home)
-            with SuperLink(run_dir / "superlink.log", simulation=True, env=env) as superlink:
-                superlink.wait_ready()
-                write_connection(home, connection, superlink.address)
-                return flwr_run(
-                    stage_app(home / "app"), connection, home, run_config=run_config,
-                    federation_config=federation_config(cfg), on_line=on_line,
-                )
-    if runtime.name == "in_process":
-        return run_in_process(cfg, on_line, strategy)
     with flwr_home(
         str(runtime.address), insecure=bool(runtime.insecure),
         root_certificates=runtime.get("root_certificates"), base=FLWR_BASE,
     ) as (home, connection):
-        return flwr_run(stage_app(home / "app"), connection, home, run_config=run_config, on_line=on_line)
+        yield FlwrCli(connection, home), lambda: None
+
+
+@contextlib.contextmanager
+def simulation_cli(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[FlwrCli, LinkGone]]:
+    """The ``flwr`` commands for a simulation SuperLink of this front end's own, which
+    stops (with the run's processes) when the block ends; once its process has exited
+    there is nothing to wait for."""
+    with flwr_home(None, base=FLWR_BASE) as (home, connection):
+        env = simulation_env(cfg, home)
+        with SuperLink(run_dir / "superlink.log", simulation=True, env=env) as superlink:
+            superlink.wait_ready()
+            write_connection(home, connection, superlink.address)
+
+            def gone() -> str | None:
+                return None if superlink.alive() else f"the simulation's SuperLink exited; see {superlink.log_path}"
+
+            yield FlwrCli(connection, home), gone
+
+
+def leave_or_stop(cfg: DictConfig, run_dir: Path, follower: RunFollower, echo: Echo) -> None:
+    """What a front end that gives up on a deployed run (interrupted, lost, failed)
+    does with it, in one line: stop it on the SuperLink (``flwr stop``), or with
+    ``runtime.detach=true`` leave it running."""
+    if cfg.runtime.name != "deployment" or follower.run_id is None or follower.complete():
+        return
+    where = f"the SuperLink at {cfg.runtime.address}"
+    if cfg.runtime.get("detach"):
+        follower.close()
+        echo(f"[fedimb] run {follower.run_id} goes on at {where} (runtime.detach=true); "
+             f"follow it with: fedimb attach {run_dir}")
+    else:
+        echo(f"[fedimb] {follower.stop_run()} at {where}")
+
+
+def run_flower(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, strategy) -> int:
+    """The run through the configured runtime, each line of its stream to ``recorder``;
+    the exit code of ``flwr run`` (or of the in-process loop). A deployed run that the
+    front end gives up on is stopped on its SuperLink, unless ``runtime.detach``."""
+    if cfg.runtime.name == "in_process":
+        return run_in_process(cfg, recorder.feed, strategy)
+    simulation = cfg.runtime.name == "simulation"
+    with simulation_cli(cfg, run_dir) if simulation else deployment_cli(cfg) as (cli, gone):
+        follower = follower_for(cfg, run_dir, recorder, cli, gone)
+        run_args = cli.run_args(stage_app(cli.home / "app"), {"config": transport.encode(cfg)},
+                                federation_config(cfg) if simulation else None)
+        try:
+            return follower.start(run_args)
+        except RunLost as lost:  # a failed run like any other: its summary, the hint to resume
+            recorder.errors.append(str(lost))
+            leave_or_stop(cfg, run_dir, follower, recorder.echo)
+            return 1
+        except BaseException:
+            leave_or_stop(cfg, run_dir, follower, recorder.echo)
+            raise
+        finally:
+            recorder.flower_status = follower.final_status
 
 
 def interrupted_message(cfg: DictConfig, run_dir: Path, recorder: RunRecorder) -> str:
@@ -140,6 +206,8 @@ def interrupted_message(cfg: DictConfig, run_dir: Path, recorder: RunRecorder) -
     done = max((int(r["round"]) for r in recorder.rounds), default=0)
     total = int(recorder.start.get("num_rounds") or cfg.num_rounds)
     where = f"after round {done} of {total}" if done > 0 else "before its first round ended"
+    if cfg.runtime.name == "deployment" and cfg.runtime.get("detach") and (run_dir / SUPERLINK_RUN).exists():
+        return f"interrupted {where}; the run goes on at its SuperLink: fedimb attach {run_dir}"
     if not cfg.checkpoint.enabled:
         return f"interrupted {where}; nothing to resume (checkpoint.enabled=false)"
     if done == 0:
@@ -162,10 +230,17 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     tracking = open_tracking(cfg, run_dir, echo)
     recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")), on_round=tracking.log_round)
     recorder.announce()
+    return record_run(cfg, run_dir, recorder, lambda: run_flower(cfg, run_dir, recorder, strategy), tracking)
+
+
+def record_run(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, follow: Callable[[], int],
+               tracking=None) -> Path:
+    """Follow the run (``follow`` returns flwr's exit code), then write the run folder's
+    results; a failed or interrupted run raises its one-line error."""
     summary = None
     try:
         try:
-            code = run_flower(cfg, run_dir, recorder.feed, strategy)
+            code = follow()
         except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM; run_flower's with-blocks stopped Flower
             raise Interrupted(interrupted_message(cfg, run_dir, recorder), getattr(stop, "exit_code", 130)) from None
         finally:
@@ -177,7 +252,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
         else:
             unwritten = None
     finally:  # also when the run is interrupted: the tracker's run ends as failed
-        tracking.end(summary)
+        if tracking is not None:
+            tracking.end(summary)
     reason = recorder.failure_reason()
     if reason is not None or code != 0:  # the run's own failure first: a full disk may be its cause
         hint = ""
@@ -189,5 +265,46 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
         )
     if unwritten is not None:
         raise unwritten
-    echo(recorder.done_line())
+    recorder.echo(recorder.done_line())
     return run_dir
+
+
+def attach_experiment(run_dir: Path, overrides: list[str], echo: Echo = _echo) -> Path:
+    """Follow a deployed run that an earlier front end started (detached, interrupted
+    or lost) to its end and fill in its run folder: the events it holds are not
+    repeated. ``overrides`` may change ``runtime.*`` (a new address, certificates)."""
+    run_dir = run_dir.resolve()
+    cfg = OmegaConf.merge(OmegaConf.load(run_dir / "config.yaml"), OmegaConf.from_dotlist(overrides))
+    if cfg.runtime.name != "deployment":
+        raise ConfigError(f"{run_dir} ran with runtime={cfg.runtime.name}: only a deployed run goes on without "
+                          f"its front end (continue it with: fedimb resume {run_dir})")
+    try:
+        run_id = int(json.loads((run_dir / SUPERLINK_RUN).read_text())["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{run_dir} names no Flower run ({SUPERLINK_RUN} is missing or unreadable): its run "
+                          f"never started on a SuperLink; start it again or continue it with: fedimb resume "
+                          f"{run_dir}") from None
+    if (run_dir / "summary.json").is_file() and json.loads((run_dir / "summary.json").read_text()).get("completed"):
+        raise ConfigError(f"{run_dir} is complete already (summary.json): nothing to attach to")
+    known = events_of_last_attempt(run_dir)
+    recorder = RunRecorder(run_dir, cfg, echo, resume=True)
+    with deployment_cli(cfg) as (cli, _):
+        if cli.status(run_id) is None:
+            raise FederationError(
+                f"the SuperLink at {cfg.runtime.address} does not know run {run_id} (it restarted, or "
+                f"runtime.address names another one); continue the run with: fedimb resume {run_dir}")
+        echo(f"[fedimb] attaching to run {run_id} at {cfg.runtime.address} "
+             f"({len(recorder.rounds)} round records in {run_dir.name})")
+        follower = follower_for(cfg, run_dir, recorder, cli)
+        return record_run(cfg, run_dir, recorder, lambda: follower.attach(run_id, known))
+
+
+def events_of_last_attempt(run_dir: Path) -> int:
+    """How many events of the run folder's newest attempt (from its last ``start``)
+    events.jsonl holds: the ones a re-attached stream of that attempt repeats."""
+    try:
+        events = [json.loads(line).get("event") for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    except (OSError, ValueError):
+        return 0
+    starts = [i for i, event in enumerate(events) if event == "start"]
+    return len(events) - starts[-1] if starts else 0

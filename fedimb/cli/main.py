@@ -2,7 +2,7 @@
 
 ``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
 run folder per job). The last line printed is the run folder's absolute path.
-``fedimb list|diagnose|report|export|resume|local-federation|certs|supernode ...`` are the
+``fedimb list|diagnose|report|export|resume|attach|local-federation|certs|supernode ...`` are the
 subcommands of :mod:`fedimb.cli.commands`; ``--help``, ``--version`` and the shell
 completion's queries are answered here (:mod:`fedimb.cli.listing`) before Hydra, which
 gets its own options apart from the overrides. Ctrl-C and SIGTERM end in one line.

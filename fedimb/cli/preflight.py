@@ -12,6 +12,7 @@ import socket
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -22,13 +23,17 @@ from fedimb.app.checkpoint import checkpoint_path
 from fedimb.app.build import ExperimentData, new_model
 from fedimb.app.run_context import ServerRun
 from fedimb.cli.processes import flwr_home, list_supernodes, online_count, ray_cluster_configured
+from fedimb.cli.run_folder import _echo
 from fedimb.core.errors import ConfigError, FedimbError
 
 #: seconds a deployment's SuperLink gets to accept a connection
 SUPERLINK_PROBE = 10.0
 
-#: seconds a deployment's SuperNodes that are still starting get to connect
-SUPERNODE_GRACE = 30.0
+#: seconds between two counts of a deployment's SuperNodes while the preflight waits
+NODE_POLL = 1.0
+
+#: seconds between two progress lines while the count of connected SuperNodes stays the same
+WAIT_LINE_EVERY = 10.0
 
 #: the partitioner setting that spreads samples over more clients, per partitioner
 _SPREAD_HINT = {
@@ -145,29 +150,57 @@ def check_superlink_reachable(cfg: DictConfig, timeout: float = SUPERLINK_PROBE)
                       f"start one or set runtime.address=HOST:PORT")
 
 
-def check_supernodes(cfg: DictConfig, grace: float = SUPERNODE_GRACE) -> None:
-    """A deployment federation has at least ``num_clients`` connected SuperNodes; nodes
-    that are still starting get up to ``grace`` seconds (at most ``runtime.connect_timeout``).
-    A SuperLink that does not answer is left to ``flwr run``, which names that failure."""
+def check_supernodes(cfg: DictConfig, *, poll: float = NODE_POLL, echo: Callable[[str], None] = _echo) -> None:
+    """A deployment federation has at least ``num_clients`` connected SuperNodes. Nodes
+    that are still starting (an emulated or slow edge device, a loaded SuperLink that
+    lists nodes offline for a while) get up to ``runtime.wait_for_nodes`` seconds, with
+    a progress line so that the wait is not mistaken for a hang. A SuperLink that does
+    not answer is left to ``flwr run``, which names that failure."""
     runtime = cfg.runtime
     wanted = int(cfg.num_clients)
-    deadline = time.monotonic() + min(grace, float(runtime.connect_timeout or grace))
+    patience = float(runtime.get("wait_for_nodes", 120))  # 120: a run folder from before the setting (resume)
+    progress = _NodeWaitProgress(wanted, str(runtime.address), patience, echo)
+    started = time.monotonic()
     with flwr_home(str(runtime.address), insecure=bool(runtime.insecure),
                    root_certificates=runtime.get("root_certificates")) as (home, connection):
         while True:
             nodes = list_supernodes(connection, home)
             if nodes is None:
                 return
-            online = online_count(nodes)
-            if online >= wanted or time.monotonic() > deadline:
+            online, waited = online_count(nodes), time.monotonic() - started
+            if online >= wanted:
+                progress.connected(waited)
+                return
+            if waited >= patience:
                 break
-            time.sleep(1.0)
-    if online < wanted:
-        raise ConfigError(
-            f"num_clients={wanted}, but the federation at {runtime.address} has {online} connected "
-            f"SuperNode(s) ({len(nodes)} known to it): start {wanted - online} more or set "
-            f"num_clients={online}"
-        )
+            progress.waiting(online, waited)
+            time.sleep(min(poll, patience - waited))
+    raise ConfigError(
+        f"num_clients={wanted}, but the federation at {runtime.address} has {online} connected "
+        f"SuperNode(s) ({len(nodes)} known to it) after {patience:g}s: start {wanted - online} more, "
+        f"set num_clients={online}, or wait longer with runtime.wait_for_nodes=SECONDS"
+    )
+
+
+class _NodeWaitProgress:
+    """The preflight's lines while it waits for SuperNodes: one when the count of
+    connected nodes changes, otherwise one every :data:`WAIT_LINE_EVERY` seconds (not
+    one per poll), and one when the last node has connected."""
+
+    def __init__(self, wanted: int, address: str, patience: float, echo: Callable[[str], None]):
+        self.wanted, self.address, self.patience, self.echo = wanted, address, patience, echo
+        self.shown: tuple[int, float] | None = None  # (online count, seconds waited) of the last line
+
+    def waiting(self, online: int, waited: float) -> None:
+        if self.shown is not None and online == self.shown[0] and waited - self.shown[1] < WAIT_LINE_EVERY:
+            return
+        self.shown = (online, waited)
+        self.echo(f"[fedimb] waiting for {self.wanted - online} of {self.wanted} SuperNodes to connect to "
+                  f"{self.address} ({waited:.0f}s of {self.patience:g}s) ...")
+
+    def connected(self, waited: float) -> None:
+        if self.shown is not None:
+            self.echo(f"[fedimb] {self.wanted} SuperNodes connected to {self.address} after {waited:.0f}s")
 
 
 def build_strategy(cfg: DictConfig):

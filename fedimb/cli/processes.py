@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import httpx
 import psutil
@@ -287,42 +287,3 @@ def list_supernodes(connection: str, home: Path, timeout: float = 60.0) -> list[
 def online_count(nodes: list[dict]) -> int:
     """How many of ``nodes`` (:func:`list_supernodes`) are connected now."""
     return sum(node.get("status") == "online" for node in nodes)
-
-
-def flwr_run(
-    app_dir: Path,
-    connection: str,
-    home: Path,
-    *,
-    run_config: Mapping[str, object],
-    federation_config: Mapping[str, object] | None = None,
-    on_line: Callable[[str], None],
-    timeout: float | None = None,
-) -> int:
-    """``flwr run <app> <connection> --stream``; every output line goes to ``on_line``.
-
-    Returns flwr's exit code; raises :class:`FederationError` after ``timeout`` seconds.
-    """
-    args = [executable("flwr"), "run", str(app_dir), connection, "--stream"]
-    for key, value in run_config.items():
-        args += ["--run-config", f"{key}={_toml_value(value)}"]
-    if federation_config:
-        args += ["--federation-config", " ".join(f"{k}={_toml_value(v)}" for k, v in federation_config.items())]
-    proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=flower_env(home),
-        text=True, errors="replace", start_new_session=True, bufsize=1,
-    )
-    deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            on_line(line.rstrip("\n"))
-            if deadline is not None and time.monotonic() > deadline:
-                raise FederationError(f"the run exceeded {timeout:.0f}s and was stopped")
-        return proc.wait()
-    finally:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)

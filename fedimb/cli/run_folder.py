@@ -196,6 +196,7 @@ class RunRecorder:
         self.end: dict[str, Any] | None = None
         self.errors: list[str] = []
         self.lost: dict[str, Any] = {}  # the clients the run went on without (a ``clients_lost`` warning)
+        self.flower_status: Any = None  # the SuperLink's status of a run that ended without its final event
         self._recent: list[str] = []
         events = run_dir / "events.jsonl"
         if resume and events.exists():  # the interrupted attempt's rounds, until the server says where it resumes
@@ -209,10 +210,13 @@ class RunRecorder:
         self._t0 = time.perf_counter()
 
     def _replay(self, event: dict[str, Any]) -> None:
-        if event.get("event") == "start":
+        if event.get("event") == "start":  # a new attempt: not ended (yet)
             self.start = {k: v for k, v in event.items() if k != "event"}
+            self.end = None
         elif event.get("event") == "round":
             self.rounds.append({k: v for k, v in event.items() if k != "event"})
+        elif event.get("event") == "end":  # an attached front end finds the run ended
+            self.end = {k: v for k, v in event.items() if k != "event"}
 
     def announce(self) -> None:
         """Say what the front end starts, before a wait for the run's first event (a
@@ -321,15 +325,16 @@ class RunRecorder:
         """Why the run did not complete, or None if it did."""
         if self.end is not None:
             return f"no client trained in any round: {self.untrained_cause()}" if self.trained_nothing() else None
+        flower = f"; Flower: run {self.flower_status}" if self.flower_status is not None else ""
         if self.errors:
-            return self.errors[-1]
+            return self.errors[-1] + flower
         boxed = boxed_message(self._recent)
         if boxed:
-            return boxed
+            return boxed + flower
         for line in reversed(self._recent):
             if "Error" in line or "error" in line or "Exception" in line:
-                return line.strip()[-300:]
-        return "the run ended without its final event"
+                return line.strip()[-300:] + flower
+        return f"the run ended without its final event{flower}"
 
     def close(self) -> None:
         for handle in (self._log, self._events):

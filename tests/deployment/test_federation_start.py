@@ -3,6 +3,8 @@ start (a loaded machine): its nodes here start only seconds after their process 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from fedimb.cli import processes
@@ -45,3 +47,19 @@ def test_a_node_that_never_connects_is_named(tmp_path, no_leaked_processes):
     with pytest.raises(FederationError, match=r"0 of 1 SuperNodes connected to the SuperLink within 20s; see .*node0\.log"):
         federation.start()
     assert all(not node.alive() for node in federation.nodes) and not federation.superlink.alive()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an image's node gets its key as the image's user (chown)")
+def test_an_edge_image_node_is_waited_for_like_a_native_one(tmp_path, no_leaked_processes):
+    """EdgeFederation inherits LocalFederation's wait: a node from the image that exits
+    before it connects is named with its log, as a native node is."""
+    from edge.federation import ContainerSpec, EdgeFederation
+
+    def failing_engine(*args: str) -> list[str]:  # every engine command fails, as without an image
+        return ["sh", "-c", "echo cannot run the image; exit 1"]
+
+    federation = EdgeFederation(tmp_path / "fed", 1, secure=True,
+                                images={0: ContainerSpec(failing_engine, "fedimb-edge:arm64", "arm64")})
+    with pytest.raises(FederationError, match=r"a SuperNode exited \(cannot run the image\); see .*node0\.log"):
+        federation.start()
+    assert not federation.superlink.alive()

@@ -103,10 +103,75 @@ def test_more_clients_than_supernodes_is_refused(tmp_path):
     from fedimb.cli.local_federation import LocalFederation
 
     with LocalFederation(tmp_path / "fed", 2) as federation:
-        cfg = compose([*DIGITS, *federation.runtime_overrides(), "num_clients=3"])
-        with pytest.raises(ConfigError, match=r"num_clients=3, but the federation at .* has 2 connected SuperNode"):
-            preflight.check_supernodes(cfg, grace=5)
-        preflight.check_supernodes(compose([*DIGITS, *federation.runtime_overrides(), "num_clients=2"]), grace=20)
+        lines: list[str] = []
+        cfg = compose([*DIGITS, *federation.runtime_overrides(), "num_clients=3", "runtime.wait_for_nodes=5"])
+        with pytest.raises(ConfigError, match=r"num_clients=3, but the federation at .* has 2 connected SuperNode.*"
+                                              r"wait longer with runtime.wait_for_nodes=SECONDS"):
+            preflight.check_supernodes(cfg, echo=lines.append)
+        (line,) = lines  # the count stays the same for less than 10 s: one line, not one per poll
+        assert line.startswith(f"[fedimb] waiting for 1 of 3 SuperNodes to connect to {federation.address} (")
+        assert line.endswith("s of 5s) ..."), line
+        lines.clear()
+        preflight.check_supernodes(compose([*DIGITS, *federation.runtime_overrides(), "num_clients=2"]),
+                                   echo=lines.append)
+        assert lines == []  # all there: nothing to wait for, nothing said
+
+
+class FakeFederation:
+    """``list_supernodes`` and a clock for :func:`preflight.check_supernodes`: the number
+    of online nodes at each count, in seconds that pass only when the check sleeps."""
+
+    def __init__(self, online_per_poll: list[int], known: int):
+        self.online_per_poll, self.known, self.now, self.polls = online_per_poll, known, 0.0, 0
+
+    def list_supernodes(self, connection, home):
+        online = self.online_per_poll[min(self.polls, len(self.online_per_poll) - 1)]
+        self.polls += 1
+        return [{"status": "online" if i < online else "offline"} for i in range(self.known)]
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def waiting_check(monkeypatch, fake: FakeFederation, *overrides: str) -> list[str]:
+    """Run the SuperNode check (num_clients=3) against ``fake``; the lines it printed."""
+    monkeypatch.setattr(preflight, "list_supernodes", fake.list_supernodes)
+    monkeypatch.setattr(preflight, "time", fake)
+    lines: list[str] = []
+    preflight.check_supernodes(compose([*DIGITS, "runtime=deployment", "num_clients=3", *overrides]),
+                               echo=lines.append)
+    return lines
+
+
+def test_nodes_that_connect_during_the_wait_are_waited_for_with_a_line_per_change_or_ten_seconds(monkeypatch):
+    fake = FakeFederation([1] * 12 + [2] * 14 + [3], known=3)  # one node connects after 12 s, the last after 26 s
+    lines = waiting_check(monkeypatch, fake)
+    assert fake.polls == 27
+    assert lines == [
+        "[fedimb] waiting for 2 of 3 SuperNodes to connect to 127.0.0.1:8000 (0s of 120s) ...",
+        "[fedimb] waiting for 2 of 3 SuperNodes to connect to 127.0.0.1:8000 (10s of 120s) ...",
+        "[fedimb] waiting for 1 of 3 SuperNodes to connect to 127.0.0.1:8000 (12s of 120s) ...",
+        "[fedimb] waiting for 1 of 3 SuperNodes to connect to 127.0.0.1:8000 (22s of 120s) ...",
+        "[fedimb] 3 SuperNodes connected to 127.0.0.1:8000 after 26s",
+    ]
+
+
+def test_the_wait_ends_after_wait_for_nodes_seconds_and_names_the_setting(monkeypatch):
+    fake = FakeFederation([2], known=3)
+    with pytest.raises(ConfigError, match=r"has 2 connected SuperNode\(s\) \(3 known to it\) after 30s: start 1 more, "
+                                          r"set num_clients=2, or wait longer with runtime.wait_for_nodes=SECONDS$"):
+        waiting_check(monkeypatch, fake, "runtime.wait_for_nodes=30")
+    assert fake.now == 30 and fake.polls == 31
+
+
+def test_wait_for_nodes_zero_checks_once(monkeypatch):
+    fake = FakeFederation([2, 3], known=3)  # the last node would connect a second later
+    with pytest.raises(ConfigError, match="has 2 connected SuperNode"):
+        waiting_check(monkeypatch, fake, "runtime.wait_for_nodes=0")
+    assert fake.polls == 1 and fake.now == 0
 
 
 def test_diagnose_warns_of_clients_without_samples():

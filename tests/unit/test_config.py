@@ -60,6 +60,8 @@ def test_explicit_model_overrides_auto():
         (["sampling=by_loss"], "sampling must be uniform or by_size"),
         (["runtime.num_cpus_per_client=0"], "runtime.num_cpus_per_client"),
         (["runtime.ray_address=somewhere"], "runtime.ray_address"),
+        (["runtime=deployment", "runtime.wait_for_nodes=-1"], "runtime.wait_for_nodes must be a number of seconds >= 0"),
+        (["runtime=deployment", "runtime.wait_for_nodes=soon"], "runtime.wait_for_nodes must be a number of seconds >= 0"),
         (["seed=-1"], "seed"),
         (["train.optimizer=nosuch"], "train.optimizer"),
         (["nosuchkey=1"], "unknown key 'nosuchkey'"),
@@ -71,6 +73,11 @@ def test_bad_inputs_one_line_error(overrides, key):
     msg = str(info.value)
     assert "\n" not in msg
     assert key in msg
+
+
+def test_deployment_waits_for_nodes_by_default_and_zero_checks_once():
+    assert config.compose(["runtime=deployment"]).runtime.wait_for_nodes == 120
+    assert config.compose(["runtime=deployment", "runtime.wait_for_nodes=0"]).runtime.wait_for_nodes == 0
 
 
 def compose_error(overrides: list[str]) -> str:

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from fedimb.app import client_app, transport
 from fedimb.app.build import experiment_data, resolve_device
 from fedimb.app.config import compose
+from fedimb.cli.run_follower import FlwrCli
 from fedimb.cli import launch, preflight, processes
 from fedimb.core.errors import ConfigError
 
@@ -62,24 +63,7 @@ def flower_client_resources(federation: dict) -> dict:
     from flwr.simulation.app import _run_simulation_settings
     from flwr.supercore.utils import simulation_config_from_json
 
-    captured = {}
-
-    class FakeFlwr:
-        def __init__(self, args, **kwargs):
-            captured["args"] = args
-            self.stdout, self.pid = iter(()), 0
-
-        def wait(self):
-            return 0
-
-        def poll(self):
-            return 0
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(processes.subprocess, "Popen", FakeFlwr)
-        processes.flwr_run(Path("app"), "local", Path("home"), run_config={},
-                           federation_config=federation, on_line=lambda line: None)
-    args = captured["args"]
+    args = FlwrCli("local", Path("home")).run_args(Path("app"), {}, federation)
     line = args[args.index("--federation-config") + 1]
     parsed = {k.replace("-", "_"): v for k, v in parse_config_args([line]).items()}  # as `flwr run` does
     sent = SimulationConfig.FromString(simulation_config_from_json(parsed).SerializeToString())

@@ -1,0 +1,375 @@
+"""Follow a run on a SuperLink to its end, through as many log streams as it takes.
+
+``flwr run --stream`` ends when its connection does: a slow round, a loaded or distant
+SuperLink, a dropped connection or a killed ``flwr`` process end the stream while the
+ServerApp goes on. The follower then asks the SuperLink for the run's status
+(``flwr list --run-id``) and, while the run is not finished, re-attaches to its log
+(``flwr log <run-id> --stream``). Flower replays a run's log from its start, so the
+follower skips the lines it has delivered already: every event reaches the run folder
+once. It gives up only after ``patience`` seconds without a new line in which the
+SuperLink did not answer or every stream ended at once; a run that finished without its
+final event is reported with Flower's status and sub-status (``finished:failed``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from fedimb.cli.processes import FederationError, _toml_value, executable, flower_env
+from fedimb.core.events import parse_event
+
+Notice = Callable[[str], None]
+
+#: the line of ``flwr run`` (on its stdout) after which its stdout is the run's log
+_STARTED = re.compile(r"Successfully started run (\d+)")
+
+#: the line both ``flwr run`` and ``flwr log`` print first on stdout, before the run's log
+_CONNECTION = re.compile(r"^Using SuperLink: ")
+
+#: seconds a silent stream waits between status checks, and a stream-less follower between tries
+STATUS_EVERY = 30.0
+
+
+class RunLost(FederationError):
+    """The follower lost the run: no new line for ``patience`` seconds and no stream or
+    answer from the SuperLink."""
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """A run's status as ``flwr list`` gives it: ``pending``, ``starting``, ``running``
+    or ``finished:<sub-status>`` (``completed``, ``failed``, ``stopped``), with details."""
+
+    status: str
+    details: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.status.startswith("finished")
+
+    def __str__(self) -> str:
+        return f"{self.status} ({self.details})" if self.details else self.status
+
+
+@dataclass
+class FlwrCli:
+    """The ``flwr`` commands that start, watch and stop one run on one SuperLink
+    connection (in the private ``FLWR_HOME`` ``home``)."""
+
+    connection: str
+    home: Path
+    timeout: float = 60.0  # seconds one query may take
+
+    def _call(self, *args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run([executable("flwr"), *args, self.connection], capture_output=True, text=True,
+                                  env=flower_env(self.home), timeout=self.timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    def run_args(self, app_dir: Path, run_config: Mapping[str, object],
+                 federation_config: Mapping[str, object] | None = None) -> list[str]:
+        """``flwr run <app> <connection> --stream`` with the run's config."""
+        args = [executable("flwr"), "run", str(app_dir), self.connection, "--stream"]
+        for key, value in run_config.items():
+            args += ["--run-config", f"{key}={_toml_value(value)}"]
+        if federation_config:
+            args += ["--federation-config", " ".join(f"{k}={_toml_value(v)}" for k, v in federation_config.items())]
+        return args
+
+    def log_args(self, run_id: int) -> list[str]:
+        return [executable("flwr"), "log", str(run_id), self.connection, "--stream"]
+
+    def status(self, run_id: int) -> RunStatus | None:
+        """The run's status; None when the SuperLink does not answer or does not know the run."""
+        done = self._call("list", "--run-id", str(run_id), "--format", "json")
+        try:
+            runs = json.loads(done.stdout).get("runs") if done is not None else None
+            run = runs[0]
+            return RunStatus(str(run["status"]), str(run.get("status-details") or ""))
+        except (ValueError, AttributeError, TypeError, IndexError, KeyError):
+            return None
+
+    def stop(self, run_id: int) -> bool:
+        """``flwr stop``: the SuperLink stops the run's ServerApp; whether it accepted."""
+        done = self._call("stop", str(run_id))
+        return done is not None and done.returncode == 0
+
+
+@dataclass
+class LogCursor:
+    """Which lines of a run's log were delivered, so that a re-attached stream, which
+    Flower replays from the start, delivers only new ones.
+
+    ``lines_seen`` counts the log lines delivered in this process; ``events_known`` the
+    events of this run the run folder held before (``fedimb attach``): a replayed line is
+    new when it lies past both.
+    """
+
+    deliver: Callable[[str], None]
+    lines_seen: int = 0
+    events_known: int = 0
+    run_id: int | None = None
+    last_new: float = field(default_factory=time.monotonic)  # when the last new line arrived
+    _index: int = 0
+    _events: int = 0
+
+    def reattach(self) -> None:
+        self._index = self._events = 0
+
+    def offer(self, line: str) -> bool:
+        """One line of the run's log (a stream's stdout); whether it was new."""
+        self._index += 1
+        is_event = parse_event(line) is not None
+        self._events += is_event
+        past_events = self._events > self.events_known or (not is_event and self._events >= self.events_known)
+        if self._index <= self.lines_seen or not past_events:
+            return False
+        self.lines_seen = self._index
+        self.last_new = time.monotonic()
+        self.deliver(line)
+        return True
+
+
+@dataclass
+class _Stream:
+    """One ``flwr`` process whose stdout and stderr lines arrive on one queue."""
+
+    args: Sequence[str]
+    home: Path
+    lines: queue.Queue = field(default_factory=queue.Queue)
+
+    def __post_init__(self) -> None:
+        self.proc = subprocess.Popen(
+            list(self.args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=flower_env(self.home),
+            text=True, errors="replace", start_new_session=True, bufsize=1,
+        )
+        self._open = 2
+        for name, pipe in (("out", self.proc.stdout), ("err", self.proc.stderr)):
+            threading.Thread(target=self._read, args=(name, pipe), daemon=True).start()
+
+    def _read(self, name: str, pipe) -> None:
+        for line in pipe:
+            self.lines.put((name, line))
+        self.lines.put((name, None))
+
+    def next(self, timeout: float) -> tuple[str, str | None] | None:
+        """(``out`` or ``err``, line) — a line without its newline when the process
+        ended mid-line, None as the line when that pipe ended; None after ``timeout``."""
+        try:
+            item = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if item[1] is None:
+            self._open -= 1
+        return item
+
+    @property
+    def ended(self) -> bool:
+        return self._open == 0
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+@dataclass
+class RunFollower:
+    """Delivers every line of one run's log once, from ``flwr run`` (:meth:`start`) or
+    from a run started before (:meth:`attach`), until ``complete()`` says the run's
+    final event arrived or the SuperLink says the run finished.
+
+    ``on_line`` gets every line (the CLI's own messages too, for the run folder's log);
+    ``notice`` the follower's progress lines (waiting, re-attaching and why).
+    """
+
+    cli: FlwrCli
+    on_line: Callable[[str], None]
+    complete: Callable[[], bool]
+    notice: Notice
+    on_started: Callable[[int], None] | None = None  # gets the run's id as soon as Flower names it
+    link_gone: Callable[[], str | None] = lambda: None  # why a SuperLink of the front end's own is gone, if it is
+    patience: float = 600.0  # seconds without a new line and without the run's stream
+    status_every: float = STATUS_EVERY
+    cursor: LogCursor = field(init=False)
+    final_status: RunStatus | None = None  # the run's status where it ended without its final event
+    _stream: _Stream | None = None
+    _said: dict[str, float] = field(default_factory=dict)  # when each kind of notice was last given
+
+    def __post_init__(self) -> None:
+        self.cursor = LogCursor(self.on_line)
+
+    @property
+    def run_id(self) -> int | None:
+        return self.cursor.run_id
+
+    # ---------------------------------------------------------------- entry points
+    def start(self, run_args: Sequence[str]) -> int:
+        """Start the run with ``flwr run ... --stream`` and follow it; flwr's exit code
+        (0 where a re-attached stream delivered the rest)."""
+        try:
+            code = self._pump(run_args, started=False)
+            if self.complete() or self.run_id is None:  # done, or never started: flwr printed why
+                return code
+            return self._follow(code)
+        finally:
+            self.close()
+
+    def attach(self, run_id: int, events_known: int = 0) -> int:
+        """Follow the run ``run_id`` that an earlier front end started, skipping the
+        first ``events_known`` events of its log (those its run folder holds)."""
+        self.cursor.run_id = run_id
+        self.cursor.events_known = events_known
+        try:
+            return self._follow(None)
+        finally:
+            self.close()
+
+    def stop_run(self) -> str:
+        """Stop the followed run on the SuperLink (``flwr stop``) unless it finished or
+        never started; the line that says what became of it."""
+        self.close()
+        if self.run_id is None or self.complete():
+            return ""
+        status = self.cli.status(self.run_id)
+        if status is not None and status.finished:
+            return f"run {self.run_id} is {status.status}"
+        if self.cli.stop(self.run_id):
+            return f"stopped run {self.run_id} (flwr stop)"
+        return f"could not stop run {self.run_id}: the SuperLink does not answer; stop it with flwr stop {self.run_id}"
+
+    # ---------------------------------------------------------------- internals
+    def _follow(self, code: int | None) -> int:
+        """Re-attach while the run is not finished; after it finished, one last stream
+        delivers what the broken one missed."""
+        assert self.run_id is not None
+        self.cursor.last_new = time.monotonic()  # patience counts from the stream's end
+        seen_finished = False
+        while not self.complete():
+            status = self.cli.status(self.run_id)
+            gone = self.link_gone() if status is None else None
+            if gone:
+                raise RunLost(f"lost run {self.run_id}: {gone}")
+            if status is None:
+                self._give_up_after("the SuperLink does not answer about it")
+                time.sleep(min(self.status_every, 5.0))
+                continue
+            if seen_finished:  # the stream after the finish delivered the whole log
+                self.final_status = status
+                break
+            seen_finished = status.finished
+            if seen_finished:
+                self._say("finished", f"run {self.run_id} is {status}; reading the rest of its log")
+            else:
+                self._say("reattach", f"the log stream of run {self.run_id} ended while the run is {status.status}; "
+                                      f"re-attaching (flwr log {self.run_id} --stream)")
+            before = self.cursor.lines_seen
+            code = self._pump(self.cli.log_args(self.run_id), started=True)
+            if self.cursor.lines_seen == before and not self.complete() and not seen_finished:
+                self._give_up_after("its streams end without a new line")
+                time.sleep(min(self.status_every, 5.0))
+        return 0 if self.complete() else (code or 0)
+
+    def _give_up_after(self, why: str) -> None:
+        waited = time.monotonic() - self.cursor.last_new
+        if waited > self.patience:
+            raise RunLost(f"lost run {self.run_id}: no new log line for {waited:.0f}s and {why} "
+                          f"(runtime.reattach_seconds={self.patience:g})")
+        self._say(why, f"waiting for run {self.run_id}: {why} ({waited:.0f}s of {self.patience:g}s without a new line)")
+
+    def _say(self, kind: str, text: str) -> None:
+        """A progress line; one of each kind at most every ``status_every`` seconds."""
+        now = time.monotonic()
+        if now - self._said.get(kind, -self.status_every) < self.status_every:
+            return
+        self._said[kind] = now
+        self.notice(f"[fedimb] {text}")
+
+    def _pump(self, args: Sequence[str], *, started: bool) -> int:
+        """Run one ``flwr`` stream to its end, delivering its lines; its exit code. A
+        stream silent for ``status_every`` seconds is checked: one whose run finished a
+        check ago, or whose SuperLink has not answered for ``patience``, is ended."""
+        self._stream = stream = _Stream(args, self.cli.home)
+        self.cursor.reattach()
+        in_log = False
+        partial: str | None = None
+        quiet_since = unanswered_since = time.monotonic()
+        finished_seen = False
+        while not stream.ended:
+            item = stream.next(timeout=min(1.0, self.status_every))
+            now = time.monotonic()
+            if item is None:
+                if now - quiet_since < self.status_every or self.run_id is None:
+                    continue
+                quiet_since = now
+                status = self.cli.status(self.run_id)
+                if status is not None:
+                    unanswered_since = now
+                if (status is not None and status.finished and finished_seen) or \
+                        now - unanswered_since > self.patience or (status is None and self.link_gone()):
+                    break
+                finished_seen = status is not None and status.finished
+                continue
+            source, line = item
+            if line is None:
+                continue
+            quiet_since = now
+            text = line.rstrip("\n")
+            if source == "out" and not in_log and started and not _CONNECTION.match(text):
+                in_log = True  # ``flwr log``: its log begins after the connection line
+            if source == "err" or not in_log:
+                self.on_line(text)
+                match = _STARTED.search(text) if source == "out" else None
+                if match:
+                    self.cursor.run_id = int(match.group(1))
+                    in_log = True
+                    if self.on_started is not None:
+                        self.on_started(self.cursor.run_id)
+                continue
+            if not line.endswith("\n"):  # cut mid-line: kept only if the stream ends well
+                partial = text
+                continue
+            self.cursor.offer(text)
+        stream.stop()
+        code = stream.proc.wait()
+        if partial is not None and code == 0:
+            self.cursor.offer(partial)
+        self._stream = None
+        return code
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.stop()
+            self._stream = None
+
+
+def flwr_run(app_dir: Path, connection: str, home: Path, *, run_config: Mapping[str, object],
+             federation_config: Mapping[str, object] | None = None,
+             on_line: Callable[[str], None]) -> int:
+    """``flwr run <app> <connection> --stream`` with every output line to ``on_line``,
+    for an app without fedimb's events (benchmarks of Flower itself): its exit code."""
+    cli = FlwrCli(connection, home)
+    follower = RunFollower(cli, on_line, complete=lambda: True, notice=on_line)
+    return follower.start(cli.run_args(app_dir, run_config, federation_config))
