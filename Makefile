@@ -25,7 +25,7 @@ test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow and not deployment_all and not fault_matrix and not edge" $(PYTEST_ARGS)
 
 # every method against real SuperLink + SuperNode processes (~45 min on 2 cores)
 test-deployment: install
