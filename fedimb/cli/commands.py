@@ -98,28 +98,33 @@ def local_federation_main(argv: list[str]) -> int:
             return run.wait()
 
 
+def run_folder_and_overrides(argv: list[str], main: Callable[[list[str]], int], epilog: str,
+                             may_change: tuple[str, ...]) -> tuple[Path, list[str]]:
+    """The run folder and the overrides after it of ``fedimb resume|attach``; only
+    settings that start with ``may_change`` may change."""
+    parser = argparse.ArgumentParser(prog=f"fedimb {main.__name__.removesuffix('_main')}",
+                                     description=main.__doc__, epilog=epilog)
+    parser.add_argument("run_dir", type=Path)
+    args, overrides = parser.parse_known_args(argv)
+    if not (args.run_dir / "config.yaml").is_file():
+        parser.error(f"{args.run_dir} is not a run folder (no config.yaml)")
+    if any(not o.startswith(may_change) for o in overrides):
+        parser.error(f"only {' and '.join(p + '*' for p in may_change)} settings may change here")
+    return args.run_dir, overrides
+
+
 def resume_main(argv: list[str]) -> int:
     """Continue an interrupted run in its own folder from the ServerApp's last checkpoint."""
     from omegaconf import OmegaConf
 
     from fedimb.cli.launch import run_experiment
 
-    parser = argparse.ArgumentParser(
-        prog="fedimb resume", description=resume_main.__doc__,
-        epilog="Overrides after the folder may change where it runs (runtime.*), e.g. a new SuperLink address, "
-               "and switch off an injected fault (fault.*).",
-    )
-    parser.add_argument("run_dir", type=Path)
-    args, overrides = parser.parse_known_args(argv)
-    config_file = args.run_dir / "config.yaml"
-    if not config_file.is_file():
-        parser.error(f"{args.run_dir} is not a run folder (no config.yaml)")
-    cfg = OmegaConf.load(config_file)
-    if any(not o.startswith(("runtime.", "fault.")) for o in overrides):
-        parser.error("only runtime.* and fault.* settings may change when resuming")
-    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(overrides))
+    run_dir, overrides = run_folder_and_overrides(
+        argv, resume_main, "Overrides after the folder may change where it runs (runtime.*), e.g. a new SuperLink "
+                           "address, and switch off an injected fault (fault.*).", ("runtime.", "fault."))
+    cfg = OmegaConf.merge(OmegaConf.load(run_dir / "config.yaml"), OmegaConf.from_dotlist(overrides))
     cfg.resume = True
-    print(run_experiment(cfg, args.run_dir), flush=True)
+    print(run_experiment(cfg, run_dir), flush=True)
     return 0
 
 
@@ -128,18 +133,10 @@ def attach_main(argv: list[str]) -> int:
     interrupted or lost front end) to its end, and fill in its run folder."""
     from fedimb.cli.launch import attach_experiment
 
-    parser = argparse.ArgumentParser(
-        prog="fedimb attach", description=attach_main.__doc__,
-        epilog="Overrides after the folder may change how the SuperLink is reached (runtime.*), e.g. "
-               "runtime.address=HOST:PORT.",
-    )
-    parser.add_argument("run_dir", type=Path)
-    args, overrides = parser.parse_known_args(argv)
-    if not (args.run_dir / "config.yaml").is_file():
-        parser.error(f"{args.run_dir} is not a run folder (no config.yaml)")
-    if any(not o.startswith("runtime.") for o in overrides):
-        parser.error("only runtime.* settings may change when attaching")
-    print(attach_experiment(args.run_dir, overrides), flush=True)
+    run_dir, overrides = run_folder_and_overrides(
+        argv, attach_main, "Overrides after the folder may change how the SuperLink is reached (runtime.*), e.g. "
+                           "runtime.address=HOST:PORT.", ("runtime.",))
+    print(attach_experiment(run_dir, overrides), flush=True)
     return 0
 
 

@@ -154,7 +154,7 @@ def superlink_arguments(host: str, port: int, simulation: bool, extra_args: Sequ
 def supernode_arguments(superlink: str, port: int, node_config: Mapping[str, object],
                         extra_args: Sequence[str]) -> list[str]:
     """``flower-supernode`` arguments (also the entry point of docker/Dockerfile.edge)."""
-    node = " ".join(f"{k}={_toml_value(v)}" for k, v in node_config.items())
+    node = " ".join(f"{k}={toml_value(v)}" for k, v in node_config.items())
     return [*extra_args, "--superlink", superlink, "--port", str(port), "--node-config", node]
 
 
@@ -229,7 +229,8 @@ class SuperNode(ManagedProcess):
         super().stop(grace)
 
 
-def _toml_value(value: object) -> str:
+def toml_value(value: object) -> str:
+    """``value`` as Flower's ``--run-config``/``--node-config`` parse it (TOML)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):

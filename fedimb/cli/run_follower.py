@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from fedimb.cli.processes import FederationError, _toml_value, executable, flower_env
+from fedimb.cli.processes import FederationError, toml_value, executable, flower_env
 from fedimb.core.events import parse_event
 
 Notice = Callable[[str], None]
@@ -83,9 +83,9 @@ class FlwrCli:
         """``flwr run <app> <connection> --stream`` with the run's config."""
         args = [executable("flwr"), "run", str(app_dir), self.connection, "--stream"]
         for key, value in run_config.items():
-            args += ["--run-config", f"{key}={_toml_value(value)}"]
+            args += ["--run-config", f"{key}={toml_value(value)}"]
         if federation_config:
-            args += ["--federation-config", " ".join(f"{k}={_toml_value(v)}" for k, v in federation_config.items())]
+            args += ["--federation-config", " ".join(f"{k}={toml_value(v)}" for k, v in federation_config.items())]
         return args
 
     def log_args(self, run_id: int) -> list[str]:
