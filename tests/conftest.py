@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,10 +35,14 @@ def marked_processes(marker: str) -> list[psutil.Process]:
 
 
 def start_fedimb(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    """``python -m fedimb <args>`` from the repository root, running in the background."""
+    """``python -m fedimb <args>`` from the repository root, running in the background.
+    Ctrl-C reaches it as in a terminal even where the tests themselves run as a
+    background job of a shell without job control, which ignores SIGINT (and its
+    children inherit that)."""
     return subprocess.Popen(
         [sys.executable, "-m", "fedimb", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env={**os.environ, **(env or {})},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
