@@ -284,7 +284,9 @@ def attach_experiment(run_dir: Path, overrides: list[str], echo: Echo = _echo) -
         raise ConfigError(f"{run_dir} names no Flower run ({SUPERLINK_RUN} is missing or unreadable): its run "
                           f"never started on a SuperLink; start it again or continue it with: fedimb resume "
                           f"{run_dir}") from None
-    if (run_dir / "summary.json").is_file() and json.loads((run_dir / "summary.json").read_text()).get("completed"):
+    from fedimb.cli.report import completed_config  # pandas and numpy: only when attaching
+
+    if completed_config(run_dir) is not None:
         raise ConfigError(f"{run_dir} is complete already (summary.json): nothing to attach to")
     known = events_of_last_attempt(run_dir)
     recorder = RunRecorder(run_dir, cfg, echo, resume=True)
