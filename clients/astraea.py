@@ -32,7 +32,7 @@ class AstraeaClient(BaseClient):
 
     def rebalanced(self, config) -> ClientData:
         """This client's data after the plan in ``config`` (its own data without one)."""
-        ratios = payload.unpack(config).get("zscore_ratios")
+        ratios = payload.unpack(config).get(protocol.ZSCORE_RATIOS)
         if ratios is None or np.all(ratios == 1.0):
             return self.data
         params = {k: float(config[k]) for k in AUGMENT_KEYS}

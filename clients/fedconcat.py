@@ -31,11 +31,11 @@ class FedConcatClient(BaseClient):
 
     def get_properties(self, config):
         props = super().get_properties(config)
-        epsilon = config.get("laplace_epsilon")
+        epsilon = config.get(protocol.LAPLACE_EPSILON)
         if epsilon is not None:
             seed = int(np.random.SeedSequence([int(config.get(protocol.SEED, 0)), self.data.partition_id]).generate_state(1)[0])
             noisy = noisy_distribution(self.data.label_counts, float(epsilon), np.random.default_rng(seed))
-            props.update(payload.pack({"label_distribution": noisy}))
+            props.update(payload.pack({protocol.LABEL_DISTRIBUTION: noisy}))
         return props
 
     def fit(self, parameters, config):
@@ -49,7 +49,7 @@ class FedConcatClient(BaseClient):
         distribution = inferred_distribution(
             self.model, tuple(self.data.x.shape[1:]), int(config["infer_samples"]), int(config.get(protocol.SEED, 0))
         )
-        return payload.pack({"inferred_distribution": distribution})
+        return payload.pack({protocol.INFERRED_DISTRIBUTION: distribution})
 
     # ----------------------------------------------------------- stage 3
     def extractor(self, config) -> list[list[np.ndarray]]:
@@ -57,7 +57,7 @@ class FedConcatClient(BaseClient):
         arrays = payload.unpack(config)
         encoders = encoders_from_arrays(arrays)
         if encoders:
-            self.save_state(EXTRACTOR_STATE, {k: v for k, v in arrays.items() if k.startswith("encoder.")})
+            self.save_state(EXTRACTOR_STATE, {k: v for k, v in arrays.items() if k.startswith(protocol.ENCODERS)})
             return encoders
         stored = self.load_state(EXTRACTOR_STATE)
         if stored is None:

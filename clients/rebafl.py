@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from clients.base import BaseClient
+from fedimb.core import protocol
 from fedimb.core.losses import relaxed_balanced_softmax_loss
 from fedimb.core.prototypes import (
     class_prototypes,
@@ -38,7 +39,7 @@ class ReBaFLClient(BaseClient):
         self.mu = float(config["mu"])
         self.lam = float(config["lam"])
         self.counts = torch.as_tensor(self.data.label_counts, dtype=torch.float32, device=self.device)
-        global_prototypes, _ = from_payload("prototypes", config)
+        global_prototypes, _ = from_payload(protocol.PROTOTYPES, config)
         local_prototypes, _ = self._local_prototypes()
         merged = {**global_prototypes, **local_prototypes}  # eq. 18
         table = torch.zeros(self.data.num_classes, self.model.feature_dim)
@@ -61,4 +62,4 @@ class ReBaFLClient(BaseClient):
 
     def after_training(self, config, result):
         prototypes, counts = self._local_prototypes()
-        return to_payload("prototypes", prototypes, counts)
+        return to_payload(protocol.PROTOTYPES, prototypes, counts)

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from clients.base import BaseClient
-from fedimb.core import payload
+from fedimb.core import payload, protocol
 from fedimb.core.aggregate import fednova_normaliser
 from fedimb.core.errors import one_of
 from fedimb.core.training import TrainConfig, batch_indices
@@ -80,7 +80,7 @@ class ScaffoldClient(BaseClient):
         self.momentum = hp.momentum if hp.optimizer == "sgd" else 0.0
         arrays = payload.unpack(config)
         params = self.controlled_parameters()
-        self.server_control = [torch.as_tensor(arrays[f"control.{j}"], device=self.device) for j in range(len(params))]
+        self.server_control = [torch.as_tensor(arrays[protocol.indexed(protocol.CONTROL, j)], device=self.device) for j in range(len(params))]
         stored = self.load_state(STATE)
         self.client_control = (
             [torch.as_tensor(stored[f"c{j}"], device=self.device) for j in range(len(params))]
@@ -159,6 +159,6 @@ class ScaffoldClient(BaseClient):
         new_control = self.new_control(result.steps)
         self.save_state(STATE, {f"c{j}": c.cpu().numpy() for j, c in enumerate(new_control)})
         return payload.pack({
-            f"control_delta.{j}": (new - old).cpu().numpy().astype(np.float32)
+            protocol.indexed(protocol.CONTROL_DELTA, j): (new - old).cpu().numpy().astype(np.float32)
             for j, (new, old) in enumerate(zip(new_control, self.client_control))
         })

@@ -9,12 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from fedimb.core import protocol
-from fedimb.core.aggregate import project_simplex, weighted_average
+from fedimb.core.aggregate import project_simplex
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
     PersonalEvaluation,
-    positive_metric,
 )
 
 
@@ -22,6 +21,7 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
     """Agnostic FL with mixture weights over clients."""
 
     checkpoint_attributes = ("mixture",)
+    robust_aggregation = "clip"  # the mixture weights are the method: mean only, with clipping
 
     def __init__(self, *, run, lambda_lr: float):
         super().__init__(run=run)
@@ -29,7 +29,7 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
         self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, protocol.INITIAL_LOSS)
+        return super().check_update(pid, arrays, res) or self.check_reported_loss(pid, res, protocol.INITIAL_LOSS)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         pids = [u.partition_id for u in updates]
@@ -37,9 +37,14 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
         if weights.sum() <= 0:
             weights = np.ones(len(pids))
         weights = self.aggregation_weights(updates, weights)
-        new = weighted_average([u.arrays for u in updates], weights)
+        new = self.average_models([u.arrays for u in updates], weights)
         gradient = np.zeros_like(self.mixture)
         gradient[pids] = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
-        self.mixture = project_simplex(self.mixture + self.lambda_lr * gradient)
+        ascent = self.mixture + self.lambda_lr * gradient
+        mixture = project_simplex(ascent) if np.all(np.isfinite(ascent)) else ascent
+        if np.all(np.isfinite(mixture)):  # λ weighs every later round: never adopt NaN/Inf
+            self.mixture = mixture
+        else:
+            self.round_log.note("mixture weights not finite after the ascent step: previous ones kept")
         self.round_log.extra.update(mixture_max=float(self.mixture.max()), mixture_min=float(self.mixture.min()))
         return new

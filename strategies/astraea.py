@@ -21,6 +21,14 @@ none of whose clients trained is left out). Mediators are virtual and live in th
 server process, so client↔server traffic is 2|w| per chain step; the paper's
 2|w|(⌈c/γ⌉ + c) per synchronization round is reported beside it.
 
+Untrusted histograms: every reported histogram is checked (non-negative integers, one per
+class, summing to the client's sample count); a client whose histogram is missing or
+invalid is left out of the plan and of the mediators (one note). The plan's ratios are
+clipped to ``max_ratio``: Algorithm 2 bounds an augmented class's size, not its ratio, so
+one client announcing a huge class would make every client copy its minority samples
+without bound; honest plans of our set-ups stay below 32 (EMNIST letters), far under
+the default 100.
+
 Ablations: ``augment: false`` skips the plan (rescheduling only); ``reschedule: false``
 gives every client its own mediator, i.e. FedAvg on rebalanced data (augmentation only).
 """
@@ -44,13 +52,15 @@ class AstraeaStrategy(BaseStrategy):
     """Z-score rebalancing and KLD-scheduled mediators with sequential chains."""
 
     round_unit = "synchronization round"  # num_rounds counts them
+    robust_aggregation = "none"  # it averages mediator models, each a chain of clients
 
+    payloads = protocol.ASTRAEA_PAYLOADS
     checkpoint_attributes = ("ratios", "counts", "fixed_mediators", "mediators", "mediator_of", "mediator_weights",
                              "mediator_trained", "mediator_latents", "sync_bytes")
 
     def __init__(
         self, *, run, augment: bool, reschedule: bool, tau_d: float, gamma: int, mediator_epochs: int,
-        schedule: str,
+        schedule: str, max_ratio: float,
     ):
         super().__init__(run=run)
         if float(tau_d) <= 0 or int(gamma) < 1 or int(mediator_epochs) < 1:
@@ -60,6 +70,9 @@ class AstraeaStrategy(BaseStrategy):
         self.augment, self.reschedule = bool(augment), bool(reschedule)
         self.tau_d, self.gamma, self.mediator_epochs = float(tau_d), int(gamma), int(mediator_epochs)
         self.schedule = schedule
+        self.max_ratio = float(max_ratio)
+        if not self.max_ratio >= 1:
+            raise ValueError(f"max_ratio must be >= 1, got {max_ratio}")
         cfg = run.cfg
         self.clients_per_sync = min(
             run.num_clients, max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * run.num_clients)))
@@ -93,30 +106,51 @@ class AstraeaStrategy(BaseStrategy):
         every = int(self.run.cfg.evaluation.every)
         return step == self.steps_per_sync - 1 and (sync % every == 0 or sync == int(self.run.cfg.num_rounds))
 
+    def training_size(self, pid: int) -> int:
+        """A client trains on its data after the plan: the size of the histogram it reported."""
+        counts = self.counts.get(pid)
+        return super().training_size(pid) if counts is None else int(np.asarray(counts).sum())
+
     # ------------------------------------------------------------ initialization
     def fit_config(self, server_round):
         config = super().fit_config(server_round)
         if self.ratios is not None:
-            config.update(payload.pack({"zscore_ratios": self.ratios}))
+            config.update(payload.pack({protocol.ZSCORE_RATIOS: self.ratios}))
         return config
 
     def initialize(self) -> None:
-        """§3.3 initialization: global counts -> z-score plan -> clients rebalance and report."""
+        """§3.3 initialization: global counts -> z-score plan -> clients rebalance and report.
+
+        Every histogram is checked first (:meth:`valid_answers`); a client whose histogram
+        is missing or invalid is left out of the plan and of the mediators."""
         pids = self.registry.partition_ids()
-        original = {p: self.registry.info(p).label_counts for p in pids}
-        global_counts = np.sum([c for c in original.values() if c is not None], axis=0)
+        original = self.valid_answers({p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts)
+                                       for p in pids}, protocol.LABEL_COUNTS, "the plan")
+        global_counts = np.sum(list(original.values()), axis=0) if original else np.zeros(self.run.num_classes)
         if self.augment:
-            augmented, downsampled, self.ratios = zscore_plan(global_counts, self.tau_d)
+            augmented, downsampled, ratios = zscore_plan(global_counts, self.tau_d)
         else:
-            augmented, downsampled, self.ratios = [], [], np.ones(self.run.num_classes)
-        answers = self.registry.query(pids, self.fit_config(0))
-        self.counts = {
-            p: payload.unpack(answers[p])[protocol.LABEL_COUNTS] if p in answers else original[p] for p in pids
-        }
+            augmented, downsampled, ratios = [], [], np.ones(self.run.num_classes)
+        self.ratios = self.clipped_ratios(ratios)
+        answers = self.registry.query(sorted(original), self.fit_config(0))
+        rebalanced = self.valid_answers({p: (answers[p].get(protocol.NUM_EXAMPLES), answers[p])
+                                         for p in answers if p in original}, protocol.LABEL_COUNTS, "the mediators")
+        self.counts = {p: rebalanced.get(p, original[p]) for p in original if p in rebalanced or p not in answers}
         self.round_log.extra.update(
             augment_classes=len(augmented), downsample_classes=len(downsampled),
             samples_before=int(global_counts.sum()), samples_after=int(sum(c.sum() for c in self.counts.values())),
         )
+
+    def clipped_ratios(self, ratios: np.ndarray) -> np.ndarray:
+        """The plan's ratios clipped to ``max_ratio``: one client's inflated histogram must
+        not make every client copy its minority samples without bound. Ratios that are
+        not finite (no plan can be trusted) become 1: no rebalancing."""
+        if not np.all(np.isfinite(ratios)):
+            self.round_log.note("z-score ratios not finite: no rebalancing")
+            return np.ones(self.run.num_classes)
+        if ratios.max(initial=0) > self.max_ratio:
+            self.round_log.note(f"z-score ratios up to {ratios.max():.3g} clipped to max_ratio {self.max_ratio:g}")
+        return np.minimum(ratios, self.max_ratio)
 
     # ----------------------------------------------------------------- mediators
     def sample_clients(self, server_round: int) -> list[int]:

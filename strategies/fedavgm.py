@@ -25,4 +25,6 @@ class FedAvgMStrategy(BaseStrategy):
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         average = super().aggregate(server_round, updates)
+        if average is None:  # too few updates for the aggregation rule: no server step
+            return None
         return self.optimizer.step(self.current_weights, average)

@@ -7,7 +7,10 @@ Stages within one run of ``num_rounds`` Flower rounds:
    ``laplace_epsilon`` the clients noise them first). FedConcat-ID (``inferred: true``)
    spends round 1 on local training from the common initialisation and clusters the
    distributions inferred from those models (eq. 3). A client without an inferred
-   distribution (dropped or failed in round 1) counts as uniform.
+   distribution (dropped or failed in round 1) counts as uniform. A reported distribution
+   or histogram that breaks its declaration (:data:`fedimb.core.protocol.FEDCONCAT_PAYLOADS`)
+   leaves its client out of the clustering (one note); it trains cluster 0's model, like
+   a client that joins later.
 2. **encoders** — one FedAvg model per cluster: each client trains its own cluster's
    model; clusters nobody trained in a round keep their model. Every cluster starts from
    the run's common initialisation.
@@ -26,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
-from fedimb.core import events, payload
+from fedimb.core import events, payload, protocol
 from fedimb.core.aggregate import weighted_average
 from fedimb.core.clustering import elbow_inertias, kmeans_clusters, label_distribution
 from fedimb.core.models import get_weights, num_parameters
@@ -42,6 +45,7 @@ class FedConcatStrategy(BaseStrategy):
     """Label-distribution clustering, per-cluster FedAvg, concatenated encoders."""
 
     local_evaluation = False  # until the last stage the clients hold their cluster's model, not the tested one
+    robust_aggregation = "none"  # per-cluster models, then a classifier: not one global average
 
     checkpoint_attributes = ("clusters", "cluster_weights", "inferred_distributions", "encoders", "classifier",
                              "has_extractor")
@@ -86,8 +90,7 @@ class FedConcatStrategy(BaseStrategy):
     def fit_config(self, server_round):
         return {**super().fit_config(server_round), "infer_samples": self.infer_samples}
 
-    def payload_names(self) -> set[str]:
-        return super().payload_names() | {"inferred_distribution"}
+    payloads = protocol.FEDCONCAT_PAYLOADS
 
     def sample_clients(self, server_round):
         if self.stage_of(server_round) == "encoders" and self.clusters is None:
@@ -99,13 +102,20 @@ class FedConcatStrategy(BaseStrategy):
         """FedConcat: cluster the reported (optionally noised) label distributions."""
         pids = self.registry.partition_ids()
         if self.laplace_epsilon is None:
-            distributions = {p: label_distribution(self.registry.info(p).label_counts) for p in pids}
+            reported = {p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts) for p in pids}
+            counts = self.valid_answers(reported, protocol.LABEL_COUNTS, "the clustering")
+            distributions = {p: label_distribution(c) for p, c in counts.items()}
         else:
-            answers = self.registry.query(pids, {**self.fit_config(0), "laplace_epsilon": self.laplace_epsilon})
-            distributions = {p: payload.unpack(a)["label_distribution"] for p, a in answers.items()}
+            answers = self.registry.query(pids, {**self.fit_config(0), protocol.LAPLACE_EPSILON: self.laplace_epsilon})
+            distributions = self.valid_answers({p: (a.get(protocol.NUM_EXAMPLES), a) for p, a in answers.items()},
+                                               protocol.LABEL_DISTRIBUTION, "the clustering")
         self.assign_clusters(distributions)
 
     def assign_clusters(self, distributions: dict[int, np.ndarray]) -> None:
+        if not distributions:  # nobody reported a usable one: a single cluster
+            self.round_log.note("no label distribution to cluster: one cluster")
+            distributions = {p: np.full(self.run.num_classes, 1.0 / self.run.num_classes)
+                             for p in self.registry.partition_ids()}
         pids = sorted(distributions)
         matrix = np.stack([distributions[p] for p in pids])
         labels = kmeans_clusters(matrix, self.num_clusters, self.run.seed)
@@ -148,7 +158,7 @@ class FedConcatStrategy(BaseStrategy):
         stage = self.stage_of(server_round)
         if stage == "cluster":
             for u in updates:
-                self.inferred_distributions[u.partition_id] = u.payload["inferred_distribution"]
+                self.inferred_distributions[u.partition_id] = u.payload[protocol.INFERRED_DISTRIBUTION]
             return None
         if stage == "encoders":
             for k in range(len(self.cluster_weights)):

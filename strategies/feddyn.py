@@ -17,6 +17,7 @@ class FedDynStrategy(BaseStrategy):
     """Dynamic regularisation with the server state h."""
 
     checkpoint_attributes = ("h",)
+    robust_aggregation = "none"  # its own step with the server state h
 
     def __init__(self, *, run):
         super().__init__(run=run)

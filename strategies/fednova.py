@@ -14,6 +14,8 @@ from strategies.base import BaseStrategy, ClientUpdate
 class FedNovaStrategy(BaseStrategy):
     """Normalised averaging."""
 
+    robust_aggregation = "none"  # its own normalised step, not an average of the models
+
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         rho = float(self.train_hparams["momentum"])
         normalisers = [fednova_normaliser(max(int(u.metrics.get(protocol.LOCAL_STEPS, 0)), 1), rho) for u in updates]

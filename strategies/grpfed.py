@@ -24,13 +24,12 @@ from __future__ import annotations
 import numpy as np
 
 from fedimb.core import protocol
-from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
+from fedimb.core.aggregate import adaptive_q, loss_power_weights
 from fedimb.core.errors import ConfigError, one_of
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
     PersonalEvaluation,
-    positive_metric,
 )
 
 
@@ -38,6 +37,7 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
     """Aggregation weights (L^g_m)^q with an adaptive q."""
 
     checkpoint_attributes = ("q", "sigma", "last_loss")
+    robust_aggregation = "clip"  # the loss powers are the method: mean only, with clipping
     setting_rules = {"lambda_over": one_of("participants", "all")}
 
     def __init__(self, *, run, q0: float, eta_q: float, lambda_over: str, q_min: float | None,
@@ -54,23 +54,26 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         self.last_loss: dict[int, float] = {}
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, self.loss_key)
+        return super().check_update(pid, arrays, res) or self.check_reported_loss(pid, res, self.loss_key)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         losses = np.array([float(u.metrics[self.loss_key]) for u in updates])
         sigma = float(losses.std())
-        if self.sigma is not None:
-            self.q = float(np.clip(adaptive_q(self.q, self.sigma, sigma, self.eta_q), *self.q_bounds))
-        self.sigma = sigma
+        q = self.q if self.sigma is None else float(np.clip(adaptive_q(self.q, self.sigma, sigma, self.eta_q),
+                                                             *self.q_bounds))
+        if np.isfinite(sigma) and np.isfinite(q):  # q weighs every later round: never adopt NaN/Inf
+            self.q, self.sigma = q, sigma
+        else:
+            self.round_log.note(f"loss spread not finite (sigma {sigma:g}, q {q:g}): q and sigma kept")
         self.round_log.extra.update(q=self.q, loss_std=sigma, loss_max=float(losses.max()))
         self.last_loss.update({u.partition_id: float(loss) for u, loss in zip(updates, losses)})
         if self.lambda_over == "participants":
             weights = self.aggregation_weights(updates, loss_power_weights(losses, self.q))
-            return weighted_average([u.arrays for u in updates], weights)
+            return self.average_models([u.arrays for u in updates], weights)
         known = sorted(self.last_loss)
         lam = dict(zip(known, loss_power_weights([self.last_loss[pid] for pid in known], self.q)))
         shares = np.array([lam[u.partition_id] for u in updates])
         weights = self.aggregation_weights(updates, shares)
         kept = max(0.0, 1.0 - float(shares.sum()))  # the non-participants' share: the current model
         self.round_log.extra["lambda_participants"] = float(shares.sum())
-        return weighted_average([*[u.arrays for u in updates], self.current_weights], [*weights, kept])
+        return self.average_models([*[u.arrays for u in updates], self.current_weights], [*weights, kept])

@@ -33,6 +33,7 @@ class LocalStrategy(PersonalEvaluation, BaseStrategy):
     """Clients train alone; nothing is aggregated."""
 
     ensemble_global_test = True
+    robust_aggregation = "none"  # nothing is aggregated
 
     def initialize_parameters(self, client_manager):
         self.current_weights = []
@@ -54,4 +55,6 @@ class PFedMeStrategy(PersonalEvaluation, BaseStrategy):
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         mean = super().aggregate(server_round, updates)
+        if mean is None:  # too few updates for the aggregation rule: no server step
+            return None
         return [((1 - self.beta) * w + self.beta * m).astype(w.dtype) for w, m in zip(self.current_weights, mean)]

@@ -20,13 +20,12 @@ already the paper's "uniform" baseline rather than the data-weighted one.
 from __future__ import annotations
 
 from fedimb.core import protocol
-from fedimb.core.aggregate import loss_power_weights, qffl_update, weighted_average
+from fedimb.core.aggregate import loss_power_weights, qffl_update
 from fedimb.core.errors import one_of
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
     PersonalEvaluation,
-    positive_metric,
 )
 
 
@@ -35,13 +34,19 @@ class QFFLStrategy(PersonalEvaluation, BaseStrategy):
 
     setting_rules = {"update": one_of("loss_power", "qfedavg")}
 
+    @staticmethod
+    def robust_aggregation(settings) -> str:
+        """The loss powers are the method, so only the weighted mean (with clipping); the
+        q-FedAvg step is no average of the client models."""
+        return "none" if settings.get("update") == "qfedavg" else "clip"
+
     def __init__(self, *, run, q: float, update: str):
         super().__init__(run=run)
         self.q = float(q)
         self.update = update
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or positive_metric(res, protocol.INITIAL_LOSS)
+        return super().check_update(pid, arrays, res) or self.check_reported_loss(pid, res, protocol.INITIAL_LOSS)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         losses = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
@@ -50,4 +55,4 @@ class QFFLStrategy(PersonalEvaluation, BaseStrategy):
                 self.current_weights, [u.arrays for u in updates], losses, self.q, float(self.train_hparams["lr"])
             )
         weights = self.aggregation_weights(updates, loss_power_weights(losses, self.q))
-        return weighted_average([u.arrays for u in updates], weights)
+        return self.average_models([u.arrays for u in updates], weights)

@@ -10,15 +10,17 @@ c ← c + 1/N·Σ_{i∈S} Δc_i, as the paper does (its objective weights the cl
 ``samples`` weights the models by their sample counts, as FedAvg and many public
 implementations do, and then c ← c + Σ_{i∈S} n_i/n·Δc_i (n the samples of all N clients),
 so that c tracks the gradient of the same sample-weighted objective the model follows.
-Buffers (e.g. BatchNorm statistics) are averaged like the parameters.
+Buffers (e.g. BatchNorm statistics) are averaged like the parameters. Each Δc_i is checked
+against its declaration (:data:`fedimb.core.protocol.SCAFFOLD_PAYLOADS`: the parameter's
+shape, finite, entries within ``CONTROL_BOUND``) before it is read, and a c that is not
+finite is never adopted.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fedimb.core import payload
-from fedimb.core.aggregate import weighted_average
+from fedimb.core import payload, protocol
 from fedimb.core.errors import one_of
 from fedimb.core.models import trainable_indices
 from strategies.base import BaseStrategy, ClientUpdate
@@ -27,6 +29,7 @@ from strategies.base import BaseStrategy, ClientUpdate
 class ScaffoldStrategy(BaseStrategy):
     """Stochastic controlled averaging."""
 
+    payloads = protocol.SCAFFOLD_PAYLOADS
     checkpoint_attributes = ("control",)
     setting_rules = {"weighting": one_of("uniform", "samples")}
 
@@ -40,21 +43,7 @@ class ScaffoldStrategy(BaseStrategy):
 
     def fit_config(self, server_round):
         return {**super().fit_config(server_round),
-                **payload.pack({f"control.{j}": c for j, c in enumerate(self.control)})}
-
-    def payload_names(self) -> set[str]:
-        return super().payload_names() | {f"control_delta.{j}" for j in range(len(self.control))}
-
-    def check_update(self, pid, arrays, res):
-        problem = super().check_update(pid, arrays, res)
-        if problem:
-            return problem
-        deltas = payload.unpack(res.metrics)
-        for j, c in enumerate(self.control):
-            delta = deltas.get(f"control_delta.{j}")
-            if delta is None or delta.shape != c.shape:
-                return f"control_delta.{j} missing or of the wrong shape"
-        return None
+                **payload.pack({protocol.indexed(protocol.CONTROL, j): c for j, c in enumerate(self.control)})}
 
     def control_shares(self, updates: list[ClientUpdate]) -> list[float]:
         """Each participant's share of its Δc_i in c (Algorithm 1, line 17): 1/N with
@@ -68,14 +57,26 @@ class ScaffoldStrategy(BaseStrategy):
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         x = self.current_weights
         base = [u.num_examples for u in updates] if self.weighting == "samples" else np.ones(len(updates))
-        mean = weighted_average([u.arrays for u in updates], self.aggregation_weights(updates, base))
+        mean = self.average_models([u.arrays for u in updates], self.aggregation_weights(updates, base))
+        if mean is None:  # too few updates for the aggregation rule: model and c stay
+            return None
         new = []
         for g, m in zip(x, mean):
             value = g + self.server_lr * (m.astype(np.float64) - g)
             new.append(np.rint(value).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else value.astype(g.dtype))
         shares = self.control_shares(updates)
-        for j in range(len(self.control)):
-            delta = sum(w * u.payload[f"control_delta.{j}"].astype(np.float64) for w, u in zip(shares, updates))
-            self.control[j] = (self.control[j] + delta).astype(np.float32)
+        self.adopt_control([
+            (self.control[j] + sum(w * u.payload[protocol.indexed(protocol.CONTROL_DELTA, j)].astype(np.float64)
+                                   for w, u in zip(shares, updates))).astype(np.float32)
+            for j in range(len(self.control))
+        ])
         self.round_log.extra["control_norm"] = float(np.sqrt(sum(float((c.astype(np.float64) ** 2).sum()) for c in self.control)))
         return new
+
+    def adopt_control(self, control: list[np.ndarray]) -> None:
+        """The new server control variate, unless it is not finite: it is broadcast to
+        every client, so the previous one is kept (and the round log says why)."""
+        if all(np.all(np.isfinite(c)) for c in control):
+            self.control = control
+        else:
+            self.round_log.note("server control variate not finite: previous one kept")

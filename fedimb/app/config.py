@@ -19,7 +19,8 @@ from fedimb.app.components import import_class
 from fedimb.core.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "tracking", "experiment")
+GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "aggregation", "tracking",
+          "experiment")
 
 
 def group_choices(group: str) -> list[str]:
@@ -29,7 +30,7 @@ def group_choices(group: str) -> list[str]:
 
 
 #: how ``fedimb list`` names a group's options (``fedimb list methods``)
-LIST_NAMES = {group: group if group in ("normalize", "tracking") else f"{group}s" for group in GROUPS}
+LIST_NAMES = {group: group if group in ("normalize", "aggregation", "tracking") else f"{group}s" for group in GROUPS}
 
 #: a group this small is listed in full in an "unknown option" message
 _SHORT_GROUP = 8
@@ -293,7 +294,7 @@ def _check(cfg: DictConfig) -> None:
 
     TrainConfig.check(cfg.train)
     if "fault" in cfg:
-        faults.check(cfg.fault)
+        faults.check(cfg.fault, cfg)
 
     p = cfg.partition
     _need(p.name in PARTITIONERS, f"unknown partition '{p.name}' (choose from: {', '.join(sorted(PARTITIONERS))})")
@@ -329,6 +330,7 @@ def _check(cfg: DictConfig) -> None:
     if norm.get("name") == "latent_cosine":
         _need(_is_number(norm.get("temperature")) and norm.temperature > 0,
               f"normalize.temperature must be > 0, got {norm.get('temperature')!r}")
+    _check_aggregation(cfg, strategy_cls)
 
     r = cfg.runtime
     _need(r.get("name") in RUNTIMES, f"unknown runtime '{r.get('name')}' (choose from: {', '.join(RUNTIMES)})")
@@ -368,6 +370,32 @@ def _check(cfg: DictConfig) -> None:
     target = cfg.evaluation.get("target_accuracy")
     _need(target is None or (_is_number(target) and 0 < target <= 1),
           f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
+
+
+def _check_aggregation(cfg: DictConfig, strategy_cls) -> None:
+    """``aggregation``: its settings, and whether the method's server step can use them.
+    A strategy's ``robust_aggregation`` (a value, or a function of its method.strategy
+    settings) says so: ``any`` (default) every rule and clipping; ``clip`` only the
+    method's own weighted mean, with clipping (its weights are the method); ``none``
+    neither (its server step is no average of the client models)."""
+    from fedimb.core import robust
+
+    settings = robust.RobustSettings.from_config(cfg.get("aggregation"))
+    robust.check(settings, int(cfg.num_clients))
+    support = getattr(strategy_cls, "robust_aggregation", "any")
+    if callable(support):
+        support = support({k: v for k, v in cfg.method.strategy.items() if k != "_target_"})
+    method = cfg.method.get("name")
+    if support == "clip":
+        _need(settings.name == "mean",
+              f"method '{method}' weights the client models itself, which aggregation={settings.name} would ignore: "
+              f"use aggregation=mean (aggregation.max_update_norm still clips updates)")
+    elif support == "none":
+        chosen = (f"aggregation={settings.name}" if settings.name != "mean"
+                  else f"aggregation.max_update_norm={settings.max_update_norm}")
+        _need(settings.is_plain_mean,
+              f"method '{method}' does not average the client models, so {chosen} does not apply: "
+              f"use aggregation=mean aggregation.max_update_norm=null")
 
 
 def _check_encoder_has_parameters(cfg: DictConfig, info) -> None:

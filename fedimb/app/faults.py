@@ -3,7 +3,8 @@
 ``fault.kind`` makes the clients ``fault.clients`` misbehave in ``fault.rounds`` (every
 round when empty), whatever the method: raise in fit, return NaN weights, weights of
 the wrong shape, an unknown and oversized named array, or no answer for
-``fault.hang_seconds``; ``server`` makes the server loop itself raise. Off by default
+``fault.hang_seconds``; ``server`` makes the server loop itself raise. The same switch
+injects the crafted-client attacks of :mod:`fedimb.app.attacks`. Off by default
 (``fault.kind: none``); a real run never needs it.
 """
 
@@ -15,33 +16,22 @@ import numpy as np
 from flwr.client import NumPyClient
 from omegaconf import DictConfig
 
+from fedimb.app import attacks
 from fedimb.core import payload, protocol
 from fedimb.core.errors import ConfigError
 
-KINDS = ("none", "raise", "nan", "shape", "payload", "hang", "server")
+KINDS = ("none", "raise", "nan", "shape", "payload", "hang", "server") + attacks.KINDS
 
 #: the size of the injected unknown payload array (float32 values: 8 MiB)
 OVERSIZED_PAYLOAD = 2 * 1024 * 1024
 
 
-class FaultyClient(NumPyClient):
+class FaultyClient(attacks.WrappedClient):
     """A method's client that misbehaves in :meth:`fit` as ``kind`` says."""
 
     def __init__(self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int], hang_seconds: float):
-        self.inner = inner
-        self.kind = kind
-        self.pid = pid
-        self.rounds = rounds
+        super().__init__(inner, kind, pid, rounds)
         self.hang_seconds = hang_seconds
-
-    def get_properties(self, config):
-        return self.inner.get_properties(config)
-
-    def get_parameters(self, config):
-        return self.inner.get_parameters(config)
-
-    def evaluate(self, parameters, config):
-        return self.inner.evaluate(parameters, config)
 
     def fit(self, parameters, config):
         server_round = int(config.get(protocol.SERVER_ROUND, 0))
@@ -62,14 +52,19 @@ class FaultyClient(NumPyClient):
         return weights, num_examples, metrics
 
 
-def check(fault: DictConfig) -> None:
-    """One-line errors for a malformed ``fault`` section."""
+def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
+    """One-line errors for a malformed ``fault`` section (and, given the run's ``cfg``,
+    an attack its method never gives the chance to make)."""
     if str(fault.kind) not in KINDS:
         raise ConfigError(f"fault.kind must be one of {', '.join(KINDS)}, got {fault.kind!r}")
     for key in ("clients", "rounds"):
         values = list(fault.get(key) or [])
         if not all(isinstance(v, int) and v >= 0 for v in values):
             raise ConfigError(f"fault.{key} must be a list of integers >= 0, got {values!r}")
+    if cfg is not None:
+        attacks.check(fault, str(cfg.method.get("name")), str((cfg.get("normalize") or {}).get("name")))
+    else:
+        attacks.check(fault)
 
 
 def server_fault(cfg: DictConfig, server_round: int) -> None:
@@ -84,4 +79,7 @@ def inject(cfg: DictConfig, pid: int, client: NumPyClient) -> NumPyClient:
     fault = cfg.get("fault")
     if fault is None or fault.kind in ("none", "server") or pid not in set(fault.clients or []):
         return client
-    return FaultyClient(client, str(fault.kind), pid, frozenset(fault.rounds or []), float(fault.hang_seconds))
+    rounds = frozenset(fault.rounds or [])
+    if fault.kind in attacks.KINDS:
+        return attacks.AttackingClient(client, str(fault.kind), pid, rounds, *attacks.settings(fault))
+    return FaultyClient(client, str(fault.kind), pid, rounds, float(fault.hang_seconds))

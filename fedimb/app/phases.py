@@ -45,7 +45,7 @@ from flwr.client import Client, NumPyClient
 from flwr.common import FitIns, FitRes
 
 from fedimb.app import IMPORTED_AT
-from fedimb.core import payload
+from fedimb.core import events, payload
 
 PREFIX = "timing."
 CLIENT_PHASES = ("start", "imports", "data", "model", "train", "serialise")
@@ -135,18 +135,22 @@ class TimedClient(Client):
         numpy_client.fit = timed_fit  # what Flower's wrapper calls; the class's fit stays the method's
         self.inner = numpy_client.to_client()
 
+    # every call's error message is made safe for the server's log (events.neutral_errors)
     def get_properties(self, ins):
-        return self.inner.get_properties(ins)
+        with events.neutral_errors():
+            return self.inner.get_properties(ins)
 
     def get_parameters(self, ins):
-        return self.inner.get_parameters(ins)
+        with events.neutral_errors():
+            return self.inner.get_parameters(ins)
 
     def evaluate(self, ins):
-        return self.inner.evaluate(ins)
+        with events.neutral_errors():
+            return self.inner.evaluate(ins)
 
     def fit(self, ins: FitIns) -> FitRes:
         self.clock.seconds.update(take_startup())
-        with self.clock.phase("serialise"):
+        with self.clock.phase("serialise"), events.neutral_errors():
             res = self.inner.fit(ins)
         self.clock.seconds["serialise"] -= self.clock.seconds.get("train", 0.0)
         res.metrics.update(self.clock.metrics())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import numbers
 import re
 import time
 from dataclasses import dataclass
@@ -118,6 +119,57 @@ class ClientInfo:
     label_counts: np.ndarray | None
 
 
+class ClaimRefused(ValueError):
+    """A node's identity answer that cannot make it a client (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a node says it is: a partition id, or ``device_key`` for a node with its own data."""
+
+    partition_id: int
+    num_examples: int
+    label_counts: np.ndarray | None
+    device_key: str | None = None
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _shown(value: object) -> str:
+    """A node-supplied value for a message: its repr, cut short (one line, bounded)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def read_claim(props: dict, capacity: int | None) -> Claim:
+    """A node's properties answer as a :class:`Claim`, or :class:`ClaimRefused`: the
+    partition id must be an integer in [0, ``capacity``), or -1 with a device key (a node
+    with its own data); ``num_examples`` a non-negative integer; label counts decodable."""
+    pid = props.get(protocol.PARTITION_ID)
+    if not _is_integer(pid):
+        raise ClaimRefused("no partition id" if pid is None else f"partition id {_shown(pid)} is not an integer")
+    pid = int(pid)
+    num_examples = props.get(protocol.NUM_EXAMPLES)
+    if not _is_integer(num_examples) or num_examples < 0:
+        raise ClaimRefused("no num_examples" if num_examples is None
+                           else f"num_examples {_shown(num_examples)} is not a non-negative integer")
+    device_key = None
+    if pid == -1:
+        device_key = props.get(protocol.DEVICE_KEY)
+        if not isinstance(device_key, str) or not device_key:
+            raise ClaimRefused("has its own data (partition id -1) but no device key")
+    elif pid < 0 or (capacity is not None and pid >= capacity):
+        where = f"outside 0..{capacity - 1}" if capacity is not None else "negative"
+        raise ClaimRefused(f"partition id {pid} is {where}")
+    try:
+        counts = payload.unpack(props).get(protocol.LABEL_COUNTS)
+    except Exception as err:  # a crafted payload: bytes that are no array
+        raise ClaimRefused(f"its label counts cannot be decoded ({type(err).__name__})") from err
+    return Claim(pid, int(num_examples), counts, device_key)
+
+
 class ClientRegistry:
     """Maps partition ids to the live node proxies that serve them."""
 
@@ -129,9 +181,13 @@ class ClientRegistry:
         self._pid_by_device: dict[str, int] = {}
         self.fit_replies: list[float] = []  # when each fit reply (or failure) came back, for the round's timing
         self._unanswered: dict[str, str] = {}  # node (cid) -> why its last properties query failed
+        self.refused: dict[str, str] = {}  # connected node (cid) -> why its claim was refused; not asked again
+        self._refused_held: set[str] = set()  # of those, claims on a connected node's client
+        self._unreported: list[str] = []  # refusals the strategy has not noted yet (:meth:`take_refusals`)
 
     def refresh(self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0) -> None:
-        """Learn the partition id of every node not seen before.
+        """Learn the partition id of every node not seen before; a node whose claim is
+        bad, or names a client a connected node serves, is refused (:meth:`take_refusals`).
 
         ``wait_for`` first waits (up to ``timeout`` seconds) until that many nodes are
         connected; later refreshes pass 0 and only pick up nodes that (re)joined.
@@ -140,25 +196,70 @@ class ClientRegistry:
         while wait_for and client_manager.num_available() < wait_for and time.monotonic() < deadline:
             time.sleep(0.5)
         proxies = client_manager.all()
-        for cid in [c for c in self._pid_by_cid if c not in proxies]:
-            self._pid_by_cid.pop(cid)
-        new = [p for cid, p in proxies.items() if cid not in self._pid_by_cid]
+        self._forget_departed(proxies)
+        new = [p for cid, p in proxies.items() if cid not in self._pid_by_cid and cid not in self.refused]
         if not new:
             return
-        answers = [(proxy, props) for proxy, props in zip(new, self._ask(new, {})) if props is not None]
+        claims = []
+        for proxy, props in zip(new, self._ask(new, {})):
+            if props is None:
+                continue
+            try:
+                claims.append((proxy, read_claim(props, self.capacity)))
+            except ClaimRefused as why:
+                self._refuse(proxy.cid, str(why))
         # nodes with a partition id claim it before nodes with their own data get free ids
-        answers.sort(key=lambda answer: int(answer[1][protocol.PARTITION_ID]) < 0)
-        for proxy, props in answers:
-            pid = int(props[protocol.PARTITION_ID])
-            if pid < 0:
-                pid = self._device_client_id(str(props.get(protocol.DEVICE_KEY)))
-                if pid is None:
-                    log.warning("node %s has its own data but all %s client ids are taken", proxy.cid, self.capacity)
-                    continue
-            counts = payload.unpack(props).get(protocol.LABEL_COUNTS)
-            proxy_of_pid = LabelledProxy(proxy, pid, self.fit_replies)
-            self._by_pid[pid] = ClientInfo(pid, proxy_of_pid, int(props.get(protocol.NUM_EXAMPLES, 0)), counts)
-            self._pid_by_cid[proxy.cid] = pid
+        claims.sort(key=lambda claim: claim[1].device_key is not None)
+        for proxy, claim in claims:
+            self._admit(proxy, claim)
+
+    def _forget_departed(self, proxies: dict[str, ClientProxy]) -> None:
+        """Drop the nodes that left; when one did, the nodes refused for claiming a
+        connected node's client are asked again (e.g. a restarted node: its id is free now)."""
+        gone = [c for c in self._pid_by_cid if c not in proxies]
+        for cid in gone:
+            self._pid_by_cid.pop(cid)
+        retry = set(self._refused_held) if gone else set()
+        for cid in [c for c in self.refused if c not in proxies or c in retry]:
+            self.refused.pop(cid)
+            self._refused_held.discard(cid)
+
+    def _admit(self, proxy: ClientProxy, claim: Claim) -> None:
+        """Make ``proxy`` the client it claims, unless a connected node serves that client:
+        a client never changes hands while its node is connected."""
+        pid = claim.partition_id
+        if claim.device_key is not None:
+            pid = self._device_client_id(claim.device_key)
+            if pid is None:
+                self._refuse(proxy.cid, f"has its own data but all {self.capacity} client ids are taken")
+                return
+        holder = self._live_holder(pid)
+        if holder is not None:
+            what = "its data is" if claim.device_key is not None else f"partition id {pid} is"
+            self._refuse(proxy.cid, f"{what} already served by node {holder}", held=True)
+            return
+        self._by_pid[pid] = ClientInfo(pid, LabelledProxy(proxy, pid, self.fit_replies), claim.num_examples,
+                                       claim.label_counts)
+        self._pid_by_cid[proxy.cid] = pid
+
+    def _live_holder(self, pid: int) -> str | None:
+        """The connected node (cid) that serves client ``pid``, if any."""
+        return next((cid for cid, held in self._pid_by_cid.items() if held == pid), None)
+
+    def _refuse(self, cid: str, why: str, held: bool = False) -> None:
+        """Leave node ``cid`` out, with a one-line reason, until it reconnects (or, for a
+        claim on a live node's id, until some node leaves)."""
+        message = f"node {cid} refused: {why}"
+        log.warning(message)
+        self.refused[cid] = why
+        if held:
+            self._refused_held.add(cid)
+        self._unreported.append(message)
+
+    def take_refusals(self) -> list[str]:
+        """Refusals since the last call, one line each (for the round log)."""
+        taken, self._unreported = self._unreported, []
+        return taken
 
     def _device_client_id(self, device_key: str) -> int | None:
         """The client id of a node that brings its own data: the one it had before
@@ -200,11 +301,16 @@ class ClientRegistry:
         """Connected nodes that serve no client because their ClientApp failed (e.g. a
         node without its data), each with the one-line reason its node gave."""
         connected = client_manager.all()
-        return {cid: why for cid, why in self._unanswered.items() if cid in connected and cid not in self._pid_by_cid}
+        unstarted = {**self._unanswered, **{cid: f"refused: {why}" for cid, why in self.refused.items()}}
+        return {cid: why for cid, why in unstarted.items() if cid in connected and cid not in self._pid_by_cid}
 
     def partition_ids(self) -> list[int]:
         """Partition ids served by a connected node, sorted."""
         return sorted(set(self._pid_by_cid.values()))
+
+    def has_own_data(self, pid: int) -> bool:
+        """Whether client ``pid`` is a node that brought its own data (no partition id)."""
+        return pid in self._pid_by_device.values()
 
     def info(self, pid: int) -> ClientInfo:
         return self._by_pid[pid]

@@ -41,6 +41,9 @@ class FedImbServer(Server):
         cfg = strategy.run.cfg
         self.checkpointing = bool(cfg.checkpoint.enabled)
         self.checkpoint_file = checkpoint.checkpoint_path(cfg)
+        # outside a deployment the front end runs on this machine: it removes the checkpoint
+        # once the run folder is complete too (a full disk at its end leaves it to resume from)
+        self.front_end_removes_checkpoint = cfg.runtime.name != "deployment"
         self.resume = bool(cfg.resume)
         self.history = History()
         self.started = time.perf_counter()
@@ -63,7 +66,7 @@ class FedImbServer(Server):
                 self._reporter.shutdown()
                 self._reporter = None
         elapsed = time.perf_counter() - self.started
-        if self.checkpointing:  # the run is complete: nothing left to recover
+        if self.checkpointing and not self.front_end_removes_checkpoint:  # complete: nothing left to recover
             self.checkpoint_file.unlink(missing_ok=True)
         events.emit("end", rounds=num_rounds, seconds=elapsed)
         return self.history, elapsed

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from fedimb.app.build import (
     ExperimentData,
     as_tensors,
+    client_split,
     experiment_data,
     new_model,
     resolve_device,
@@ -31,6 +32,7 @@ class ServerRun:
     device: torch.device
     _eval_model: EncoderHeadNet | None = field(default=None, repr=False)
     _local_model: EncoderHeadNet | None = field(default=None, repr=False)
+    _loss_model: EncoderHeadNet | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, cfg: DictConfig) -> "ServerRun":
@@ -58,6 +60,18 @@ class ServerRun:
         The server then tests the global model on them itself (:meth:`local_accuracies`),
         where a message to every client would cost as much as round 1's discovery."""
         return self.data.dataset.groups_test is not None and str(self.cfg.partition.name) == "natural"
+
+    def client_training_loss(self, weights: list[np.ndarray], pid: int) -> float:
+        """Mean cross-entropy of ``weights`` on client ``pid``'s training samples, as the
+        client computes it (``BaseClient.local_loss``: the same split, batch size and
+        function), with a model of its own: the server holds every partition, so it can
+        check a loss a client reports (q-FFL's and AFL's F_k) instead of trusting it."""
+        if self._loss_model is None:
+            self._loss_model = self.new_model().to(self.device)
+        set_weights(self._loss_model, weights)
+        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        x, y = as_tensors(self.data.dataset.x_train[train], self.data.dataset.y_train[train])
+        return float(evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)["loss"])
 
     def local_accuracies(self, weights: list[np.ndarray], clients: list[int]) -> dict[int, float]:
         """Accuracy of ``weights`` on each of ``clients``' own test sets, from one pass

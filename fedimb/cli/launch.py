@@ -11,6 +11,7 @@ recorder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import shutil
 import uuid
@@ -19,7 +20,7 @@ from typing import Any, Callable, Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app import config, transport
+from fedimb.app import checkpoint, config, transport
 from fedimb.app.build import experiment_data
 from fedimb.app.in_process import run_in_process
 from fedimb.cli.processes import (
@@ -34,7 +35,17 @@ from fedimb.cli.processes import (
 from fedimb.cli.run_follower import FlwrCli, RunFollower, RunLost
 from fedimb.cli.node_worker import APP_PACKAGES
 from fedimb.cli.preflight import preflight
-from fedimb.cli.run_folder import Echo, RunFolderError, RunRecorder, _echo, unwritable
+from fedimb.cli.run_folder import (
+    EVENTS_FILE,
+    Echo,
+    RunFolderError,
+    RunRecorder,
+    _echo,
+    hold_run_folder,
+    read_events,
+    release_run_folder,
+    unwritable,
+)
 from fedimb.cli.tracking import check_tracking, open_tracking
 from fedimb.core.data import partition_summary
 from fedimb.core.errors import ConfigError
@@ -71,6 +82,10 @@ def prepare_run_dir(cfg: DictConfig, run_dir: Path):
     summary = partition_summary(data.partition.counts, data.partition.groups)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise unwritable(run_dir, err, "config.yaml, partition.json") from err
+    hold_run_folder(run_dir)  # before a file is written: another run, resume or attach may write it
+    try:
         OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
         (run_dir / "partition.json").write_text(partition_json(summary, data.partition.indices))
     except OSError as err:
@@ -226,11 +241,19 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
     if cfg.checkpoint.get("run_id") is None:  # names this run's checkpoint; kept in config.yaml
         cfg.checkpoint.run_id = uuid.uuid4().hex[:12]
     run_dir = run_dir.resolve()
-    strategy = prepare_run_dir(cfg, run_dir)
-    tracking = open_tracking(cfg, run_dir, echo)
-    recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")), on_round=tracking.log_round)
-    recorder.announce()
-    return record_run(cfg, run_dir, recorder, lambda: run_flower(cfg, run_dir, recorder, strategy), tracking)
+    try:
+        if cfg.get("resume") and run_dir.is_dir():  # refused before any check or load if another process writes it
+            hold_run_folder(run_dir)
+        strategy = prepare_run_dir(cfg, run_dir)
+        tracking = open_tracking(cfg, run_dir, echo)
+        recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")), on_round=tracking.log_round)
+        if cfg.get("resume") and ended_unwritten(recorder, run_dir):
+            echo(f"[fedimb] the run ended; writing the rest of its run folder from {run_dir / EVENTS_FILE}")
+            return record_run(cfg, run_dir, recorder, lambda: 0, tracking)
+        recorder.announce()
+        return record_run(cfg, run_dir, recorder, lambda: run_flower(cfg, run_dir, recorder, strategy), tracking)
+    finally:
+        release_run_folder(run_dir)
 
 
 def record_run(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, follow: Callable[[], int],
@@ -251,6 +274,7 @@ def record_run(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, follow: Ca
             unwritten: RunFolderError | None = err
         else:
             unwritten = None
+            remove_checkpoint(cfg, recorder)
     finally:  # also when the run is interrupted: the tracker's run ends as failed
         if tracking is not None:
             tracking.end(summary)
@@ -264,9 +288,32 @@ def record_run(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, follow: Ca
             f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}{hint}"
         )
     if unwritten is not None:
-        raise unwritten
+        full = getattr(unwritten.__cause__, "errno", None) == errno.ENOSPC
+        raise RunFolderError(f"{unwritten}; {'free some space' if full else 'make it writable'}, then complete "
+                             f"the run folder with: fedimb resume {run_dir}") from unwritten
     recorder.echo(recorder.done_line())
     return run_dir
+
+
+def remove_checkpoint(cfg: DictConfig, recorder: RunRecorder) -> None:
+    """Remove the checkpoint of a run that ended, now that its run folder is complete.
+    Outside a deployment the ServerApp ran on this machine and left it for this: until
+    the run folder's last file is written, ``fedimb resume`` can still finish it."""
+    if cfg.checkpoint.enabled and recorder.end is not None and cfg.runtime.name != "deployment":
+        checkpoint.checkpoint_path(cfg).unlink(missing_ok=True)
+
+
+def ended_unwritten(recorder: RunRecorder, run_dir: Path) -> bool:
+    """Whether the run folder's last attempt ended (its ``end`` event is in events.jsonl)
+    without a summary.json: a full disk stopped the front end after the run. Resuming it
+    only writes the missing files."""
+    if recorder.end is None:
+        return False
+    try:
+        json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return True
+    return False
 
 
 def attach_experiment(run_dir: Path, overrides: list[str], echo: Echo = _echo) -> Path:
@@ -288,6 +335,15 @@ def attach_experiment(run_dir: Path, overrides: list[str], echo: Echo = _echo) -
 
     if completed_config(run_dir) is not None:
         raise ConfigError(f"{run_dir} is complete already (summary.json): nothing to attach to")
+    hold_run_folder(run_dir)
+    try:
+        return _attach(cfg, run_dir, run_id, echo)
+    finally:
+        release_run_folder(run_dir)
+
+
+def _attach(cfg: DictConfig, run_dir: Path, run_id: int, echo: Echo) -> Path:
+    """:func:`attach_experiment` once this process holds the run folder."""
     known = events_of_last_attempt(run_dir)
     recorder = RunRecorder(run_dir, cfg, echo, resume=True)
     with deployment_cli(cfg) as (cli, _):
@@ -305,8 +361,8 @@ def events_of_last_attempt(run_dir: Path) -> int:
     """How many events of the run folder's newest attempt (from its last ``start``)
     events.jsonl holds: the ones a re-attached stream of that attempt repeats."""
     try:
-        events = [json.loads(line).get("event") for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    except (OSError, ValueError):
+        events = [event["event"] for event in read_events(run_dir / EVENTS_FILE)]
+    except OSError:
         return 0
     starts = [i for i, event in enumerate(events) if event == "start"]
     return len(events) - starts[-1] if starts else 0

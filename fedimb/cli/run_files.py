@@ -13,10 +13,17 @@ from typing import Any, Callable
 from fedimb.core.metrics import DISTRIBUTION_STATS
 
 
+#: the run folder's own files (without suffix), which no artifact may replace
+FRONT_END_FILES = frozenset({"config", "partition", "summary", "metrics", "events", "curves", "flwr", "superlink",
+                             "superlink_run", "tracking", "report"})
+
+
 def write_artifact(run_dir: Path, name: str, data: Any) -> None:
     """A method's structured output (clusters, inferred distributions, curves) as
     ``<name>.json``; data with ``x`` and ``y`` lists is also plotted as ``<name>.png``."""
     safe = "".join(ch for ch in name if ch.isalnum() or ch in "-_") or "artifact"
+    if safe.lower() in FRONT_END_FILES:  # never one of the files the front end writes
+        safe = f"artifact-{safe}"
     (run_dir / f"{safe}.json").write_text(json.dumps(data, indent=1) + "\n")
     if isinstance(data, dict) and isinstance(data.get("x"), list) and isinstance(data.get("y"), list):
         import matplotlib

@@ -4,13 +4,16 @@ Files (DESIGN §4.8): ``metrics.csv`` (long format: round, stage, split, metric,
 ``summary.json``, ``curves.png``, next to ``config.yaml`` and ``partition.json``
 written before the run, and ``flwr.log`` with everything Flower printed (each line
 prefixed by the seconds since the run started) and ``events.jsonl`` with every event
-the ServerApp sent (a resumed run continues from it).
+the ServerApp sent (a resumed run continues from it). ``.fedimb.lock`` names the one
+process that writes the folder (:func:`hold_run_folder`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -174,6 +177,75 @@ def _writes_run_folder(files: str):
     return wrap
 
 
+EVENTS_FILE = "events.jsonl"
+
+
+def read_events(path: Path, warn: Echo | None = None) -> list[dict[str, Any]]:
+    """The events of a run folder's ``events.jsonl``; a damaged line (a write cut short
+    by a crash or a full disk, an edit) is skipped, and ``warn`` gets one line saying how
+    many were and where."""
+    found, damaged = [], []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if isinstance(event, dict) and isinstance(event.get("event"), str):
+            found.append(event)
+        elif line.strip():
+            damaged.append(number)
+    if damaged and warn is not None:
+        shown = ", ".join(map(str, damaged[:10])) + (", ..." if len(damaged) > 10 else "")
+        warn(f"[fedimb] warning: skipped {len(damaged)} damaged line{'' if len(damaged) == 1 else 's'} "
+             f"of {path} (line{'' if len(damaged) == 1 else 's'} {shown})")
+    return found
+
+
+#: the lock file that says which process writes a run folder (see :func:`hold_run_folder`)
+LOCK_FILE = ".fedimb.lock"
+
+_held: dict[Path, Any] = {}  # run folder -> the open lock file of this process
+
+
+class RunFolderInUse(FedimbError):
+    """Another process writes the run folder."""
+
+
+def hold_run_folder(run_dir: Path) -> None:
+    """Make this process the run folder's only writer until :func:`release_run_folder`
+    or its end: an exclusive ``flock`` on its lock file, which the kernel drops however
+    the process ends (a crash or SIGKILL leaves no stale lock). A second ``fedimb`` run,
+    resume or attach on the folder gets one line naming the holder's process id."""
+    run_dir = run_dir.resolve()
+    if run_dir in _held:
+        return
+    try:
+        handle = open(run_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 - closed on release
+    except OSError as err:
+        raise unwritable(run_dir, err, LOCK_FILE) from err
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        raise RunFolderInUse(f"run folder {run_dir} is in use by process {holder or '(unknown)'} (a fedimb run, "
+                             f"resume or attach writing it); wait for it to end or stop it") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    _held[run_dir] = handle
+
+
+def release_run_folder(run_dir: Path) -> None:
+    """Let another process write the run folder (the lock file stays: removing it would
+    let two processes lock two different files)."""
+    handle = _held.pop(run_dir.resolve(), None)
+    if handle is not None:
+        handle.close()
+
+
 def _result_of(round_event: dict) -> dict:
     """A round's record without its timings, which say how long, not what."""
     return {k: v for k, v in round_event.items() if k not in ("timing", "timing_by_client")}
@@ -198,15 +270,17 @@ class RunRecorder:
         self.lost: dict[str, Any] = {}  # the clients the run went on without (a ``clients_lost`` warning)
         self.flower_status: Any = None  # the SuperLink's status of a run that ended without its final event
         self._recent: list[str] = []
-        events = run_dir / "events.jsonl"
+        events = run_dir / EVENTS_FILE
         if resume and events.exists():  # the interrupted attempt's rounds, until the server says where it resumes
-            for line in events.read_text().splitlines():
-                self._replay(json.loads(line))
+            for event in read_events(events, echo):
+                self._replay(event)
         mode = "a" if resume else "w"
         log = run_dir / "flwr.log"
         self._log_lines = len(log.read_text(errors="replace").splitlines()) if resume and log.exists() else 0
         self._log = open(run_dir / "flwr.log", mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._events = open(events, mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
+        if resume and events.stat().st_size and not events.read_bytes().endswith(b"\n"):
+            self._events.write("\n")  # a line cut short stays one damaged line, not the start of the next
         self._t0 = time.perf_counter()
 
     def _replay(self, event: dict[str, Any]) -> None:
@@ -344,13 +418,20 @@ class RunRecorder:
     # ------------------------------------------------------------------- files
     @_writes_run_folder("metrics.csv, summary.json, curves.png")
     def finish(self) -> dict[str, Any]:
-        """Write metrics.csv, summary.json and curves.png; return the summary."""
+        """Write metrics.csv, curves.png and summary.json; return the summary. summary.json
+        comes last and whole (written aside, then renamed): it marks a complete folder."""
         self.close()
         write_metrics_csv(self.run_dir / "metrics.csv", self.rounds)
         summary = self.summary()
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         if self.rounds:
             plot_curves(self.run_dir / "curves.png", self.rounds, title=f"{summary['method']} on {summary['dataset']}")
+        partial = self.run_dir / ".summary.json.partial"
+        try:
+            partial.write_text(json.dumps(summary, indent=2) + "\n")
+            os.replace(partial, self.run_dir / "summary.json")
+        except OSError:
+            partial.unlink(missing_ok=True)
+            raise
         return summary
 
     def summary(self) -> dict[str, Any]:

@@ -15,9 +15,11 @@ and their own private key only.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -28,9 +30,21 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 def _write(path: Path, data: bytes, secret: bool = False) -> None:
-    path.write_bytes(data)
-    if secret:
-        os.chmod(path, 0o600)
+    """Write ``path``; a ``secret`` goes into a temporary file created owner-only (0600)
+    beside it, then renamed over ``path``: never readable by others, not even while it is
+    written, never half-written, and a link planted at ``path`` is replaced, not followed."""
+    if not secret:
+        path.write_bytes(data)
+        return
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # O_EXCL, mode 0600
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:

@@ -6,11 +6,13 @@ the front end in both runtimes, which turns the events into the run folder's fil
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import re
 import sys
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 TAG = "FEDIMB-EVENT "
 
@@ -84,18 +86,60 @@ def lost_clients_cause(num_clients: int, reasons: dict[str, int]) -> str:
 
 def emit_clients_lost(num_clients: int, reasons: dict[str, int]) -> None:
     """The ``warning`` event of clients that never joined the run (``clients_lost``, with
-    ``clients_lost_reasons``): the front end prints it and keeps it in the run's summary."""
+    ``clients_lost_reasons``): the front end prints it and keeps it in the run's summary.
+    The reasons quote the clients' own errors: :func:`neutral` first."""
+    safe: dict[str, int] = {}
+    for why, count in reasons.items():
+        safe[neutral(why)] = safe.get(neutral(why), 0) + count
+    reasons = safe
     emit("warning", message=f"{lost_clients_cause(num_clients, reasons)}; continuing without them",
          num_clients=num_clients, clients_lost=sum(reasons.values()), clients_lost_reasons=reasons)
 
 
 def parse_event(line: str) -> dict[str, Any] | None:
-    """The event a log line carries, or None."""
-    start = line.find(TAG)
-    if start < 0:
+    """The event a log line carries, or None. Only a line that *starts* with the tag is
+    one: :func:`emit` writes each event as a whole line of the ServerApp's stdout, which
+    every runtime delivers unprefixed, whereas a log record (which may quote a client's
+    text) starts with its level."""
+    text = line.strip()
+    if not text.startswith(TAG):
         return None
     try:
-        event = json.loads(line[start + len(TAG):].strip())
+        event = json.loads(text[len(TAG):])
     except json.JSONDecodeError:
         return None
     return event if isinstance(event, dict) and "event" in event else None
+
+
+#: the longest client-provided text a round note keeps
+NEUTRAL_LIMIT = 300
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # every character str.splitlines() breaks at
+_TAG_ANYWHERE = re.compile(re.escape(TAG.strip()), re.IGNORECASE)
+
+
+def neutral(text: object, limit: int = NEUTRAL_LIMIT) -> str:
+    """``text`` made safe to log: one line (control characters and line breaks become a
+    space), the event tag defanged so that it can never start a line nor parse as an
+    event, at most ``limit`` characters. Every note that may carry a client's words (an
+    exception message, a payload name) passes through here."""
+    flat = _CONTROL.sub(" ", str(text)).strip()
+    flat = _TAG_ANYWHERE.sub("FEDIMB_EVENT", flat)
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+
+
+@contextlib.contextmanager
+def neutral_errors() -> Iterator[None]:
+    """Re-raise an exception whose message carries the event tag with that message
+    :func:`neutral`. A client wraps its calls in this: the simulation logs a failing
+    client's traceback, message and all, into the ServerApp's log stream, where a line
+    of it could otherwise start with the tag. Other exceptions pass untouched."""
+    try:
+        yield
+    except Exception as err:
+        if not _TAG_ANYWHERE.search(str(err)):
+            raise
+        err.args = (neutral(err),)
+        if _TAG_ANYWHERE.search(str(err)):  # an exception that formats its own message
+            raise RuntimeError(f"{type(err).__name__}: {neutral(err)}") from None
+        raise

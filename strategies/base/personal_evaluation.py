@@ -22,6 +22,11 @@ class PersonalEvaluation:
     #: local-only methods have no global model: their global-test output is the ensemble
     #: (mean probabilities) of the clients' personal models (GRP-FED §4.1, after LG-FedAvg)
     ensemble_global_test = False
+    payloads = protocol.PERSONAL_PAYLOADS
+
+    def payload_sizes(self, num_examples=None):
+        """The base sizes and ``num_test``: the global test set the probabilities cover."""
+        return {**super().payload_sizes(num_examples), "num_test": len(self.run.data.dataset.y_test)}
 
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
@@ -56,8 +61,11 @@ class PersonalEvaluation:
         t_p = [s[protocol.PERSONAL_LOCAL_F1] for s in scores if protocol.PERSONAL_LOCAL_F1 in s]
         t_r = [s[protocol.PERSONAL_GLOBAL_F1] for s in scores if protocol.PERSONAL_GLOBAL_F1 in s]
         if self.ensemble_global_test:
-            probs = [payload.unpack(res.metrics)[protocol.GLOBAL_TEST_PROBS] for _, res in results]
-            self.round_log.test = self.run.score_probabilities(np.mean(probs, axis=0))
+            replies = {i if pid is None else int(pid): (1, res.metrics)  # a count the probabilities do not use
+                       for i, (pid, res) in enumerate((self.registry.partition_of(p), r) for p, r in results)}
+            probs = self.valid_answers(replies, protocol.GLOBAL_TEST_PROBS, "the ensemble")
+            if probs:
+                self.round_log.test = self.run.score_probabilities(np.mean(list(probs.values()), axis=0))
         metrics = {"T_g": self.round_log.test.get("macro_f1")}
         if t_p and t_r:
             tp, tr = float(np.mean(t_p)), float(np.mean(t_r))

@@ -11,7 +11,7 @@ import numpy as np
 from flwr.common import Scalar
 
 from fedimb.app.phases import summarise_clients
-from fedimb.core import payload
+from fedimb.core import events, payload
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +66,13 @@ class RoundLog:
         return self.dropped + self.errors + self.rejected
 
     def note(self, message: str) -> None:
+        """A failure or rejection of the round, for the log and the round's event. Notes
+        quote clients' words (exception messages, payload names): made one bounded line
+        without the event tag first, so that no client can write an event."""
+        message = events.neutral(message)
         logger.warning("round %s: %s", self.round, message)
         if len(self.messages) < 10:
-            self.messages.append(message[:300])
+            self.messages.append(message)
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {"round": self.round, "stage": self.stage, "test": self.test}

@@ -28,11 +28,10 @@ from flwr.server.strategy import Strategy
 
 from fedimb.app.registry import ClientRegistry, check_workers_alive
 from fedimb.app.run_context import ServerRun
-from fedimb.core import events, payload, protocol
+from fedimb.core import events, payload, protocol, robust
 from fedimb.core.aggregate import (
     contribution_factors,
     weight_diversity,
-    weighted_average,
 )
 from fedimb.core.errors import check_rules
 from fedimb.core.metrics import accuracy_distribution
@@ -80,7 +79,8 @@ class BaseStrategy(UpdateChecks, Strategy):
             float(normalize["temperature"]) if normalize.get("name") == "latent_cosine" else None
         )
         self.round_log = RoundLog(0, "train")  # replaced by begin_round
-        self._sent_shapes: dict[int, list[tuple[int, ...]]] = {}
+        #: per client, the shape and dtype of every array it was sent this round
+        self._sent_models: dict[int, list[tuple[tuple[int, ...], np.dtype]]] = {}
         self._sent_at: float | None = None  # when this round's fit instructions were ready
         self._discovered = False
 
@@ -152,14 +152,14 @@ class BaseStrategy(UpdateChecks, Strategy):
         self.round_log.sampled = len(sampled)
         self.round_log.dropped = len(sampled) - len(available)
         instructions = self.fit_instructions(server_round, parameters, available)
-        self._sent_shapes = {}
-        shapes_of: dict[int, list[tuple[int, ...]]] = {}  # decode each distinct model once
+        self._sent_models = {}
+        layout_of: dict[int, list[tuple[tuple[int, ...], np.dtype]]] = {}  # decode each distinct model once
         out = []
         for pid, ins in instructions.items():
             key = id(ins.parameters)
-            if key not in shapes_of:
-                shapes_of[key] = [a.shape for a in parameters_to_ndarrays(ins.parameters)]
-            self._sent_shapes[pid] = shapes_of[key]
+            if key not in layout_of:
+                layout_of[key] = [(a.shape, a.dtype) for a in parameters_to_ndarrays(ins.parameters)]
+            self._sent_models[pid] = layout_of[key]
             self.round_log.bytes_down += parameters_nbytes(ins.parameters) + payload.nbytes(ins.config)
             out.append((self.registry.proxy(pid), ins))
         self.registry.fit_replies.clear()
@@ -171,11 +171,17 @@ class BaseStrategy(UpdateChecks, Strategy):
         runtime = self.run.cfg.runtime
         wait = 0 if self._discovered else self.run.num_clients
         self.registry.refresh(client_manager, wait_for=wait, timeout=float(runtime.connect_timeout or 120))
+        for refusal in self.registry.take_refusals():  # a bad or duplicate identity claim
+            self.round_log.note(refusal)
         if not self._discovered:
             missing = self.run.num_clients - len(self.registry.partition_ids())
             if missing > 0:
                 unstarted = list(self.registry.unstarted_nodes(client_manager).values())
                 events.emit_clients_lost(self.run.num_clients, lost_client_reasons(missing, unstarted))
+            own = [pid for pid in self.registry.partition_ids() if self.registry.has_own_data(pid)]
+            if own:
+                self.round_log.note(f"clients {', '.join(map(str, own))} bring their own data: their sample counts "
+                                    "are bounded by the sizes they announced on joining, which the server cannot check")
             self._discovered = True
 
     def trainable_clients(self) -> list[int]:
@@ -248,15 +254,25 @@ class BaseStrategy(UpdateChecks, Strategy):
             self.round_log.weight_diversity = weight_diversity([u.arrays for u in updates])
         self.round_log.client_metrics = self.aggregate_metrics(updates)
         new_weights = self.aggregate(server_round, updates)
-        if new_weights is None:
+        if new_weights is None or not self.adoptable(new_weights, "the aggregate"):
             return None, self.round_log.client_metrics
         self.current_weights = new_weights
         return ndarrays_to_parameters(new_weights), self.round_log.client_metrics
 
+    def adoptable(self, weights: list[np.ndarray], what: str) -> bool:
+        """Whether ``weights`` (a new global model, or server state every client will
+        receive) may be adopted: every value finite. Otherwise the round notes why and
+        the caller keeps what it had."""
+        for i, arr in enumerate(weights):
+            if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
+                self.round_log.note(f"{what} holds NaN or Inf (array {i}): kept the previous one")
+                return False
+        return True
+
     def aggregate(self, server_round: int, updates: list[ClientUpdate]) -> list[np.ndarray] | None:
         """New global weights from accepted updates: FedAvg weighting by sample count."""
         weights = self.aggregation_weights(updates, [u.num_examples for u in updates])
-        return weighted_average([u.arrays for u in updates], weights)
+        return self.average_models([u.arrays for u in updates], weights)
 
     def aggregation_weights(self, updates: list[ClientUpdate], base_weights) -> np.ndarray:
         """The per-client weights a strategy aggregates with: its own ν_r, multiplied by
@@ -272,6 +288,17 @@ class BaseStrategy(UpdateChecks, Strategy):
             return base
         return self.contribution_weighted(base, latents, [u.partition_id for u in updates])
 
+    def average_models(self, arrays_list: list[list[np.ndarray]], weights) -> list[np.ndarray] | None:
+        """The client models combined by the configured ``aggregation`` rule (default: the
+        weighted mean, unchanged), each update first clipped where ``max_update_norm`` says;
+        None (and a note why) when the round has too few updates for the rule, so that the
+        previous global model stays. Every method that averages client models calls this."""
+        settings = robust.RobustSettings.from_config(self.run.cfg.get("aggregation"))
+        new, reason = robust.combine(arrays_list, weights, self.current_weights, settings)
+        if new is None:
+            self.round_log.note(reason)
+        return new
+
     def contribution_weighted(self, base: np.ndarray, latents, ids) -> np.ndarray:
         """Λ·ν for aggregation units (clients, or e.g. Astraea's mediators) with the given
         mean latents. A single unit keeps its weight (Λ of one client is undefined)."""
@@ -283,14 +310,17 @@ class BaseStrategy(UpdateChecks, Strategy):
 
     @staticmethod
     def aggregate_metrics(updates: list[ClientUpdate]) -> dict[str, float]:
-        """Sample-weighted mean of every numeric client metric."""
-        total = sum(u.num_examples for u in updates)
+        """Sample-weighted mean of every numeric client metric, over the clients that
+        reported it (a client that leaves a metric out, or sends text, does not pull the
+        others' mean towards zero)."""
         sums: dict[str, float] = {}
+        totals: dict[str, int] = {}
         for u in updates:
             for key, value in payload.scalars(u.metrics).items():
                 if math.isfinite(value):
                     sums[key] = sums.get(key, 0.0) + value * u.num_examples
-        return {k: v / total for k, v in sums.items()}
+                    totals[key] = totals.get(key, 0) + u.num_examples
+        return {k: v / totals[k] for k, v in sums.items()}
 
     # ---------------------------------------------------------- Flower: evaluate
     #: whether the global model can be tested on the clients' local test sets (False where

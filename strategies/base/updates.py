@@ -1,5 +1,6 @@
 """Accepting client updates: failures counted, updates checked before they are
-aggregated (shapes, NaN/Inf, sample counts, named payloads), in a fixed order."""
+aggregated (the sent model's shapes and dtypes, finite values, sample counts, metrics,
+named payloads), in a fixed order."""
 
 from __future__ import annotations
 
@@ -12,15 +13,61 @@ from flwr.server.client_proxy import ClientProxy
 
 from fedimb.app.phases import split_client_timing
 from fedimb.app.registry import ClientFailure
-from fedimb.core import payload, protocol
+from fedimb.core import payload, protocol, schema
+from fedimb.core.models import trainable_indices
 from strategies.base.round_log import ClientUpdate
 
 #: how every rejection for NaN/Inf values ends, so that they are counted apart (``nonfinite``)
-NONFINITE = "holds NaN or Inf"
+NONFINITE = schema.NONFINITE
+#: how far a reported loss may differ from the server's own computation of it (relative):
+#: float32 sums in another order or on another device differ by far less than 1e-3
+LOSS_TOLERANCE = 1e-3
+#: the most metrics one fit result may carry, and the longest key or text among them
+MAX_METRICS = 256
+MAX_TEXT = 1024
 
 
 def parameters_nbytes(parameters: Parameters) -> int:
     return sum(len(t) for t in parameters.tensors)
+
+
+def model_mismatch(sent: list[tuple[tuple[int, ...], np.dtype]], arrays: list[np.ndarray]) -> str | None:
+    """Why ``arrays`` are not a model like the one sent (``sent``: each array's shape and
+    dtype), or hold values that are not finite numbers of their dtype. A dtype must match
+    exactly: averaging takes the first update's dtype, so one client sending int64 or
+    float16 arrays would silently change the global model's."""
+    shapes = [a.shape for a in arrays]
+    expected = [shape for shape, _ in sent]
+    if shapes != expected:
+        return f"expected {len(expected)} arrays of shapes {expected[:3]}..., got {len(shapes)} of {shapes[:3]}..."
+    for i, (arr, (_, dtype)) in enumerate(zip(arrays, sent)):
+        if arr.dtype != dtype:
+            return f"array {i} is {arr.dtype}, the server sent {dtype}"
+        if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
+            return f"array {i} {NONFINITE}"
+        if np.issubdtype(arr.dtype, np.floating) and arr.size:
+            largest = float(np.abs(arr).max())
+            if largest > math.sqrt(float(np.finfo(arr.dtype).max)):  # a norm or a product would be inf
+                return f"array {i} holds values whose square overflows {arr.dtype} (|w| up to {largest:.3g})"
+    return None
+
+
+def metrics_problem(metrics: dict) -> str | None:
+    """Why a fit result's metrics cannot be kept: more than ``MAX_METRICS`` entries besides
+    the named arrays (whose names the method declares), or a key or a text longer than
+    ``MAX_TEXT`` characters. A number that is not finite, like a text, is left out of the
+    round's means (:meth:`BaseStrategy.aggregate_metrics`) rather than costing the update:
+    a diverging client's loss may overflow while its model is still finite, and the
+    losses a method weighs with are checked on their own (:func:`positive_metric`)."""
+    count = sum(not (isinstance(key, str) and key.startswith(payload.PREFIX)) for key in metrics)
+    if count > MAX_METRICS:
+        return f"{count:,} metrics, more than {MAX_METRICS}"
+    for key, value in metrics.items():
+        if not isinstance(key, str) or len(key) > MAX_TEXT:
+            return f"a metric key of {len(str(key)):,} characters (limit {MAX_TEXT})"
+        if isinstance(value, str) and len(value) > MAX_TEXT:
+            return f"metric '{key}' is a text of {len(value):,} characters (limit {MAX_TEXT})"
+    return None
 
 
 def positive_metric(res, key: str) -> str | None:
@@ -35,7 +82,9 @@ class UpdateChecks:
     """The base strategy's handling of fit results (a part of :class:`BaseStrategy`)."""
 
     def accept_updates(self, results, failures) -> list[ClientUpdate]:
-        """Turn Flower results into validated :class:`ClientUpdate` objects."""
+        """Turn Flower results into validated :class:`ClientUpdate` objects. Each reply is
+        decoded and checked inside one guard: whatever fails is that client's rejection
+        (counted, its cause in one note), never an exception out of the round."""
         for failure in failures:
             self.round_log.errors += 1
             if isinstance(failure, ClientFailure):
@@ -48,21 +97,16 @@ class UpdateChecks:
         updates = []
         for proxy, res in self.in_partition_order(results):
             pid = self.registry.partition_of(proxy)
-            self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
-            metrics, timing = split_client_timing(dict(res.metrics))  # a rejected client's time counts too
-            self.round_log.client_timing[int(pid)] = timing
             try:
-                arrays = parameters_to_ndarrays(res.parameters)
-            except Exception as err:
-                arrays, problem = [], f"undecodable parameters ({err})"
-            else:
-                problem = self.check_update(pid, arrays, res)
-            if problem:
+                update = self.accept_update(pid, res)
+            except Exception as err:  # whatever a crafted reply makes decoding or a check raise
+                update = f"unreadable update ({type(err).__name__}: {err})"
+            if isinstance(update, str):
                 self.round_log.rejected += 1
-                self.round_log.nonfinite += problem.endswith(NONFINITE)
-                self.round_log.note(f"update of client {pid} rejected: {problem}")
+                self.round_log.nonfinite += update.endswith(NONFINITE)
+                self.round_log.note(f"update of client {pid} rejected: {update}")
                 continue
-            updates.append(ClientUpdate(int(pid), arrays, int(res.num_examples), metrics))
+            updates.append(update)
         self.round_log.succeeded = len(updates)
         return updates
 
@@ -78,39 +122,123 @@ class UpdateChecks:
         return sorted(results, key=key)
 
 
-    def check_update(self, pid: int | None, arrays: list[np.ndarray], res: FitRes) -> str | None:
-        """Why an update must not be aggregated, or None if it is acceptable."""
-        if pid is None or pid not in self._sent_shapes:
-            return "from a client that was not asked to train"
-        expected = self._sent_shapes[pid]
-        shapes = [a.shape for a in arrays]
-        if shapes != expected:
-            return f"expected {len(expected)} arrays of shapes {expected[:3]}..., got {len(shapes)} of {shapes[:3]}..."
-        for i, arr in enumerate(arrays):
-            if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
-                return f"array {i} {NONFINITE}"
-        if not isinstance(res.num_examples, int) or res.num_examples <= 0:
-            return f"num_examples must be a positive integer, got {res.num_examples!r}"
+    def accept_update(self, pid: int | None, res: FitRes) -> ClientUpdate | str:
+        """One client's reply as an accepted update, or why it is rejected (one line)."""
+        self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
+        metrics, timing = split_client_timing(dict(res.metrics))
+        if pid is not None:
+            self.round_log.client_timing[int(pid)] = timing  # a rejected client's time counts too
         try:
-            arrays = payload.unpack(res.metrics)
+            arrays = parameters_to_ndarrays(res.parameters)
+        except Exception as err:
+            return f"undecodable parameters ({err})"
+        problem = self.check_update(pid, arrays, res)
+        return problem or ClientUpdate(int(pid), arrays, int(res.num_examples), metrics)
+
+    def check_update(self, pid: int | None, arrays: list[np.ndarray], res: FitRes) -> str | None:
+        """Why an update must not be aggregated, or None if it is acceptable: the model
+        the client was sent (shapes and dtypes), finite values, a sample count it can
+        have, bounded finite metrics, then the method's named arrays."""
+        if pid is None or pid not in self._sent_models:
+            return "from a client that was not asked to train"
+        problem = (model_mismatch(self._sent_models[pid], arrays)
+                   or self.check_num_examples(pid, res.num_examples) or metrics_problem(res.metrics))
+        if problem:
+            return problem
+        try:
+            named = payload.unpack(res.metrics)
         except Exception as err:  # not an ndarray_to_bytes encoding
             return f"undecodable payload ({type(err).__name__}: {err})"
-        known, limit = self.payload_names(), self.payload_limit()
-        for name, arr in arrays.items():
-            if name not in known:
-                return f"unknown payload '{name}' (this method reads: {', '.join(sorted(known))})"
-            if arr.size > limit:
-                return f"payload '{name}' holds {arr.size:,} values, more than the model's {limit:,} parameters"
-            if np.issubdtype(arr.dtype, np.number) and not np.all(np.isfinite(arr)):
-                return f"payload '{name}' {NONFINITE}"
+        return self.check_payloads(named, res.num_examples)
+
+    def check_reported_loss(self, pid: int, res: FitRes, key: str) -> str | None:
+        """Why the loss ``key`` a client reports for its weight cannot be used, or None: it
+        must be a positive finite number, and where it is the loss of the model the client
+        was sent on its own training data (``initial_loss``) and the server holds that data
+        (every client but a device with its own), the server computes it too and the two
+        must agree (:data:`LOSS_TOLERANCE`): one inflated loss would otherwise take a
+        loss-weighted average (F_k^q) for itself."""
+        problem = positive_metric(res, key)
+        if problem or key != protocol.INITIAL_LOSS or self.registry.has_own_data(pid):
+            return problem
+        reported = payload.scalars(res.metrics)[key]
+        actual = self.run.client_training_loss(self.current_weights, pid)
+        if not math.isclose(reported, actual, rel_tol=LOSS_TOLERANCE):
+            return f"{key} {reported:.6g} is not the loss of the model it was sent on its training data ({actual:.6g})"
         return None
 
-    def payload_names(self) -> set[str]:
-        """Names of the named arrays the strategy reads from fit results; any other is
-        rejected. Methods whose clients send their own extend it."""
-        return {protocol.LATENT_MEAN}
+    def check_num_examples(self, pid: int, num_examples) -> str | None:
+        """``num_examples`` must be an integer between 1 and the client's training-set
+        size: it weighs the client's update, and the server knows that size."""
+        if not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples <= 0:
+            return f"num_examples must be a positive integer, got {num_examples!r}"
+        most = self.training_size(pid)
+        if num_examples > most:
+            return f"num_examples {num_examples:,} exceeds the {most:,} training samples this client holds"
+        return None
 
-    def payload_limit(self) -> int:
-        """The most values one named array may hold: as many as the model has parameters
-        (control variates are as large; prototypes, latents and distributions far smaller)."""
-        return self.run.num_parameters
+    def training_size(self, pid: int) -> int:
+        """The most samples client ``pid`` trains on: its partition's size, which the
+        server computed itself; for a device with its own data, the size it announced
+        when it joined (the server cannot know better). Methods that resample a
+        client's data (Astraea) override it."""
+        if self.registry.has_own_data(pid):
+            return int(self.registry.info(pid).num_examples)
+        return int(self.run.data.partition.counts[pid].sum())
+
+    def check_payloads(self, named: dict[str, np.ndarray], num_examples: int | None = None) -> str | None:
+        """Why the named arrays of one fit result must not be read, or None: each checked
+        against the method's declared :attr:`payloads` (``num_examples``: the reply's)."""
+        return schema.check(named, self.payloads, self.payload_sizes(num_examples))
+
+    def check_answer(self, answer, num_examples, names: tuple[str, ...]) -> str | None:
+        """Why the named arrays ``names`` of a client's properties answer (a label histogram,
+        a label distribution) must not be read, or None: checked against the method's
+        declarations like a fit result's (``num_examples``: what the client announced)."""
+        if not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples <= 0:
+            return f"num_examples must be a positive integer, got {num_examples!r}"
+        try:
+            named = payload.unpack(answer) if answer is not None else {}
+        except Exception as err:  # not an ndarray_to_bytes encoding
+            return f"undecodable payload ({type(err).__name__}: {err})"
+        specs = [s for s in self.payloads if s.direction == schema.ANSWER and s.name in names]
+        return schema.check({n: a for n, a in named.items() if n in names}, specs,
+                            self.payload_sizes(num_examples), schema.ANSWER)
+
+    def valid_answers(self, reported: dict, name: str, left_out_of: str) -> dict[int, np.ndarray]:
+        """The arrays ``name`` that match their declaration, by client (``reported``:
+        client -> (its sample count, the array or its properties answer)); the other
+        clients are left out of ``left_out_of`` with one note, and counted."""
+        valid, problems = {}, {}
+        for pid, (num_examples, reply) in sorted(reported.items()):
+            try:
+                answer = payload.pack({name: reply}) if isinstance(reply, np.ndarray) else reply
+                problem = self.check_answer(answer, num_examples, (name,))
+            except Exception as err:  # whatever a crafted answer makes encoding or a check raise
+                problem = f"unreadable answer ({type(err).__name__}: {err})"
+            if problem:
+                problems[pid] = problem
+            else:
+                valid[pid] = payload.unpack(answer)[name]
+        if problems:
+            pid, problem = next(iter(problems.items()))
+            clients = "1 client" if len(problems) == 1 else f"{len(problems)} clients"
+            self.round_log.note(f"{clients} left out of {left_out_of}: {name} invalid "
+                                f"(client {pid}: {problem})")
+            self.round_log.extra["clients_left_out"] = self.round_log.extra.get("clients_left_out", 0) + len(problems)
+        return valid
+
+    #: the named arrays the method exchanges (:mod:`fedimb.core.protocol`); any other is rejected
+    payloads: tuple[schema.PayloadSpec, ...] = protocol.BASE_PAYLOADS
+
+    def payload_sizes(self, num_examples: int | None = None) -> dict[str, object]:
+        """The sizes declared payload shapes and bounds refer to, for one reply."""
+        if getattr(self, "_payload_sizes", None) is None:
+            model = self.run.new_model()
+            trainable = trainable_indices(model)
+            initial = self.run.initial_weights()
+            self._payload_sizes = {
+                "num_classes": self.run.num_classes, "max_class": self.run.num_classes - 1,
+                "feature_dim": int(model.feature_dim), "model": [initial[i].shape for i in trainable],
+            }
+        return {**self._payload_sizes, "num_examples": num_examples}

@@ -153,6 +153,8 @@ def test_a_bad_update_is_rejected_counted_and_never_aggregated(kind, reason):
 
 
 def test_an_oversized_known_payload_is_rejected():
+    """A declared payload of another shape than its declaration (latent_mean: the
+    model's feature width) is rejected before any method reads it."""
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
 
     from fedimb.app.in_process import InProcessFederation
@@ -163,10 +165,11 @@ def test_an_oversized_known_payload_is_rejected():
     strategy = fed.strategy
     weights = strategy.current_weights
     limit = strategy.run.num_parameters
+    width = strategy.run.new_model().feature_dim
     res = FitRes(Status(Code.OK, "ok"), ndarrays_to_parameters(weights), 10,
                  payload.pack({protocol.LATENT_MEAN: np.zeros(limit + 1, dtype=np.float32)}))
     assert strategy.check_update(0, weights, res) == (
-        f"payload 'latent_mean' holds {limit + 1:,} values, more than the model's {limit:,} parameters")
+        f"payload 'latent_mean' has shape ({limit + 1},), expected ({width},) (feature_dim)")
 
 
 def test_a_checkpointed_round_the_front_end_never_received_comes_back_on_resume(tmp_path):

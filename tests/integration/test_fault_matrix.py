@@ -13,6 +13,7 @@ import time
 import pytest
 
 from benchmarks.faults import BAD_UPDATES, FAULTS, NOT_APPLICABLE, RUNTIMES, Timing, causes, one_cell
+from tests.integration.matrix_federation import MatrixFederation
 
 #: short round timeouts where rounds are short; a deployed round takes up to 25 s on a busy 2-core machine
 TIMINGS = {"in_process": Timing(round_timeout=5, hang=8), "simulation": Timing(round_timeout=30, hang=40),
@@ -23,14 +24,13 @@ CELLS = [pytest.param(runtime, fault, marks=MARKS[runtime], id=f"{runtime}-{faul
          for runtime in RUNTIMES for fault in FAULTS if (fault, runtime) not in NOT_APPLICABLE]
 
 
-class Matrix:
+class Matrix(MatrixFederation):
     """The cells run so far, in one output folder, with one local federation for the
     deployment cells; a bad update's cell first runs its reference (client 1 raising)."""
 
     def __init__(self, out):
-        self.out = out
+        super().__init__(out)
         self.cells = {}
-        self.federation = None
 
     def cell(self, fault: str, runtime: str):
         if fault in BAD_UPDATES:
@@ -42,18 +42,6 @@ class Matrix:
                 federation.start_node(1)
                 time.sleep(5)
         return self.cells[fault, runtime]
-
-    def federation_for(self, runtime: str):
-        if runtime == "deployment" and self.federation is None:
-            from fedimb.cli.local_federation import LocalFederation
-
-            self.federation = LocalFederation(self.out / "federation", 3).start()
-        return self.federation if runtime == "deployment" else None
-
-    def close(self) -> None:
-        if self.federation is not None:
-            self.federation.stop()
-
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):

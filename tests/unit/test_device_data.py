@@ -76,19 +76,19 @@ class _Manager:
 def test_nodes_with_their_own_data_get_free_client_ids_and_keep_them(monkeypatch):
     registry = ClientRegistry(capacity=3)
     monkeypatch.setattr(registry, "_ask", lambda proxies, config: [p.props for p in proxies])
-    pi_a = _Proxy("n1", {"partition_id": -1, "device_key": "pi-a"})
-    pinned = _Proxy("n0", {"partition_id": 1})
-    pi_b = _Proxy("n2", {"partition_id": -1, "device_key": "pi-b"})
+    pi_a = _Proxy("n1", {"partition_id": -1, "device_key": "pi-a", "num_examples": 40})
+    pinned = _Proxy("n0", {"partition_id": 1, "num_examples": 30})
+    pi_b = _Proxy("n2", {"partition_id": -1, "device_key": "pi-b", "num_examples": 40})
     # devices answer before the node with a partition id: that id is still claimed first
     registry.refresh(_Manager([pi_a, pi_b, pinned]))
     assert (registry.partition_of(pi_a), registry.partition_of(pinned), registry.partition_of(pi_b)) == (0, 1, 2)
     nodes = [pinned, pi_a, pi_b]
     # pi-a restarts (new Flower node id, same data): it gets its id back
-    back = _Proxy("n9", {"partition_id": -1, "device_key": "pi-a"})
+    back = _Proxy("n9", {"partition_id": -1, "device_key": "pi-a", "num_examples": 40})
     registry.refresh(_Manager([nodes[0], nodes[2], back]))
     assert registry.partition_of(back) == 0 and registry.partition_ids() == [0, 1, 2]
     # a fourth device finds no free id and is left out
-    extra = _Proxy("n10", {"partition_id": -1, "device_key": "pi-c"})
+    extra = _Proxy("n10", {"partition_id": -1, "device_key": "pi-c", "num_examples": 40})
     registry.refresh(_Manager([nodes[0], nodes[2], back, extra]))
     assert registry.partition_of(extra) is None
 

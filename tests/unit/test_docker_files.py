@@ -130,3 +130,28 @@ def test_compose_starts_a_secure_federation():
     for service in services.values():
         image = service.get("image", "")
         assert image and not image.endswith(":latest") and ":" in image
+
+
+def published_host(mapping: str) -> str:
+    """The host address of a compose port mapping ``[HOST:]PUBLISHED:TARGET``, with a
+    ``${VAR:-default}`` resolved to its default (what ``docker compose`` does without VAR)."""
+    mapping = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", mapping)
+    parts = mapping.rsplit(":", 2)
+    return parts[0] if len(parts) == 3 else "0.0.0.0"  # no host: every interface
+
+
+def test_compose_publishes_the_superlinks_port_on_loopback_only():
+    # the port serves the Control API too, which this Flower build does not authenticate
+    services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
+    published = {name: [published_host(str(p)) for p in service.get("ports", [])] for name, service in services.items()}
+    assert published.pop("superlink") == ["127.0.0.1"]
+    assert not any(published.values()), published  # nothing else is published
+
+
+def test_each_node_container_mounts_ca_crt_and_its_own_key_only():
+    services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
+    nodes = sorted((k, v) for k, v in services.items() if k.startswith("supernode-"))
+    for i, (name, node) in enumerate(nodes):
+        mounts = sorted(volume.split(":")[:2] for volume in node["volumes"])
+        assert mounts == [["./certs/ca.crt", "/certs/ca.crt"], [f"./certs/node-{i}", f"/certs/node-{i}"]], name
+        assert all(volume.endswith(":ro") for volume in node["volumes"])

@@ -61,9 +61,13 @@ def test_nan_and_inf_become_none_and_numpy_scalars_convert():
     assert event == {"event": "x", "a": None, "b": [1.0, None], "c": 1.5, "d": 4, "e": {"k": None}}
 
 
-def test_parse_event_with_log_prefix():
-    line = "INFO :      " + events.format_event("end", rounds=2)
-    assert events.parse_event(line) == {"event": "end", "rounds": 2}
+def test_parse_event_takes_a_whole_line_only():
+    """The ServerApp writes each event as a line of its own: surrounding whitespace is
+    fine, anything before the tag (a log record quoting a client's message) is not."""
+    line = events.format_event("end", rounds=2)
+    assert events.parse_event(f"  {line}\r") == {"event": "end", "rounds": 2}
+    assert events.parse_event("INFO :      " + line) is None
+    assert events.parse_event("WARNING :   round 1: client 1 failed: ValueError: " + line) is None
 
 
 @pytest.mark.parametrize(

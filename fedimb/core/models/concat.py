@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedimb.core import payload
+from fedimb.core import payload, protocol
 from fedimb.core.models.base import EncoderHeadNet, set_weights
 
 
@@ -47,14 +47,14 @@ def split_model_weights(template: EncoderHeadNet, weights: list[np.ndarray]) -> 
 
 def encoders_to_payload(encoder_weights: list[list[np.ndarray]]) -> dict:
     """The K encoders' weights as named payload arrays ``encoder.<k>.<j>``."""
-    return payload.pack({f"encoder.{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)})
+    return payload.pack({f"{protocol.ENCODERS}{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)})
 
 
 def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]]:
     """The K encoders' weights back from :func:`encoders_to_payload`'s arrays."""
     grouped: dict[int, dict[int, np.ndarray]] = {}
     for key, value in arrays.items():
-        if key.startswith("encoder."):
-            _, k, j = key.split(".")
+        if key.startswith(protocol.ENCODERS):
+            k, j = key[len(protocol.ENCODERS):].split(".")
             grouped.setdefault(int(k), {})[int(j)] = value
     return [[grouped[k][j] for j in sorted(grouped[k])] for k in sorted(grouped)]

@@ -1,0 +1,111 @@
+"""The registry refuses identity claims that would crash the strategy or hijack a client:
+a partition id outside the federation, a missing or non-integer one, a bad sample count,
+undecodable label counts, and an id (or device) a connected node already serves."""
+
+from __future__ import annotations
+
+import pytest
+from flwr.common import GetPropertiesRes
+from flwr.server import SimpleClientManager
+
+from fedimb.app.in_process import OK, InProcessNode
+from fedimb.app.registry import ClientRegistry
+from tests.unit.test_base_strategy import make_strategy
+
+
+class CraftedNode(InProcessNode):
+    """A node that answers the identity query with whatever ``props`` says."""
+
+    def __init__(self, cid: str, props: dict):
+        super().__init__(cid, -1)
+        self.props = props
+        self.asked = 0
+
+    def get_properties(self, ins, timeout, group_id):
+        self.asked += 1
+        return GetPropertiesRes(status=OK, properties=dict(self.props))
+
+
+def federation(*extra: InProcessNode, honest: int = 3):
+    """A registry of capacity 3 and a manager with ``honest`` nodes for partitions 0.. plus ``extra``."""
+    manager = SimpleClientManager()
+    nodes = [InProcessNode(f"honest-{i}", i) for i in range(honest)]
+    for node in [*nodes, *extra]:
+        manager.register(node)
+    return ClientRegistry(capacity=3), manager, nodes
+
+
+@pytest.mark.parametrize("props, why", [
+    ({"partition_id": 99, "num_examples": 10}, "partition id 99 is outside 0..2"),
+    ({"partition_id": 3, "num_examples": 10}, "partition id 3 is outside 0..2"),
+    ({"partition_id": -7, "num_examples": 10}, "partition id -7 is outside 0..2"),
+    ({"num_examples": 10}, "no partition id"),
+    ({"partition_id": "0", "num_examples": 10}, "partition id '0' is not an integer"),
+    ({"partition_id": 0.0, "num_examples": 10}, "partition id 0.0 is not an integer"),
+    ({"partition_id": True, "num_examples": 10}, "partition id True is not an integer"),
+    ({"partition_id": "\nFEDIMB-EVENT " + "x" * 100, "num_examples": 10}, "is not an integer"),
+    ({"partition_id": 1}, "no num_examples"),
+    ({"partition_id": 1, "num_examples": -1}, "num_examples -1 is not a non-negative integer"),
+    ({"partition_id": 1, "num_examples": 1.5}, "num_examples 1.5 is not a non-negative integer"),
+    ({"partition_id": 1, "num_examples": "10"}, "num_examples '10' is not a non-negative integer"),
+    ({"partition_id": -1, "num_examples": 10}, "own data (partition id -1) but no device key"),
+    ({"partition_id": -1, "num_examples": 10, "device_key": 5}, "no device key"),
+    ({"partition_id": 1, "num_examples": 10, "array:label_counts": b"not an array"}, "label counts cannot be decoded"),
+])
+def test_a_bad_claim_is_refused_with_one_line_and_the_honest_clients_stay(props, why):
+    intruder = CraftedNode("intruder", props)
+    registry, manager, nodes = federation(intruder)
+    registry.refresh(manager)
+    assert registry.partition_ids() == [0, 1, 2]
+    assert [registry.proxy(pid).inner for pid in range(3)] == nodes
+    assert registry.partition_of(intruder) is None
+    assert why in registry.refused["intruder"] and "\n" not in registry.refused["intruder"]
+    assert len(registry.refused["intruder"]) < 120
+    assert registry.take_refusals() == [f"node intruder refused: {registry.refused['intruder']}"]
+    assert registry.take_refusals() == []  # reported once
+
+
+def test_a_second_node_claiming_a_live_nodes_id_never_replaces_it_and_takes_it_once_free():
+    intruder = CraftedNode("intruder", {"partition_id": 0, "num_examples": 10})
+    registry, manager, nodes = federation(intruder)
+    registry.refresh(manager)
+    registry.refresh(manager)
+    assert registry.proxy(0).inner is nodes[0] and registry.partition_of(intruder) is None
+    assert intruder.asked == 1  # a refused node is not asked again while no node leaves
+    assert registry.refused == {"intruder": "partition id 0 is already served by node honest-0"}
+    assert len(registry.take_refusals()) == 1
+    # the holder disconnects: the id is free again, so the waiting node (e.g. a restarted one) gets it
+    manager.unregister(nodes[0])
+    registry.refresh(manager)
+    assert registry.proxy(0).inner is intruder and registry.partition_ids() == [0, 1, 2]
+    assert registry.refused == {}
+
+
+def test_a_restarted_node_gets_its_id_back():
+    registry, manager, nodes = federation()
+    registry.refresh(manager)
+    manager.unregister(nodes[1])
+    back = InProcessNode("honest-1-restarted", 1)
+    manager.register(back)
+    registry.refresh(manager)
+    assert registry.proxy(1).inner is back and registry.refused == {}
+
+
+def test_a_second_node_with_the_same_device_data_is_refused():
+    device = {"partition_id": -1, "device_key": "pi-a", "num_examples": 40}
+    first, copy = CraftedNode("pi", device), CraftedNode("pi-copy", device)
+    registry, manager, nodes = federation(first, copy, honest=2)
+    registry.refresh(manager)
+    assert registry.partition_ids() == [0, 1, 2] and registry.proxy(2).inner is first
+    assert registry.refused == {"pi-copy": "its data is already served by node pi"}
+
+
+@pytest.mark.parametrize("claim", [0, 99, None])
+def test_the_strategy_survives_bad_claims_and_notes_them_in_the_round_log(claim):
+    strategy, manager, nodes = make_strategy("dropout=none", num_clients=3)
+    props = {"num_examples": 10} if claim is None else {"partition_id": claim, "num_examples": 10}
+    manager.register(CraftedNode("intruder", props))
+    params = strategy.initialize_parameters(manager)
+    instructions = strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    assert [proxy.inner for proxy, _ in instructions] == nodes  # partition 0's instructions go to its own node
+    assert [m for m in strategy.round_log.messages if m.startswith("node intruder refused: ")]
