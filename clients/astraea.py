@@ -11,6 +11,7 @@ hands it. The rebalanced set is deterministic in (seed, client) and cached per p
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections import OrderedDict
 
 import numpy as np
@@ -37,7 +38,10 @@ class AstraeaClient(BaseClient):
             return self.data
         params = {k: float(config[k]) for k in AUGMENT_KEYS}
         seed = int(np.random.SeedSequence([int(config.get(protocol.SEED, 0)), self.data.partition_id]).generate_state(1)[0])
-        key = (self.data.partition_id, ratios.tobytes(), seed, tuple(params.values()), self.data.x.data_ptr())
+        # the samples themselves are in the key: two runs in one process (a sweep, the tests)
+        # may give one client id other samples under the same plan
+        samples = hashlib.sha1(self.data.indices.numpy().tobytes()).hexdigest()
+        key = (self.data.partition_id, samples, ratios.tobytes(), seed, tuple(params.values()), self.data.x.data_ptr())
         if key not in _REBALANCED:
             x, y = apply_plan(self.data.x, self.data.y, self.data.indices, ratios, params, seed)
             _REBALANCED[key] = dataclasses.replace(

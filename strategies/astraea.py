@@ -125,7 +125,7 @@ class AstraeaStrategy(BaseStrategy):
         is missing or invalid is left out of the plan and of the mediators."""
         pids = self.registry.partition_ids()
         original = self.valid_answers({p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts)
-                                       for p in pids}, protocol.LABEL_COUNTS, "the plan")
+                                       for p in pids}, protocol.LABEL_COUNTS, "the plan", self.matches_partition)
         global_counts = np.sum(list(original.values()), axis=0) if original else np.zeros(self.run.num_classes)
         if self.augment:
             augmented, downsampled, ratios = zscore_plan(global_counts, self.tau_d)
@@ -134,12 +134,33 @@ class AstraeaStrategy(BaseStrategy):
         self.ratios = self.clipped_ratios(ratios)
         answers = self.registry.query(sorted(original), self.fit_config(0))
         rebalanced = self.valid_answers({p: (answers[p].get(protocol.NUM_EXAMPLES), answers[p])
-                                         for p in answers if p in original}, protocol.LABEL_COUNTS, "the mediators")
+                                         for p in answers if p in original}, protocol.LABEL_COUNTS, "the mediators",
+                                        lambda p, counts: self.within_plan(original[p], counts))
         self.counts = {p: rebalanced.get(p, original[p]) for p in original if p in rebalanced or p not in answers}
         self.round_log.extra.update(
             augment_classes=len(augmented), downsample_classes=len(downsampled),
             samples_before=int(global_counts.sum()), samples_after=int(sum(c.sum() for c in self.counts.values())),
         )
+
+    def matches_partition(self, pid: int, counts: np.ndarray) -> str | None:
+        """Why a histogram is not client ``pid``'s, or None: where the server holds the
+        client's partition it knows the histogram (a device with its own data is taken at
+        its word); a client that inflates a class would skew everyone's plan."""
+        if self.registry.has_own_data(pid) or np.array_equal(counts, self.run.client_label_counts(pid)):
+            return None
+        return "differs from the histogram of its partition"
+
+    def within_plan(self, original: np.ndarray, counts: np.ndarray) -> str | None:
+        """Why a rebalanced histogram is not one the plan can make from ``original``, or
+        None: a class keeps at most its n samples when downsampled and gains at most
+        ⌈(r − 1)·n⌉ copies when augmented (Algorithm 2, stochastically rounded). Its sum
+        weighs the client's mediator, so it must not be inflated."""
+        n = original.astype(np.float64)
+        most = n + np.ceil(np.maximum(self.ratios - 1.0, 0.0) * n)
+        if np.any(counts > most):
+            c = int(np.argmax(counts - most))
+            return f"class {c} holds {int(counts[c]):,} samples after the plan, at most {int(most[c]):,} possible"
+        return None
 
     def clipped_ratios(self, ratios: np.ndarray) -> np.ndarray:
         """The plan's ratios clipped to ``max_ratio``: one client's inflated histogram must

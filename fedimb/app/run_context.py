@@ -17,6 +17,7 @@ from fedimb.app.build import (
     new_model,
     resolve_device,
 )
+from fedimb.core.data.stats import label_counts
 from fedimb.core.dropout import Availability, availability_from_config
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
 from fedimb.core.training import evaluate_model, predict
@@ -72,6 +73,12 @@ class ServerRun:
         train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
         x, y = as_tensors(self.data.dataset.x_train[train], self.data.dataset.y_train[train])
         return float(evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)["loss"])
+
+    def client_label_counts(self, pid: int) -> np.ndarray:
+        """Client ``pid``'s label histogram of its training samples, as the client
+        computes it (the same split): what an honest client reports."""
+        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        return label_counts(self.data.dataset.y_train[train], self.num_classes)
 
     def local_accuracies(self, weights: list[np.ndarray], clients: list[int]) -> dict[int, float]:
         """Accuracy of ``weights`` on each of ``clients``' own test sets, from one pass

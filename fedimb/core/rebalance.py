@@ -3,10 +3,13 @@ majority classes and add augmented copies of minority-class samples."""
 
 from __future__ import annotations
 
+import threading
 from typing import Mapping
 
 import numpy as np
 import torch
+
+_GLOBAL_RNG = threading.Lock()  # held while torch's global generator is seeded and drawn from
 
 
 def affine_augmenter(params: Mapping[str, float], fill: float):
@@ -78,6 +81,8 @@ def _augmented_copies(x: torch.Tensor, source: torch.Tensor, augment_params: Map
     if x.dim() != 4:
         return x[source].clone()
     augment = affine_augmenter(augment_params, fill=float(x.min()))
-    with torch.random.fork_rng():
+    # torchvision draws from torch's global generator: clients that rebalance at once in
+    # one process (the in-process runtime's threads) would take each other's numbers
+    with _GLOBAL_RNG, torch.random.fork_rng():
         torch.manual_seed(seed)
         return torch.stack([augment(x[i]) for i in source.tolist()])

@@ -5,7 +5,7 @@ named payloads), in a fixed order."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from flwr.common import FitRes, Parameters, parameters_to_ndarrays
@@ -205,15 +205,19 @@ class UpdateChecks:
         return schema.check({n: a for n, a in named.items() if n in names}, specs,
                             self.payload_sizes(num_examples), schema.ANSWER)
 
-    def valid_answers(self, reported: dict, name: str, left_out_of: str) -> dict[int, np.ndarray]:
+    def valid_answers(self, reported: dict, name: str, left_out_of: str,
+                      plausible: Callable[[int, np.ndarray], str | None] | None = None) -> dict[int, np.ndarray]:
         """The arrays ``name`` that match their declaration, by client (``reported``:
-        client -> (its sample count, the array or its properties answer)); the other
-        clients are left out of ``left_out_of`` with one note, and counted."""
+        client -> (its sample count, the array or its properties answer)), and the
+        method's own test ``plausible`` (client, array -> why not, or None) where given;
+        the other clients are left out of ``left_out_of`` with one note, and counted."""
         valid, problems = {}, {}
         for pid, (num_examples, reply) in sorted(reported.items()):
             try:
                 answer = payload.pack({name: reply}) if isinstance(reply, np.ndarray) else reply
                 problem = self.check_answer(answer, num_examples, (name,))
+                if problem is None and plausible is not None:
+                    problem = plausible(pid, payload.unpack(answer)[name])
             except Exception as err:  # whatever a crafted answer makes encoding or a check raise
                 problem = f"unreadable answer ({type(err).__name__}: {err})"
             if problem:

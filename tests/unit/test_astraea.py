@@ -8,7 +8,7 @@ import torch
 from flwr.common import parameters_to_ndarrays
 
 from fedimb.app.in_process import InProcessFederation
-from fedimb.core import payload
+from fedimb.core import payload, protocol
 from fedimb.core.rebalance import apply_plan
 
 AUG = {"rotation": 10.0, "shift": 0.1, "shear": 10.0, "zoom": 0.1}
@@ -31,6 +31,30 @@ def test_apply_plan_downsamples_and_augments_as_planned():
     # deterministic in the seed
     x3, y3 = apply_plan(x, y, torch.arange(300), ratios, AUG, seed=3)
     assert torch.equal(x2, x3) and torch.equal(y2, y3)
+
+
+def test_plans_applied_at_once_in_threads_give_what_they_give_alone():
+    # the in-process runtime's clients rebalance in threads of one process, and torchvision
+    # draws from torch's global generator: each client must still get its own seed's copies
+    import threading
+
+    torch.manual_seed(0)
+    x = torch.randn(400, 1, 12, 12)
+    y = torch.tensor([0] * 350 + [1] * 50)
+    ratios = np.array([1.0, 8.0])
+    alone = {seed: apply_plan(x, y, torch.arange(400), ratios, AUG, seed=seed)[0] for seed in (1, 2, 3, 4)}
+    together, start = {}, threading.Barrier(4)
+
+    def rebalance(seed):
+        start.wait()
+        together[seed] = apply_plan(x, y, torch.arange(400), ratios, AUG, seed=seed)[0]
+
+    threads = [threading.Thread(target=rebalance, args=(seed,)) for seed in alone]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(torch.equal(together[seed], alone[seed]) for seed in alone)
 
 
 def test_fractional_ratios_round_stochastically():
@@ -131,3 +155,16 @@ def test_ablations(method, chain):
         assert np.all(s.ratios == 1.0)
     else:
         assert all(len(m) == 1 for m in s.mediators)
+
+
+def test_a_client_rebalances_its_own_samples_when_an_earlier_run_gave_its_id_others():
+    # two runs in one process (a sweep): client 0 of each holds other samples, and under
+    # one plan the second must not be handed the first one's rebalanced data
+    for seed in (1, 2):
+        fed = InProcessFederation([f"seed={seed}", "method=astraea", "partition=dirichlet", "partition.alpha=0.2",
+                                   "num_clients=4", "dropout=none"])
+        fed.strategy.ratios = np.full(10, 1.5)
+        plan = {**fed.strategy.fit_config(0), protocol.SEED: 0}  # one plan and seed for both runs
+        client = fed.client(fed.nodes[0])
+        original, after = client.data.label_counts, client.rebalanced(plan).label_counts
+        assert np.all(after[original == 0] == 0) and np.all(after >= original)

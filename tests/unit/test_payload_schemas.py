@@ -203,9 +203,46 @@ def test_astraea_clips_the_ratios_of_an_inflated_histogram(monkeypatch):
     counts = np.array(fed.strategy.registry.info(3).label_counts, dtype=np.int64)
     counts[0] = 10 ** 15
     announce(fed, 3, counts, int(counts.sum()))
+    fed.strategy.registry._pid_by_device["its own data"] = 3  # a histogram the server cannot check
     fed.strategy.initialize()
+    assert 3 in fed.strategy.counts
     assert fed.strategy.ratios.max() == 100.0  # unclipped: about 4e10 for the minority classes
     assert any("clipped to max_ratio 100" in m for m in fed.strategy.round_log.messages)
+
+
+def test_astraea_leaves_out_a_histogram_that_is_not_its_partitions(monkeypatch):
+    # a valid histogram (non-negative, summing to n) that moves samples into one class
+    # would still skew everyone's plan: the server knows the partition's histogram
+    fed = astraea()
+    discovered(fed)
+    monkeypatch.setattr(fed.strategy.registry, "query", lambda pids, config: {})
+    counts = np.array(fed.strategy.registry.info(3).label_counts, dtype=np.int64)
+    counts[0], counts[1:] = counts.sum(), 0
+    announce(fed, 3, counts)
+    fed.strategy.initialize()
+    assert sorted(fed.strategy.counts) == [0, 1, 2]
+    assert any("left out of the plan: label_counts invalid (client 3: differs from the histogram of its partition)"
+               in m for m in fed.strategy.round_log.messages)
+
+
+def test_astraea_leaves_out_a_rebalanced_histogram_the_plan_cannot_make(monkeypatch):
+    # its sum weighs the client's mediator: inflating it would buy the mediator's weight
+    fed = astraea()
+    discovered(fed)
+    real_query = fed.strategy.registry.query
+
+    def query(pids, config):
+        answers = real_query(pids, config)
+        counts = payload.unpack(answers[3])[protocol.LABEL_COUNTS] * 1000
+        answers[3] = {**answers[3], protocol.NUM_EXAMPLES: int(counts.sum()),
+                      **payload.pack({protocol.LABEL_COUNTS: counts})}
+        return answers
+
+    monkeypatch.setattr(fed.strategy.registry, "query", query)
+    fed.strategy.initialize()
+    assert sorted(fed.strategy.counts) == [0, 1, 2]
+    assert any("left out of the mediators: label_counts invalid (client 3: class" in m and "possible" in m
+               for m in fed.strategy.round_log.messages)
 
 
 def fedconcat(*overrides: str) -> InProcessFederation:
