@@ -553,14 +553,32 @@ def synthetic_draws(rows):
 
 @from_table("fault_matrix")
 def fault_matrix(rows):
+    return check_grid(rows, "fault", ("survived", "counted", "lost nothing"),
+                      "The fault matrix: client 1 misbehaves in round 2")
+
+
+@from_table("attack_matrix")
+def attack_matrix(rows):
+    return check_grid(rows, "attack", ("survived", "counted", "unharmed"),
+                      "The attack matrix: client 1 attacks in every round")
+
+
+def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
+    """One row per fault or attack (the ``what`` column, up to its colon), one column per
+    runtime and check: green yes, red no, grey where the runtime has no such cell."""
     from matplotlib.colors import ListedColormap
 
-    checks = ("survived", "counted", "lost nothing")
-    faults = list(dict.fromkeys(r["fault"].split(":")[0] for r in rows))
+    faults = list(dict.fromkeys(r[what].split(":")[0] for r in rows))
     runtimes = list(dict.fromkeys(r["runtime"] for r in rows))
-    cell = {(r["fault"].split(":")[0], r["runtime"]): r for r in rows}
+    cell = {(r[what].split(":")[0], r["runtime"]): r for r in rows}
     codes = {"yes": 0, "n/a": 1, "no": 2}
-    grid = np.array([[codes.get(cell[f, rt][c], 2) if (f, rt) in cell else 1 for rt in runtimes for c in checks]
+    shown = {"not measured": "n/a"}  # and "**no**" is "no"
+
+    def code(value: str) -> int:
+        value = value.strip("*")
+        return codes.get(shown.get(value, value), 2)
+
+    grid = np.array([[code(cell[f, rt][c]) if (f, rt) in cell else 1 for rt in runtimes for c in checks]
                      for f in faults])
     fig, ax = canvas(figsize=(9, 0.9 + 0.4 * len(faults)))
     ax.imshow(grid, cmap=ListedColormap(["#8fd18f", "#d9d9d9", "#f08080"]), vmin=0, vmax=2, aspect="auto")
@@ -574,7 +592,7 @@ def fault_matrix(rows):
         ax.text(k * len(checks) + 1, -0.9, runtime, ha="center", fontsize=9, weight="bold")
         if k:
             ax.axvline(k * len(checks) - 0.5, color="k", lw=1.5)
-    ax.set_title("The fault matrix: client 1 misbehaves in round 2", pad=22)
+    ax.set_title(title, pad=22)
     return fig
 
 
