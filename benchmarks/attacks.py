@@ -38,7 +38,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import REPO, argument_parser, publish_in_docs, publish_table  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    REPO,
+    argument_parser,
+    local_federation_for,
+    publish_in_docs,
+    publish_table,
+)
 
 #: IID and lr 0.1, so that 3 rounds reach ~92 % and a harmed model shows (pathological
 #: partitions leave a 3-round model near chance, where any model looks unharmed)
@@ -331,20 +337,12 @@ def main() -> None:
         names = [n for n in args.rows.split(",") if runtime in ROWS[n].runtimes]
         if not names:
             continue
-        federation = None
-        if runtime == "deployment":
-            from fedimb.cli.local_federation import LocalFederation
-
-            federation = LocalFederation(args.out / "federation", 3).start()
-        try:
+        with local_federation_for(runtime, args.out / "federation") as federation:
             for name in names:
                 started = time.perf_counter()
                 cell = one_cell(name, runtime, args.out, federation, references)
                 print(f"{runtime:>11} {name:>18}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)", flush=True)
                 cells[name, runtime] = cell
-        finally:
-            if federation is not None:
-                federation.stop()
     flips = saved["byzantine"] if args.no_byzantine else byzantine(args.aggregations.split(","), args.out)
     args.out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"cells": [asdict(c) for c in cells.values()], "byzantine": flips}, indent=1))

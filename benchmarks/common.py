@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import os
 import platform
@@ -144,3 +145,19 @@ def save_panels(fig, axes, ylabel: str, path: Path) -> None:
     axes[0].set_ylabel(ylabel)
     axes[-1].legend(fontsize=7)
     save_figure(fig, path)
+
+
+@contextlib.contextmanager
+def local_federation_for(runtime: str, folder: Path, nodes: int = 3):
+    """A local federation of ``nodes`` SuperNodes (under ``folder``) for the deployment
+    runtime's cells, stopped when they are done; None for the other runtimes."""
+    if runtime != "deployment":
+        yield None
+        return
+    from fedimb.cli.local_federation import LocalFederation
+
+    federation = LocalFederation(folder, nodes).start()
+    try:
+        yield federation
+    finally:
+        federation.stop()

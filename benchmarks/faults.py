@@ -37,7 +37,13 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import REPO, argument_parser, publish_in_docs, publish_table  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    REPO,
+    argument_parser,
+    local_federation_for,
+    publish_in_docs,
+    publish_table,
+)
 
 EXPERIMENT = ["dataset=digits", "num_clients=3", "num_rounds=3", "dropout=none", "train.local_epochs=1", "seed=0",
               "fault.clients=[1]", "fault.rounds=[2]"]
@@ -258,12 +264,7 @@ def main() -> None:
     timing = Timing()
     cells = []
     for runtime in args.runtimes.split(","):
-        federation = None
-        if runtime == "deployment":
-            from fedimb.cli.local_federation import LocalFederation
-
-            federation = LocalFederation(args.out / "federation", 3).start()
-        try:
+        with local_federation_for(runtime, args.out / "federation") as federation:
             for fault in faults:
                 started = time.perf_counter()
                 cell = one_cell(fault, runtime, args.out, federation, timing)
@@ -272,9 +273,6 @@ def main() -> None:
                 if federation is not None and fault == "kill_worker":  # bring SuperNode 1 back
                     federation.start_node(1)
                     time.sleep(5)
-        finally:
-            if federation is not None:
-                federation.stop()
     # cells measured before stay, so a single cell can be measured again after a change
     known = {(c["fault"], c["runtime"]): Cell(**c) for c in json.loads(path.read_text())} \
         if (path := args.out / "table.json").exists() else {}
