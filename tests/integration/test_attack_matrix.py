@@ -12,7 +12,15 @@ import pytest
 from benchmarks.attacks import ROWS, one_cell
 from tests.integration.matrix_federation import MatrixFederation
 
-CELLS = [pytest.param(runtime, name, id=f"{runtime}-{name}") for name, row in ROWS.items() for runtime in row.runtimes]
+#: rows whose attack is well-formed, so no check can count it: under the mean it must do
+#: its harm (the injection works, the study's baseline); a robust rule must absorb it
+UNCOUNTABLE = {"sign_flip": False, "sign_flip_median": True}  # row -> unharmed
+#: attacks fedimb does not stop yet, each with why; a cell that starts passing fails (strict)
+UNDEFENDED = {"loss_skew_grpfed": "GRP-FED's default loss is measured during local training, so the server "
+                                  "cannot recompute it (loss_at=received is checked)"}
+CELLS = [pytest.param(runtime, name, id=f"{runtime}-{name}",
+                      marks=[pytest.mark.xfail(strict=True, reason=UNDEFENDED[name])] if name in UNDEFENDED else [])
+         for name, row in ROWS.items() for runtime in row.runtimes]
 pytestmark = [pytest.mark.slow, pytest.mark.fault_matrix]
 
 
@@ -38,6 +46,9 @@ def matrix(tmp_path_factory):
 def test_cell(matrix, runtime, name):
     cell = matrix.cell(name, runtime)
     assert cell.survived, cell.detail
+    if name in UNCOUNTABLE:
+        assert not cell.counted and cell.unharmed == UNCOUNTABLE[name], (cell.final_accuracy, cell.reference_accuracy)
+        return
     assert cell.counted, f"client 1's attack was not counted: {cell.detail}"
     assert cell.unharmed, (f"final accuracy {cell.final_accuracy} against {cell.reference_accuracy} "
                            f"with client 1 failing: {cell.detail}")
