@@ -48,10 +48,26 @@ from benchmarks.common import (  # noqa: E402
 
 #: IID and lr 0.1, so that 3 rounds reach ~92 % and a harmed model shows (pathological
 #: partitions leave a 3-round model near chance, where any model looks unharmed)
-EXPERIMENT = ["dataset=digits", "num_clients=3", "num_rounds=3", "dropout=none", "partition=iid", "train.lr=0.1",
-              "seed=0", "fault.clients=[1]"]
-BYZANTINE = ["dataset=digits", "num_clients=10", "num_rounds=5", "dropout=none", "partition=iid", "train.lr=0.1",
-             "seed=0", "method=fedavg"]
+EXPERIMENT = [
+    "dataset=digits",
+    "num_clients=3",
+    "num_rounds=3",
+    "dropout=none",
+    "partition=iid",
+    "train.lr=0.1",
+    "seed=0",
+    "fault.clients=[1]",
+]
+BYZANTINE = [
+    "dataset=digits",
+    "num_clients=10",
+    "num_rounds=5",
+    "dropout=none",
+    "partition=iid",
+    "train.lr=0.1",
+    "seed=0",
+    "method=fedavg",
+]
 RUNTIMES = ("in_process", "simulation", "deployment")
 AGGREGATIONS = ("mean", "median", "trimmed_mean", "krum")
 #: one point of accuracy: the most an attacked run may lose to the run without the attacker
@@ -77,43 +93,93 @@ ROWS = {
     "huge_num_examples": Row("num_examples = 10**12", ("fault.kind=huge_num_examples",)),
     "huge_weights": Row("finite 3e38 weights", ("fault.kind=huge_weights",)),
     "huge_loss": Row("initial_loss = 1e40 (q-FFL)", ("fault.kind=huge_loss",), "qffl"),
-    "latent_length": Row("latent mean of another length (normalize=latent_cosine)",
-                         ("fault.kind=latent_length", "normalize=latent_cosine")),
-    "prototype_classes": Row("ReBaFL prototypes with more classes than vectors",
-                             ("fault.kind=prototype_mismatch", "fault.variant=classes"), "rebafl"),
-    "prototype_2d": Row("ReBaFL prototype classes 2-D", ("fault.kind=prototype_mismatch", "fault.variant=2d"),
-                        "rebafl"),
+    "latent_length": Row(
+        "latent mean of another length (normalize=latent_cosine)",
+        ("fault.kind=latent_length", "normalize=latent_cosine"),
+    ),
+    "prototype_classes": Row(
+        "ReBaFL prototypes with more classes than vectors",
+        ("fault.kind=prototype_mismatch", "fault.variant=classes"),
+        "rebafl",
+    ),
+    "prototype_2d": Row(
+        "ReBaFL prototype classes 2-D",
+        ("fault.kind=prototype_mismatch", "fault.variant=2d"),
+        "rebafl",
+    ),
     "prototype_count": Row("ReBaFL class count 1e300", ("fault.kind=prototype_count",), "rebafl"),
-    "scaffold_delta": Row("SCAFFOLD control delta 3e38", ("fault.kind=scaffold_huge", "fault.variant=delta"),
-                          "scaffold"),
-    "scaffold_n": Row("SCAFFOLD update with n = 10**12", ("fault.kind=scaffold_huge", "fault.variant=n"),
-                      "scaffold"),
-    "astraea_shape": Row("Astraea label counts of the wrong shape",
-                         ("fault.kind=astraea_counts", "fault.variant=shape"), "astraea"),
-    "astraea_nan": Row("Astraea label counts with NaN", ("fault.kind=astraea_counts", "fault.variant=nan"),
-                       "astraea"),
-    "astraea_missing": Row("Astraea label counts missing", ("fault.kind=astraea_counts", "fault.variant=missing"),
-                           "astraea"),
-    "astraea_huge": Row("Astraea label count 1e15", ("fault.kind=astraea_counts", "fault.variant=huge"), "astraea"),
-    "fedconcat_shape": Row("FedConcat label counts of the wrong shape",
-                           ("fault.kind=fedconcat_counts", "fault.variant=shape"), "fedconcat"),
-    "fedconcat_missing": Row("FedConcat label counts missing",
-                             ("fault.kind=fedconcat_counts", "fault.variant=missing"), "fedconcat"),
-    "claim_taken": Row("a second node claiming partition 0", ("fault.kind=claim_partition", "fault.claim=0"),
-                       runtimes=DEPLOYED),
-    "claim_outside": Row("a node claiming partition 99 of 3", ("fault.kind=claim_partition", "fault.claim=99"),
-                         runtimes=DEPLOYED),
-    "claim_none": Row("a node claiming no partition", ("fault.kind=claim_partition", "fault.claim=none"),
-                      runtimes=DEPLOYED),
-    "forged_event": Row("an exception message carrying a round event (accuracy 0.999) and an artifact",
-                        ("fault.kind=forged_event",), runtimes=DEPLOYED),
+    "scaffold_delta": Row(
+        "SCAFFOLD control delta 3e38",
+        ("fault.kind=scaffold_huge", "fault.variant=delta"),
+        "scaffold",
+    ),
+    "scaffold_n": Row(
+        "SCAFFOLD update with n = 10**12",
+        ("fault.kind=scaffold_huge", "fault.variant=n"),
+        "scaffold",
+    ),
+    "astraea_shape": Row(
+        "Astraea label counts of the wrong shape",
+        ("fault.kind=astraea_counts", "fault.variant=shape"),
+        "astraea",
+    ),
+    "astraea_nan": Row(
+        "Astraea label counts with NaN",
+        ("fault.kind=astraea_counts", "fault.variant=nan"),
+        "astraea",
+    ),
+    "astraea_missing": Row(
+        "Astraea label counts missing",
+        ("fault.kind=astraea_counts", "fault.variant=missing"),
+        "astraea",
+    ),
+    "astraea_huge": Row(
+        "Astraea label count 1e15", ("fault.kind=astraea_counts", "fault.variant=huge"), "astraea"
+    ),
+    "fedconcat_shape": Row(
+        "FedConcat label counts of the wrong shape",
+        ("fault.kind=fedconcat_counts", "fault.variant=shape"),
+        "fedconcat",
+    ),
+    "fedconcat_missing": Row(
+        "FedConcat label counts missing",
+        ("fault.kind=fedconcat_counts", "fault.variant=missing"),
+        "fedconcat",
+    ),
+    "claim_taken": Row(
+        "a second node claiming partition 0",
+        ("fault.kind=claim_partition", "fault.claim=0"),
+        runtimes=DEPLOYED,
+    ),
+    "claim_outside": Row(
+        "a node claiming partition 99 of 3",
+        ("fault.kind=claim_partition", "fault.claim=99"),
+        runtimes=DEPLOYED,
+    ),
+    "claim_none": Row(
+        "a node claiming no partition",
+        ("fault.kind=claim_partition", "fault.claim=none"),
+        runtimes=DEPLOYED,
+    ),
+    "forged_event": Row(
+        "an exception message carrying a round event (accuracy 0.999) and an artifact",
+        ("fault.kind=forged_event",),
+        runtimes=DEPLOYED,
+    ),
     "loss_skew_qffl": Row("a loss 1.25x the honest one (q-FFL)", ("fault.kind=loss_skew",), "qffl"),
-    "loss_skew_grpfed": Row("a loss 1.25x the honest one (GRP-FED)", ("fault.kind=loss_skew",), "grpfed"),
-    "loss_skew_grpfed_received": Row("a loss 1.25x the honest one (GRP-FED, loss_at=received)",
-                                     ("fault.kind=loss_skew", "method.client.loss_at=received"), "grpfed"),
+    "loss_skew_grpfed": Row(
+        "a loss 1.25x the honest one (GRP-FED)", ("fault.kind=loss_skew",), "grpfed"
+    ),
+    "loss_skew_grpfed_received": Row(
+        "a loss 1.25x the honest one (GRP-FED, loss_at=received)",
+        ("fault.kind=loss_skew", "method.client.loss_at=received"),
+        "grpfed",
+    ),
     "sign_flip": Row("a scaled sign-flipped update (scale 10)", ("fault.kind=sign_flip",)),
-    "sign_flip_median": Row("a scaled sign-flipped update (scale 10), aggregation=median",
-                            ("fault.kind=sign_flip", "aggregation=median")),
+    "sign_flip_median": Row(
+        "a scaled sign-flipped update (scale 10), aggregation=median",
+        ("fault.kind=sign_flip", "aggregation=median"),
+    ),
 }
 
 
@@ -148,14 +214,26 @@ def judge(row: str, runtime: str, attacked: RunSummary, reference: RunSummary) -
     """The three verdicts of one cell, from its run and its reference run (client 1 failing)."""
     survived = attacked.exit_code == 0
     counted = attacked.rejected + attacked.errors + attacked.left_out + attacked.refusals > 0
-    close = (survived and attacked.final_accuracy is not None and reference.final_accuracy is not None
-             and attacked.final_accuracy >= reference.final_accuracy - TOLERANCE)
+    close = (
+        survived
+        and attacked.final_accuracy is not None
+        and reference.final_accuracy is not None
+        and attacked.final_accuracy >= reference.final_accuracy - TOLERANCE
+    )
     if row == "forged_event":
         from fedimb.app.attacks import FORGED_ACCURACY
 
         close = close and attacked.best_accuracy != FORGED_ACCURACY and not attacked.forged_artifact
-    return Cell(row, runtime, survived, counted, bool(close), attacked.final_accuracy, reference.final_accuracy,
-                attacked.message)
+    return Cell(
+        row,
+        runtime,
+        survived,
+        counted,
+        bool(close),
+        attacked.final_accuracy,
+        reference.final_accuracy,
+        attacked.message,
+    )
 
 
 # ----------------------------------------------------------------------------- runs
@@ -178,15 +256,27 @@ def read_events(run_dir: Path) -> list[dict]:
 
 def summarise(run_dir: Path | None, exit_code: int, stderr: str) -> RunSummary:
     """A :class:`RunSummary` from a run folder (None: the run left none)."""
-    error = next((line for line in reversed(stderr.splitlines()) if line.startswith("fedimb: error:")),
-                 (stderr.strip().splitlines() or [""])[-1])
+    error = next(
+        (line for line in reversed(stderr.splitlines()) if line.startswith("fedimb: error:")),
+        (stderr.strip().splitlines() or [""])[-1],
+    )
     if run_dir is None:
         return RunSummary(exit_code, message=f"no run folder: {error[:200]}")
-    summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
-    rounds = [e for e in read_events(run_dir) if e.get("event") == "round" and e.get("round", 0) > 0]
+    summary = (
+        json.loads((run_dir / "summary.json").read_text())
+        if (run_dir / "summary.json").exists()
+        else {}
+    )
+    rounds = [
+        e for e in read_events(run_dir) if e.get("event") == "round" and e.get("round", 0) > 0
+    ]
     last = {e["round"]: e for e in rounds}  # a restarted round's last record counts
     clients = [e.get("clients") or {} for e in last.values()]
-    texts = [str(m) for e in read_events(run_dir) for m in [e.get("message", "")] + list(e.get("messages", []))]
+    texts = [
+        str(m)
+        for e in read_events(run_dir)
+        for m in [e.get("message", "")] + list(e.get("messages", []))
+    ]
     about = [t for t in texts if "client 1" in t or "refus" in t]
     artifact = run_dir / "partition.json"
     return RunSummary(
@@ -195,7 +285,9 @@ def summarise(run_dir: Path | None, exit_code: int, stderr: str) -> RunSummary:
         best_accuracy=summary.get("best_accuracy"),
         rejected=sum(int(c.get("rejected") or 0) for c in clients),
         errors=sum(int(c.get("errors") or 0) for c in clients),
-        left_out=sum(int((e.get("extra") or {}).get("clients_left_out") or 0) for e in last.values()),
+        left_out=sum(
+            int((e.get("extra") or {}).get("clients_left_out") or 0) for e in last.values()
+        ),
         refusals=sum("refus" in t for t in texts),
         forged_artifact=artifact.exists() and '"forged"' in artifact.read_text(),
         message=(error if exit_code else (about or [""])[0])[:300],
@@ -210,30 +302,57 @@ def method_overrides(method: str) -> list[str]:
     return [f"method={method}", *map(str, smoke)]
 
 
-def fedimb_run(overrides: list[str], root: Path, federation=None, runtime: str = "in_process") -> RunSummary:
+def fedimb_run(
+    overrides: list[str], root: Path, federation=None, runtime: str = "in_process"
+) -> RunSummary:
     """One front-end run under ``root``, summarised."""
     place = federation.runtime_overrides() if federation is not None else [f"runtime={runtime}"]
-    done = subprocess.run([sys.executable, "-m", "fedimb", *overrides, *place, f"output.root={root}",
-                           f"checkpoint.dir={root / 'checkpoints'}"], cwd=REPO, capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fedimb",
+            *overrides,
+            *place,
+            f"output.root={root}",
+            f"checkpoint.dir={root / 'checkpoints'}",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     return summarise(run_folder(root), done.returncode, done.stderr)
 
 
 def reference_key(row: Row) -> str:
-    return "-".join([row.method, *[o for o in row.overrides if not o.startswith("fault.")]]).replace("=", "_")
+    return "-".join(
+        [row.method, *[o for o in row.overrides if not o.startswith("fault.")]]
+    ).replace("=", "_")
 
 
-def one_cell(name: str, runtime: str, out: Path, federation=None, references: dict | None = None) -> Cell:
+def one_cell(
+    name: str, runtime: str, out: Path, federation=None, references: dict | None = None
+) -> Cell:
     """Run row ``name`` in ``runtime`` (and its reference, once per method and runtime) and judge it."""
     row = ROWS[name]
-    base = [*EXPERIMENT, *method_overrides(row.method), *[o for o in row.overrides if not o.startswith("fault.")]]
+    base = [
+        *EXPERIMENT,
+        *method_overrides(row.method),
+        *[o for o in row.overrides if not o.startswith("fault.")],
+    ]
     references = {} if references is None else references
     key = (reference_key(row), runtime)
     if key not in references:
-        references[key] = fedimb_run([*base, "fault.kind=raise"], out / runtime / "reference" / key[0],
-                                     federation, runtime)
-    attacked = fedimb_run([*base, *[o for o in row.overrides if o.startswith("fault.")]],
-                          out / runtime / name, federation, runtime)
+        references[key] = fedimb_run(
+            [*base, "fault.kind=raise"], out / runtime / "reference" / key[0], federation, runtime
+        )
+    attacked = fedimb_run(
+        [*base, *[o for o in row.overrides if o.startswith("fault.")]],
+        out / runtime / name,
+        federation,
+        runtime,
+    )
     return judge(name, runtime, attacked, references[key])
 
 
@@ -251,29 +370,53 @@ def rule_overrides(aggregation: str) -> list[str]:
 def rule_name(aggregation: str) -> str:
     """``aggregation`` with the study's settings for it: ``krum (f=2)``."""
     settings = STUDY_SETTINGS.get(aggregation, {})
-    return aggregation + (f" ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else "")
+    return aggregation + (
+        f" ({', '.join(f'{k}={v}' for k, v in settings.items())})" if settings else ""
+    )
 
 
 def byzantine(aggregations: list[str], out: Path) -> list[dict]:
     """Final accuracy with 0, 1 and 2 of 10 clients sign-flipping, per known aggregation."""
-    known = [a for a in aggregations if a == "mean" or (REPO / "conf" / "aggregation" / f"{a}.yaml").exists()]
+    known = [
+        a
+        for a in aggregations
+        if a == "mean" or (REPO / "conf" / "aggregation" / f"{a}.yaml").exists()
+    ]
     for skipped in sorted(set(aggregations) - set(known)):
-        print(f"aggregation={skipped}: not in this configuration (conf/aggregation/{skipped}.yaml); skipped")
+        print(
+            f"aggregation={skipped}: not in this configuration (conf/aggregation/{skipped}.yaml); skipped"
+        )
     results = []
     for aggregation in known:
         for flippers in (0, 1, 2):
-            attack = ["fault.kind=sign_flip", f"fault.clients=[{','.join(map(str, range(1, 1 + flippers)))}]"] \
-                if flippers else []
+            attack = (
+                [
+                    "fault.kind=sign_flip",
+                    f"fault.clients=[{','.join(map(str, range(1, 1 + flippers)))}]",
+                ]
+                if flippers
+                else []
+            )
             started = time.perf_counter()
             # without conf/aggregation/, mean is today's only rule: no setting to name
             rule = rule_overrides(aggregation) if (REPO / "conf" / "aggregation").is_dir() else []
-            run = fedimb_run([*BYZANTINE, *rule, *attack],
-                             out / "byzantine" / f"{aggregation}-{flippers}")
-            results.append({"aggregation": rule_name(aggregation), "sign_flippers": flippers,
-                            "exit_code": run.exit_code, "final_accuracy": run.final_accuracy,
-                            "rejected": run.rejected, "message": run.message})
-            print(f"byzantine {aggregation} x{flippers}: {results[-1]} ({time.perf_counter() - started:.0f} s)",
-                  flush=True)
+            run = fedimb_run(
+                [*BYZANTINE, *rule, *attack], out / "byzantine" / f"{aggregation}-{flippers}"
+            )
+            results.append(
+                {
+                    "aggregation": rule_name(aggregation),
+                    "sign_flippers": flippers,
+                    "exit_code": run.exit_code,
+                    "final_accuracy": run.final_accuracy,
+                    "rejected": run.rejected,
+                    "message": run.message,
+                }
+            )
+            print(
+                f"byzantine {aggregation} x{flippers}: {results[-1]} ({time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
     return results
 
 
@@ -285,7 +428,7 @@ def mark(value: bool | None) -> str:
 def short(text: str, limit: int = 160) -> str:
     """A cell's detail for the table: one line, no pipes, at most ``limit`` characters."""
     text = " ".join(text.replace("|", "/").split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def accuracy(value: float | None) -> str:
@@ -293,25 +436,45 @@ def accuracy(value: float | None) -> str:
 
 
 def matrix_lines(cells: dict[tuple[str, str], Cell], flips: list[dict]) -> list[str]:
-    lines = [f"Set-up: `{' '.join(EXPERIMENT)}` plus the row's method (its `smoke:` settings) and attack; "
-             "the reference run has client 1 raising in every round.", "",
-             "| attack | method | runtime | survived | counted | unharmed | accuracy (client 1 failing) | what happened |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Set-up: `{' '.join(EXPERIMENT)}` plus the row's method (its `smoke:` settings) and attack; "
+        "the reference run has client 1 raising in every round.",
+        "",
+        "| attack | method | runtime | survived | counted | unharmed | accuracy (client 1 failing) | what happened |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, row in ROWS.items():
         for runtime in row.runtimes:
             cell = cells.get((name, runtime)) or Cell(name, runtime, None, None, None)
-            lines.append(f"| {name}: {row.what} | {row.method} | {runtime} | {mark(cell.survived)} "
-                         f"| {mark(cell.counted)} | {mark(cell.unharmed)} | {accuracy(cell.final_accuracy)} "
-                         f"({accuracy(cell.reference_accuracy)}) | {short(cell.detail)} |")
-    lines += ["", "Byzantine clients (in process): " + " ".join(f"`{o}`" for o in BYZANTINE) +
-              "; clients 1 (and 2) send w_global - 10 (w_client - w_global). Final accuracy:", ""]
+            lines.append(
+                f"| {name}: {row.what} | {row.method} | {runtime} | {mark(cell.survived)} "
+                f"| {mark(cell.counted)} | {mark(cell.unharmed)} | {accuracy(cell.final_accuracy)} "
+                f"({accuracy(cell.reference_accuracy)}) | {short(cell.detail)} |"
+            )
+    lines += [
+        "",
+        "Byzantine clients (in process): "
+        + " ".join(f"`{o}`" for o in BYZANTINE)
+        + "; clients 1 (and 2) send w_global - 10 (w_client - w_global). Final accuracy:",
+        "",
+    ]
     if flips:
-        lines += ["| aggregation | no attacker | 1 of 10 sign-flipping | 2 of 10 sign-flipping |", "|---|---|---|---|"]
+        lines += [
+            "| aggregation | no attacker | 1 of 10 sign-flipping | 2 of 10 sign-flipping |",
+            "|---|---|---|---|",
+        ]
         for aggregation in dict.fromkeys(r["aggregation"] for r in flips):
             by = {r["sign_flippers"]: r for r in flips if r["aggregation"] == aggregation}
-            lines.append(f"| {aggregation} | " + " | ".join(
-                accuracy(by[k]["final_accuracy"]) if k in by and by[k]["exit_code"] == 0
-                else ("failed" if k in by else "not measured") for k in (0, 1, 2)) + " |")
+            lines.append(
+                f"| {aggregation} | "
+                + " | ".join(
+                    accuracy(by[k]["final_accuracy"])
+                    if k in by and by[k]["exit_code"] == 0
+                    else ("failed" if k in by else "not measured")
+                    for k in (0, 1, 2)
+                )
+                + " |"
+            )
     else:
         lines.append("Not measured yet.")
     return lines
@@ -341,14 +504,25 @@ def main() -> None:
             for name in names:
                 started = time.perf_counter()
                 cell = one_cell(name, runtime, args.out, federation, references)
-                print(f"{runtime:>11} {name:>18}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)", flush=True)
+                print(
+                    f"{runtime:>11} {name:>18}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
                 cells[name, runtime] = cell
-    flips = saved["byzantine"] if args.no_byzantine else byzantine(args.aggregations.split(","), args.out)
+    flips = (
+        saved["byzantine"]
+        if args.no_byzantine
+        else byzantine(args.aggregations.split(","), args.out)
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"cells": [asdict(c) for c in cells.values()], "byzantine": flips}, indent=1))
+    path.write_text(
+        json.dumps({"cells": [asdict(c) for c in cells.values()], "byzantine": flips}, indent=1)
+    )
     lines = matrix_lines(cells, flips)
-    command = ("Command: `python benchmarks/attacks.py` (`--runtimes R --rows A --no-byzantine` measures those "
-               "cells again, `--only-byzantine` the Byzantine study)")
+    command = (
+        "Command: `python benchmarks/attacks.py` (`--runtimes R --rows A --no-byzantine` measures those "
+        "cells again, `--only-byzantine` the Byzantine study)"
+    )
     publish_table(args.out / "table.md", ["# Attack matrix", "", *lines, "", command])
     publish_in_docs("attack_matrix", [*lines, "", command])
 

@@ -30,7 +30,9 @@ def publish_table(table: Path, lines: list[str]) -> Path:
     return table
 
 
-def publish_in_docs(name: str, lines: list[str], script: str | None = None, new: bool = True) -> Path | None:
+def publish_in_docs(
+    name: str, lines: list[str], script: str | None = None, new: bool = True
+) -> Path | None:
     """Write ``lines`` to ``docs/tables/<name>.md``, the file a page of the documentation
     includes (``--8<-- "<name>.md"``), so that a table in the docs is the one its script
     wrote last. The first line names the script: ``script`` (a path relative to the
@@ -46,7 +48,11 @@ def publish_in_docs(name: str, lines: list[str], script: str | None = None, new:
         caller = inspect.currentframe().f_back.f_globals.get("__file__") or sys.argv[0]  # type: ignore[union-attr]
         script = os.path.relpath(Path(caller).resolve(), REPO)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"<!-- written by {Path(script).as_posix()}; rerun it to update -->\n\n" + "\n".join(lines) + "\n")
+    path.write_text(
+        f"<!-- written by {Path(script).as_posix()}; rerun it to update -->\n\n"
+        + "\n".join(lines)
+        + "\n"
+    )
     print(path)
     from benchmarks.figures import redraw  # imports this module
 

@@ -45,25 +45,57 @@ from benchmarks.common import (  # noqa: E402
     publish_table,
 )
 
-EXPERIMENT = ["dataset=digits", "num_clients=3", "num_rounds=3", "dropout=none", "train.local_epochs=1", "seed=0",
-              "fault.clients=[1]", "fault.rounds=[2]"]
+EXPERIMENT = [
+    "dataset=digits",
+    "num_clients=3",
+    "num_rounds=3",
+    "dropout=none",
+    "train.local_epochs=1",
+    "seed=0",
+    "fault.clients=[1]",
+    "fault.rounds=[2]",
+]
 RUNTIMES = ("in_process", "simulation", "deployment")
 #: fault -> (how it is made, what round 2 must count, the words of the cause the count must carry)
 FAULTS = {
-    "raise": ("client 1 raises in fit", "errors", "RuntimeError: injected fault: client 1 raises in fit (round 2)"),
-    "nan": ("client 1 returns NaN weights", "rejected", "update of client 1 rejected: array 0 holds NaN or Inf"),
-    "shape": ("client 1 returns a wrongly shaped array", "rejected",
-              "update of client 1 rejected: expected 6 arrays of shapes"),
-    "payload": ("client 1 adds an unknown 8 MiB named array", "rejected",
-                "update of client 1 rejected: unknown payload 'injected'"),
-    "hang": ("client 1 answers after the round timeout", "errors", "no reply within the round timeout"),
-    "kill_worker": ("the process running client 1's fit is killed (SIGKILL)", "errors", ""),  # see CAUSES
+    "raise": (
+        "client 1 raises in fit",
+        "errors",
+        "RuntimeError: injected fault: client 1 raises in fit (round 2)",
+    ),
+    "nan": (
+        "client 1 returns NaN weights",
+        "rejected",
+        "update of client 1 rejected: array 0 holds NaN or Inf",
+    ),
+    "shape": (
+        "client 1 returns a wrongly shaped array",
+        "rejected",
+        "update of client 1 rejected: expected 6 arrays of shapes",
+    ),
+    "payload": (
+        "client 1 adds an unknown 8 MiB named array",
+        "rejected",
+        "update of client 1 rejected: unknown payload 'injected'",
+    ),
+    "hang": (
+        "client 1 answers after the round timeout",
+        "errors",
+        "no reply within the round timeout",
+    ),
+    "kill_worker": (
+        "the process running client 1's fit is killed (SIGKILL)",
+        "errors",
+        "",
+    ),  # see CAUSES
     "kill_server": ("the server side is killed (SIGKILL), then fedimb resume", "-", ""),
 }
 #: the cause of a killed worker, by runtime: Ray reports the actor's death; a dead SuperNode
 #: sends nothing, and the SuperLink may say so before the round timeout does
-KILLED_WORKER = {"simulation": ("ActorDiedError: The actor died unexpectedly",),
-                 "deployment": ("no reply within the round timeout", "Node Unavailable")}
+KILLED_WORKER = {
+    "simulation": ("ActorDiedError: The actor died unexpectedly",),
+    "deployment": ("no reply within the round timeout", "Node Unavailable"),
+}
 BAD_UPDATES = ("nan", "shape", "payload", "hang")
 #: the cells that cannot occur: in process the clients run inside the server's process
 NOT_APPLICABLE = {("kill_worker", "in_process")}
@@ -99,8 +131,14 @@ class Cell:
 
 
 def fedimb(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "fedimb", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedimb", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def read_until(proc: subprocess.Popen, marker: str, lines: list[str]) -> None:
@@ -140,7 +178,11 @@ def kill_server_side(front_end: int, federation) -> None:
     everything below it in the simulation, the ServerApp process under the federation's
     SuperLink in a deployment."""
     if federation is not None:
-        procs = [p for p in descendants(federation.superlink.pid) if "flwr-serverapp" in " ".join(p.cmdline())]
+        procs = [
+            p
+            for p in descendants(federation.superlink.pid)
+            if "flwr-serverapp" in " ".join(p.cmdline())
+        ]
     elif not [p for p in descendants(front_end) if "flower-superlink" in " ".join(p.cmdline())]:
         os.kill(front_end, signal.SIGKILL)  # in process: the front end is the server
         return
@@ -161,13 +203,18 @@ def metrics(run_dir: Path) -> list[dict]:
 
 def round_event(run_dir: Path, server_round: int) -> dict:
     """The last record of ``server_round`` in the run's events."""
-    return [e for e in events(run_dir) if e.get("event") == "round" and e.get("round") == server_round][-1]
+    return [
+        e for e in events(run_dir) if e.get("event") == "round" and e.get("round") == server_round
+    ][-1]
 
 
 def client_count(run_dir: Path, server_round: int, kind: str) -> float:
     """metrics.csv's count of ``kind`` clients (errors, rejected) in ``server_round``."""
-    rows = [r for r in metrics(run_dir) if int(r["round"]) == server_round and r["split"] == "clients"
-            and r["metric"] == kind]
+    rows = [
+        r
+        for r in metrics(run_dir)
+        if int(r["round"]) == server_round and r["split"] == "clients" and r["metric"] == kind
+    ]
     return float(rows[-1]["value"]) if rows else 0.0
 
 
@@ -182,21 +229,36 @@ def is_counted(run_dir: Path, fault: str, runtime: str, console: list[str]) -> t
     record = round_event(run_dir, 2)
     messages = [m for m in record.get("messages", []) if "client 1" in m]
     shown = [m for m in messages if f"    ! {m}" in console]
-    counted = (record["clients"][kind] >= 1 and client_count(run_dir, 2, kind) >= 1
-               and any(cause in m for m in shown for cause in causes(fault, runtime)))
+    counted = (
+        record["clients"][kind] >= 1
+        and client_count(run_dir, 2, kind) >= 1
+        and any(cause in m for m in shown for cause in causes(fault, runtime))
+    )
     return counted, (shown or messages or ["no message about client 1"])[0]
 
 
-def one_cell(fault: str, runtime: str, out: Path, federation=None, timing: Timing = Timing()) -> Cell:
+def one_cell(
+    fault: str, runtime: str, out: Path, federation=None, timing: Timing = Timing()
+) -> Cell:
     """Inject ``fault`` into a run of ``runtime`` under ``out/<runtime>/<fault>`` and judge it.
     The bad-update faults compare with ``out/<runtime>/raise``, so that cell runs first."""
     if (fault, runtime) in NOT_APPLICABLE:
-        return Cell(fault, runtime, None, None, None, "n/a: the clients run in the server's process")
+        return Cell(
+            fault, runtime, None, None, None, "n/a: the clients run in the server's process"
+        )
     root = out / runtime / fault
-    overrides = [*EXPERIMENT, f"runtime.round_timeout={timing.round_timeout}", f"output.root={root}",
-                 f"checkpoint.dir={out / runtime / 'checkpoints'}"]
-    overrides += federation.runtime_overrides() if federation is not None else [f"runtime={runtime}"]
-    kind, hang = {"kill_worker": ("hang", timing.busy), "kill_server": ("none", 0)}.get(fault, (fault, timing.hang))
+    overrides = [
+        *EXPERIMENT,
+        f"runtime.round_timeout={timing.round_timeout}",
+        f"output.root={root}",
+        f"checkpoint.dir={out / runtime / 'checkpoints'}",
+    ]
+    overrides += (
+        federation.runtime_overrides() if federation is not None else [f"runtime={runtime}"]
+    )
+    kind, hang = {"kill_worker": ("hang", timing.busy), "kill_server": ("none", 0)}.get(
+        fault, (fault, timing.hang)
+    )
     proc = fedimb(*overrides, f"fault.kind={kind}", f"fault.hang_seconds={hang}")
     console: list[str] = []
     notes = []
@@ -212,14 +274,30 @@ def one_cell(fault: str, runtime: str, out: Path, federation=None, timing: Timin
     run_dir = run_folder(root)
     if run_dir is None:
         return Cell(fault, runtime, False, None, False, f"no run folder: {err.strip()[-200:]}")
-    if fault == "kill_server" or (proc.returncode != 0 and "fedimb resume" in err):  # the run stopped: resume it
+    if fault == "kill_server" or (
+        proc.returncode != 0 and "fedimb resume" in err
+    ):  # the run stopped: resume it
         extra = federation.runtime_overrides()[1:2] if federation is not None else []
-        resumed = subprocess.run([sys.executable, "-m", "fedimb", "resume", str(run_dir), *extra], cwd=REPO,
-                                 capture_output=True, text=True, timeout=900)
-        stopped = [line.split("the run failed (")[-1].split(" at ")[0] for line in err.splitlines()
-                   if line.startswith("fedimb: error:")] if fault != "kill_server" else []
-        notes.append(f"{'stopped: ' + stopped[0] + '; ' if stopped else ''}first exit {proc.returncode}; "
-                     f"resume exit {resumed.returncode}")
+        resumed = subprocess.run(
+            [sys.executable, "-m", "fedimb", "resume", str(run_dir), *extra],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        stopped = (
+            [
+                line.split("the run failed (")[-1].split(" at ")[0]
+                for line in err.splitlines()
+                if line.startswith("fedimb: error:")
+            ]
+            if fault != "kill_server"
+            else []
+        )
+        notes.append(
+            f"{'stopped: ' + stopped[0] + '; ' if stopped else ''}first exit {proc.returncode}; "
+            f"resume exit {resumed.returncode}"
+        )
         err = resumed.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     survived = bool(summary.get("completed"))
@@ -232,16 +310,28 @@ def one_cell(fault: str, runtime: str, out: Path, federation=None, timing: Timin
         notes.append(message)
     if fault in BAD_UPDATES and survived:  # the model after round 2 is the good clients' alone
         reference = run_folder(out / runtime / "raise")
-        same = reference is not None and round_event(reference, 2)["test"] == round_event(run_dir, 2)["test"]
+        same = (
+            reference is not None
+            and round_event(reference, 2)["test"] == round_event(run_dir, 2)["test"]
+        )
         lost_nothing = lost_nothing and same
-        notes.append(f"round-2 model {'identical to' if same else 'DIFFERENT from'} client 1 failing")
+        notes.append(
+            f"round-2 model {'identical to' if same else 'DIFFERENT from'} client 1 failing"
+        )
     if survived:
         after = round_event(run_dir, 3).get("clients", {})
         if after.get("errors") or after.get("rejected"):
             notes.append(f"round 3: {after.get('succeeded')} ok, {after.get('errors')} errors")
     elif err.strip():
         notes.append(err.strip().splitlines()[-1])
-    return Cell(fault, runtime, survived, counted if survived else False, lost_nothing, "; ".join(notes)[:500])
+    return Cell(
+        fault,
+        runtime,
+        survived,
+        counted if survived else False,
+        lost_nothing,
+        "; ".join(notes)[:500],
+    )
 
 
 def mark(value: bool | None) -> str:
@@ -268,26 +358,40 @@ def main() -> None:
             for fault in faults:
                 started = time.perf_counter()
                 cell = one_cell(fault, runtime, args.out, federation, timing)
-                print(f"{runtime:>11} {fault:>11}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)", flush=True)
+                print(
+                    f"{runtime:>11} {fault:>11}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)",
+                    flush=True,
+                )
                 cells.append(cell)
                 if federation is not None and fault == "kill_worker":  # bring SuperNode 1 back
                     federation.start_node(1)
                     time.sleep(5)
     # cells measured before stay, so a single cell can be measured again after a change
-    known = {(c["fault"], c["runtime"]): Cell(**c) for c in json.loads(path.read_text())} \
-        if (path := args.out / "table.json").exists() else {}
+    known = (
+        {(c["fault"], c["runtime"]): Cell(**c) for c in json.loads(path.read_text())}
+        if (path := args.out / "table.json").exists()
+        else {}
+    )
     known.update({(c.fault, c.runtime): c for c in cells})
     cells = [known[f, r] for r in RUNTIMES for f in FAULTS if (f, r) in known]
     path.write_text(json.dumps([asdict(c) for c in cells], indent=1))
-    lines = [f"Set-up: `{' '.join(EXPERIMENT)} runtime.round_timeout={timing.round_timeout}`; client 1 misbehaves in "
-             f"round 2 (a late answer comes after {timing.hang} s).", "",
-             "| fault | runtime | survived | counted | lost nothing | what happened | proved by |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Set-up: `{' '.join(EXPERIMENT)} runtime.round_timeout={timing.round_timeout}`; client 1 misbehaves in "
+        f"round 2 (a late answer comes after {timing.hang} s).",
+        "",
+        "| fault | runtime | survived | counted | lost nothing | what happened | proved by |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for cell in cells:
-        lines.append(f"| {cell.fault}: {FAULTS[cell.fault][0]} | {cell.runtime} | {mark(cell.survived)} "
-                     f"| {mark(cell.counted)} | {mark(cell.lost_nothing)} | {cell.detail.replace('|', '/')} "
-                     f"| {proved_by(cell.fault, cell.runtime)} |")
-    lines += ["", "Command: `python benchmarks/faults.py` (`--runtimes R --faults F` measures those cells again)"]
+        lines.append(
+            f"| {cell.fault}: {FAULTS[cell.fault][0]} | {cell.runtime} | {mark(cell.survived)} "
+            f"| {mark(cell.counted)} | {mark(cell.lost_nothing)} | {cell.detail.replace('|', '/')} "
+            f"| {proved_by(cell.fault, cell.runtime)} |"
+        )
+    lines += [
+        "",
+        "Command: `python benchmarks/faults.py` (`--runtimes R --faults F` measures those cells again)",
+    ]
     publish_table(args.out / "table.md", ["# Fault matrix", "", *lines])
     if len(cells) == len(RUNTIMES) * len(FAULTS):  # the whole matrix
         publish_in_docs("fault_matrix", lines)

@@ -48,7 +48,10 @@ def read_table(path: Path) -> list[dict[str, str]]:
             break
         table.append([cell.strip() for cell in line.strip("|").split("|")])
     header, rows = table[0], table[2:]
-    header = [f"{cell} ({header[i - 1]})" if header.count(cell) > 1 and i else cell for i, cell in enumerate(header)]
+    header = [
+        f"{cell} ({header[i - 1]})" if header.count(cell) > 1 and i else cell
+        for i, cell in enumerate(header)
+    ]
     return [dict(zip(header, row)) for row in rows]
 
 
@@ -61,7 +64,9 @@ def read_data(path: Path) -> list[dict[str, str]]:
 def numbers(cell: str) -> list[float]:
     """Every number in a table cell, in order (``**`` marks, thousands commas and the
     typographic minus understood)."""
-    return [float(n.replace(",", "").replace("−", "-")) for n in NUMBER.findall(cell.replace("*", ""))]
+    return [
+        float(n.replace(",", "").replace("−", "-")) for n in NUMBER.findall(cell.replace("*", ""))
+    ]
 
 
 def number(cell: str) -> float:
@@ -116,8 +121,12 @@ def from_data(suffix: str):
 # -- shared plot shapes ------------------------------------------------------------------------------
 
 
-def grouped_bars(ax, groups: list[str], series: dict[str, tuple[np.ndarray, np.ndarray | None]],
-                 horizontal: bool = False) -> None:
+def grouped_bars(
+    ax,
+    groups: list[str],
+    series: dict[str, tuple[np.ndarray, np.ndarray | None]],
+    horizontal: bool = False,
+) -> None:
     """One group of bars per entry of ``groups``, one bar per series (values, error bars)."""
     width = 0.8 / len(series)
     places = np.arange(len(groups))
@@ -143,8 +152,12 @@ def stacked_bars(ax, bars: list[str], parts: dict[str, np.ndarray]) -> None:
     total = max(float(sum(parts.values()).max()), 1e-9)
     for name, values in parts.items():
         drawn = ax.barh(bars, values, left=left, label=name)
-        ax.bar_label(drawn, labels=[f"{v:.1f}" if v >= 0.06 * total else "" for v in values],
-                     label_type="center", fontsize=7)
+        ax.bar_label(
+            drawn,
+            labels=[f"{v:.1f}" if v >= 0.06 * total else "" for v in values],
+            label_type="center",
+            fontsize=7,
+        )
         left = left + values
     ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
@@ -158,8 +171,13 @@ def canvas(*args, **kwargs):
 
 def legend_below(ax, columns: int = 3) -> None:
     """The legend of ``ax`` under the figure, where it covers no data."""
-    ax.figure.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=columns, fontsize=8,
-                     frameon=False)
+    ax.figure.legend(
+        *ax.get_legend_handles_labels(),
+        loc="outside lower center",
+        ncol=columns,
+        fontsize=8,
+        frameon=False,
+    )
 
 
 def method_accuracy(rows: list[dict[str, str]], title: str):
@@ -167,11 +185,24 @@ def method_accuracy(rows: list[dict[str, str]], title: str):
     the axis can zoom in on differences of a point), the best accuracy as a diamond."""
     fig, ax = canvas(figsize=(7, 1.2 + 0.34 * len(rows)))
     places = np.arange(len(rows))
-    ax.errorbar(column(rows, "final accuracy (%)"), places, xerr=errors(rows, "final accuracy (%)"), fmt="o",
-                capsize=3, color="tab:blue", label="final accuracy, mean ± std over seeds")
+    ax.errorbar(
+        column(rows, "final accuracy (%)"),
+        places,
+        xerr=errors(rows, "final accuracy (%)"),
+        fmt="o",
+        capsize=3,
+        color="tab:blue",
+        label="final accuracy, mean ± std over seeds",
+    )
     if "best accuracy (%)" in rows[0]:
-        ax.plot(column(rows, "best accuracy (%)"), places, "D", color="tab:orange", markersize=5,
-                label="best accuracy, mean over seeds")
+        ax.plot(
+            column(rows, "best accuracy (%)"),
+            places,
+            "D",
+            color="tab:orange",
+            markersize=5,
+            label="best accuracy, mean over seeds",
+        )
     ax.set_yticks(places, [label(r) for r in rows])
     ax.set(xlabel="test accuracy (%)", title=title, ylim=(len(rows) - 0.5, -0.5))
     ax.grid(alpha=0.3)
@@ -185,9 +216,15 @@ def method_accuracy(rows: list[dict[str, str]], title: str):
 @from_table("perf_fedavg")
 def perf_fedavg(rows):
     fig, ax = canvas(figsize=(8.5, 3.2))
-    grouped_bars(ax, [label(r) for r in rows], {
-        "rounds 2+ (s per round)": (column(rows, "seconds per round (rounds 2+)"), None),
-        "first round (s)": (column(rows, "first round"), None)}, horizontal=True)
+    grouped_bars(
+        ax,
+        [label(r) for r in rows],
+        {
+            "rounds 2+ (s per round)": (column(rows, "seconds per round (rounds 2+)"), None),
+            "first round (s)": (column(rows, "first round"), None),
+        },
+        horizontal=True,
+    )
     ax.set(xlabel="seconds", title="FedAvg: fedimb against a plain PyTorch loop")
     legend_below(ax, 2)
     return fig
@@ -196,9 +233,15 @@ def perf_fedavg(rows):
 @from_table("perf_methods")
 def perf_methods(rows):
     fig, ax = canvas(figsize=(7, 7.5))
-    grouped_bars(ax, [label(r) for r in rows], {
-        "fedimb (Flower simulation)": (column(rows, "fedimb s/round (rounds 2+)"), None),
-        "the same rounds in one process": (column(rows, "one process s/round"), None)}, horizontal=True)
+    grouped_bars(
+        ax,
+        [label(r) for r in rows],
+        {
+            "fedimb (Flower simulation)": (column(rows, "fedimb s/round (rounds 2+)"), None),
+            "the same rounds in one process": (column(rows, "one process s/round"), None),
+        },
+        horizontal=True,
+    )
     ax.set(xlabel="seconds per round (rounds 2+)", title="Every method: seconds per round")
     legend_below(ax, 2)
     return fig
@@ -218,13 +261,23 @@ def log_log(ax, xlabel: str, ylabel: str, ticks) -> None:
 def perf_scale(rows):
     fig, (time_ax, memory_ax) = canvas(1, 2, figsize=(9, 3.8))
     clients = column(rows, "clients")
-    for key, name in (("start-up (s)", "start-up"), ("round 1 (s)", "round 1"),
-                      ("s/round (rounds 2+)", "rounds 2+, per round")):
+    for key, name in (
+        ("start-up (s)", "start-up"),
+        ("round 1 (s)", "round 1"),
+        ("s/round (rounds 2+)", "rounds 2+, per round"),
+    ):
         time_ax.plot(clients, column(rows, key), "o-", label=name)
     log_log(time_ax, "virtual clients (10% sampled per round)", "seconds", clients)
     time_ax.legend(fontsize=8)
-    memory_ax.plot(clients, column(rows, "peak memory, all processes (MiB)"), "o-", color="tab:purple")
-    log_log(memory_ax, "virtual clients (10% sampled per round)", "peak memory, all processes (MiB)", clients)
+    memory_ax.plot(
+        clients, column(rows, "peak memory, all processes (MiB)"), "o-", color="tab:purple"
+    )
+    log_log(
+        memory_ax,
+        "virtual clients (10% sampled per round)",
+        "peak memory, all processes (MiB)",
+        clients,
+    )
     memory_ax.set(yscale="linear", ylim=(0, None))
     fig.suptitle("Many virtual clients (Flower simulation)")
     return fig
@@ -234,13 +287,20 @@ def perf_scale(rows):
 def synthetic_scale(rows):
     fig, axes = canvas(1, 3, figsize=(11, 3.8))
     devices = column(rows, "devices")
-    keys = (("round 1 (s)", "round 1 (s)"), ("s/round (rounds 2+)", "seconds per round, rounds 2+"),
-            ("peak memory, all processes (MiB)", "peak memory, all processes (MiB)"))
+    keys = (
+        ("round 1 (s)", "round 1 (s)"),
+        ("s/round (rounds 2+)", "seconds per round, rounds 2+"),
+        ("peak memory, all processes (MiB)", "peak memory, all processes (MiB)"),
+    )
     for ax, (key, ylabel) in zip(axes, keys):
         for run in dict.fromkeys((r["runtime"], r["method"]) for r in rows):
             chosen = [i for i, r in enumerate(rows) if (r["runtime"], r["method"]) == run]
-            ax.plot(devices[chosen], column([rows[i] for i in chosen], key), "o-" if run[1] == "fedavg" else "s--",
-                    label=f"{run[0]}, {run[1]}")
+            ax.plot(
+                devices[chosen],
+                column([rows[i] for i in chosen], key),
+                "o-" if run[1] == "fedavg" else "s--",
+                label=f"{run[0]}, {run[1]}",
+            )
         log_log(ax, "devices", ylabel, devices)
     axes[-1].set(yscale="linear", ylim=(0, None))
     legend_below(axes[1], 4)
@@ -252,11 +312,27 @@ def synthetic_scale(rows):
 def perf_deployment(rows):
     fig, axes = canvas(1, 2, figsize=(8, 3.4))
     nodes = list(dict.fromkeys(r["SuperNodes"] for r in rows))
-    for ax, (key, ylabel) in zip(axes, (("round 1 (s)", "round 1 (seconds)"),
-                                        ("rounds 2+ (s per round)", "seconds per round, rounds 2+"))):
-        series = {code: (np.array([number(r[key]) for n in nodes for r in rows
-                                   if r["SuperNodes"] == n and r["code"] == code]), None)
-                  for code in dict.fromkeys(r["code"] for r in rows)}
+    for ax, (key, ylabel) in zip(
+        axes,
+        (
+            ("round 1 (s)", "round 1 (seconds)"),
+            ("rounds 2+ (s per round)", "seconds per round, rounds 2+"),
+        ),
+    ):
+        series = {
+            code: (
+                np.array(
+                    [
+                        number(r[key])
+                        for n in nodes
+                        for r in rows
+                        if r["SuperNodes"] == n and r["code"] == code
+                    ]
+                ),
+                None,
+            )
+            for code in dict.fromkeys(r["code"] for r in rows)
+        }
         grouped_bars(ax, nodes, series)
         ax.set(xlabel="SuperNodes", ylabel=ylabel)
     axes[-1].legend(title="code", fontsize=8)
@@ -267,12 +343,23 @@ def perf_deployment(rows):
 @from_table("perf_breakdown_3clients", "perf_breakdown_10clients")
 def perf_breakdown(rows):
     columns = [key for key in rows[0] if key != "phase (s)"]
-    phases = {"discover": "server: discover", "waiting for the last reply": "server: last_reply",
-              "aggregate": "server: aggregate", "test": "server: test", "checkpoint": "server: checkpoint"}
+    phases = {
+        "discover": "server: discover",
+        "waiting for the last reply": "server: last_reply",
+        "aggregate": "server: aggregate",
+        "test": "server: test",
+        "checkpoint": "server: checkpoint",
+    }
     by_phase = {r["phase (s)"]: r for r in rows}
     fig, ax = canvas(figsize=(7.5, 0.9 + 0.45 * len(columns)))
-    stacked_bars(ax, columns, {name: np.array([number(by_phase[phase][c]) for c in columns])
-                               for name, phase in phases.items()})
+    stacked_bars(
+        ax,
+        columns,
+        {
+            name: np.array([number(by_phase[phase][c]) for c in columns])
+            for name, phase in phases.items()
+        },
+    )
     ax.set(xlabel="seconds (server side of a round)", title="Where a round's time goes")
     legend_below(ax, 5)
     return fig
@@ -283,10 +370,19 @@ def startup_bars(rows, names: list[str]):
     keys = ("command to round 0 (s)", "command to round 1 (s)", "command to exit (s)")
     marks = np.array([[number(r[k]) for k in keys] for r in rows])
     fig, ax = canvas(figsize=(8.5, 1.5 + 0.45 * len(rows)))
-    stacked_bars(ax, names, {"command to round 0": marks[:, 0], "round 1": marks[:, 1] - marks[:, 0],
-                             "round 1 to exit": marks[:, 2] - marks[:, 1]})
-    ax.set(xlabel="seconds from the command\n(medians; each part is the difference of two medians)",
-           title="From the command to the first result")
+    stacked_bars(
+        ax,
+        names,
+        {
+            "command to round 0": marks[:, 0],
+            "round 1": marks[:, 1] - marks[:, 0],
+            "round 1 to exit": marks[:, 2] - marks[:, 1],
+        },
+    )
+    ax.set(
+        xlabel="seconds from the command\n(medians; each part is the difference of two medians)",
+        title="From the command to the first result",
+    )
     legend_below(ax, 3)
     return fig
 
@@ -305,8 +401,13 @@ def perf_startup_floor(rows):
 def perf_startup_steps(rows):
     steps = [r for r in rows if not label(r).startswith("...")]
     fig, ax = canvas(figsize=(8, 2.8))
-    stacked_bars(ax, ["simulation"], {label(r): np.array([number(r["median (min–max)"])]) for r in steps})
-    ax.set(xlabel="seconds from the command to round 1 (median of each step)", title="Start-up, step by step")
+    stacked_bars(
+        ax, ["simulation"], {label(r): np.array([number(r["median (min–max)"])]) for r in steps}
+    )
+    ax.set(
+        xlabel="seconds from the command to round 1 (median of each step)",
+        title="Start-up, step by step",
+    )
     legend_below(ax, 2)
     return fig
 
@@ -323,17 +424,33 @@ def perf_process_start(rows):
 
 @from_table("perf_edge_node")
 def perf_edge_node(rows):
-    timed = [r for r in rows if r["arm64, emulated"].endswith(" s") and "," not in r["arm64, emulated"]]
+    timed = [
+        r for r in rows if r["arm64, emulated"].endswith(" s") and "," not in r["arm64, emulated"]
+    ]
     fig, ax = canvas(figsize=(8, 3.4))
     places = np.arange(len(timed))
-    for offset, key, colour in ((-0.12, "arm64, emulated", "tab:red"), (0.12, "native", "tab:blue")):
+    for offset, key, colour in (
+        (-0.12, "arm64, emulated", "tab:red"),
+        (0.12, "native", "tab:blue"),
+    ):
         for i, row in enumerate(timed):
             low, high = numbers(row[key])[0], numbers(row[key])[-1]
-            ax.plot([low, high], [i + offset] * 2, "-o", color=colour, lw=3, markersize=5,
-                    label=key if i == 0 else None)
+            ax.plot(
+                [low, high],
+                [i + offset] * 2,
+                "-o",
+                color=colour,
+                lw=3,
+                markersize=5,
+                label=key if i == 0 else None,
+            )
     ax.set_yticks(places, [label(r).split(" (")[0] for r in timed], fontsize=8)
     ax.invert_yaxis()
-    ax.set(xscale="log", xlabel="seconds (log scale; a line spans the table's range over rounds 1–3)", title="An arm64 edge node under QEMU")
+    ax.set(
+        xscale="log",
+        xlabel="seconds (log scale; a line spans the table's range over rounds 1–3)",
+        title="An arm64 edge node under QEMU",
+    )
     ax.grid(axis="x", alpha=0.3, which="both")
     legend_below(ax, 2)
     return fig
@@ -343,11 +460,13 @@ def perf_edge_node(rows):
 
 
 #: the method comparisons of compare_methods.py and their titles
-COMPARISONS = {"rebafl_mnist5k": "ReBaFL and the label-skew baselines",
-               "astraea_mnist5k": "Astraea and its ablations",
-               "grpfed_mnist5k": "GRP-FED and the fairness / personalisation baselines",
-               "stateful_mnist5k_alpha0.1": "Stateful baselines under Adam, Dir(0.1)",
-               "stateful_mnist5k_alpha0.5": "Stateful baselines under Adam, Dir(0.5)"}
+COMPARISONS = {
+    "rebafl_mnist5k": "ReBaFL and the label-skew baselines",
+    "astraea_mnist5k": "Astraea and its ablations",
+    "grpfed_mnist5k": "GRP-FED and the fairness / personalisation baselines",
+    "stateful_mnist5k_alpha0.1": "Stateful baselines under Adam, Dir(0.1)",
+    "stateful_mnist5k_alpha0.5": "Stateful baselines under Adam, Dir(0.5)",
+}
 for _table, _title in COMPARISONS.items():
     from_table(_table)(partial(method_accuracy, title=_title))
 
@@ -359,14 +478,21 @@ def accuracy_rounds(rows, table: str):
 
     fig, ax = canvas(figsize=(7.5, 4.2))
     for method in dict.fromkeys(r["method"] for r in rows):
-        points = sorted((int(r["round"]), float(r["mean"]), float(r["std"] or "nan"))  # no band for one run
-                        for r in rows if r["method"] == method)
+        points = sorted(
+            (int(r["round"]), float(r["mean"]), float(r["std"] or "nan"))  # no band for one run
+            for r in rows
+            if r["method"] == method
+        )
         rounds, mean, std = (np.array(v) for v in zip(*points))
         ax.plot(rounds, 100 * mean, label=method, lw=1.3)
         ax.fill_between(rounds, 100 * (mean - std), 100 * (mean + std), alpha=0.15)
     runs = sorted({r["runs"] for r in rows})
-    ax.set(xlabel="round", ylabel="test accuracy (%), mean ± std over seeds", ylim=(0, 100),
-           title=f"{COMPARISONS.get(table, table)} ({'/'.join(runs)} seeds per method)")
+    ax.set(
+        xlabel="round",
+        ylabel="test accuracy (%), mean ± std over seeds",
+        ylim=(0, 100),
+        title=f"{COMPARISONS.get(table, table)} ({'/'.join(runs)} seeds per method)",
+    )
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right", ncol=2)
@@ -377,9 +503,15 @@ def accuracy_rounds(rows, table: str):
 def fedconcat(rows):
     fig, ax = canvas(figsize=(7, 3.6))
     methods = [k for k in rows[0] if k != "partition"]
-    grouped_bars(ax, [label(r) for r in rows], {m: (column(rows, m), errors(rows, m)) for m in methods})
-    ax.set(ylabel="final test accuracy (%), mean ± std", ylim=(0, 100), xlabel="partition",
-           title="FedConcat against FedAvg, communication matched")
+    grouped_bars(
+        ax, [label(r) for r in rows], {m: (column(rows, m), errors(rows, m)) for m in methods}
+    )
+    ax.set(
+        ylabel="final test accuracy (%), mean ± std",
+        ylim=(0, 100),
+        xlabel="partition",
+        title="FedConcat against FedAvg, communication matched",
+    )
     legend_below(ax, 3)
     return fig
 
@@ -401,11 +533,24 @@ def grpfed_sensitivity(rows):
         middle = (grid.min() + grid.max()) / 2
         for i in range(len(q0s)):
             for j in range(len(etas)):
-                ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", fontsize=8,
-                        color="k" if grid[i, j] > middle else "w")
-        ax.set(xticks=range(len(etas)), xticklabels=[f"{e:g}" for e in etas], yticks=range(len(q0s)),
-               yticklabels=[f"{q:g}" for q in q0s], xlabel="η_q", ylabel="q_0",
-               title=f"GRP-FED {key}; FedAvg {number(fedavg[key]):.1f}")
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="k" if grid[i, j] > middle else "w",
+                )
+        ax.set(
+            xticks=range(len(etas)),
+            xticklabels=[f"{e:g}" for e in etas],
+            yticks=range(len(q0s)),
+            yticklabels=[f"{q:g}" for q in q0s],
+            xlabel="η_q",
+            ylabel="q_0",
+            title=f"GRP-FED {key}; FedAvg {number(fedavg[key]):.1f}",
+        )
         fig.colorbar(image, ax=ax, label="%")
     return fig
 
@@ -419,8 +564,12 @@ def perfedavg_curvature(rows):
         name = label(row).split(" (")[0]
         ax.plot(rounds, pairs[:, 0], "o-", color=colour, label=f"{name}: largest over clients")
         ax.plot(rounds, pairs[:, 1], "o--", color=colour, label=f"{name}: median over clients")
-    ax.set(xlabel="round", ylabel="largest Hessian eigenvalue of a\nclient's loss at the global model", xticks=rounds,
-           title="Per-FedAvg: curvature along training")
+    ax.set(
+        xlabel="round",
+        ylabel="largest Hessian eigenvalue of a\nclient's loss at the global model",
+        xticks=rounds,
+        title="Per-FedAvg: curvature along training",
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return fig
@@ -439,7 +588,13 @@ def normalization(rows):
     key = "difference (points)"
     for ax, alpha in zip(axes, alphas):
         chosen = [r for r in rows if r["α"] == alpha]
-        ax.bar(range(len(chosen)), column(chosen, key), yerr=errors(chosen, key), capsize=3, color="tab:green")
+        ax.bar(
+            range(len(chosen)),
+            column(chosen, key),
+            yerr=errors(chosen, key),
+            capsize=3,
+            color="tab:green",
+        )
         ax.set_xticks(range(len(chosen)), [r["method"].split(" (")[0] for r in chosen], rotation=30)
         ax.axhline(0, color="k", lw=0.8)
         ax.set(title=f"Dir({alpha})")
@@ -456,8 +611,14 @@ def normalization_temperature(rows):
     temperatures = [(number(k), f"diff. ({k})") for k in keys if k.startswith("T = ")]
     for ax, alpha in zip(axes, alphas):
         for row in (r for r in rows if r["α"] == alpha):
-            ax.errorbar([t for t, _ in temperatures], [number(row[d]) for _, d in temperatures],
-                        yerr=[spread(row[d]) for _, d in temperatures], marker="o", capsize=2, label=row["method"])
+            ax.errorbar(
+                [t for t, _ in temperatures],
+                [number(row[d]) for _, d in temperatures],
+                yerr=[spread(row[d]) for _, d in temperatures],
+                marker="o",
+                capsize=2,
+                label=row["method"],
+            )
         ax.axhline(0, color="k", lw=0.8)
         ax.set(xscale="log", xlabel="temperature T", title=f"Dir({alpha})")
         ax.set_xticks([t for t, _ in temperatures], [f"{t:g}" for t, _ in temperatures])
@@ -474,7 +635,9 @@ def stability(rows):
     settings = list(dict.fromkeys((r["momentum"], r["α"]) for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cell = {(r["method"], r["momentum"], r["α"]): r for r in rows}
-    grid = np.array([[number(cell[m, *s]["final accuracy (%)"]) for s in settings] for m in methods])
+    grid = np.array(
+        [[number(cell[m, *s]["final accuracy (%)"]) for s in settings] for m in methods]
+    )
     fig, ax = canvas(figsize=(7, 0.9 + 0.42 * len(methods)))
     image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
     for i, method in enumerate(methods):
@@ -482,7 +645,9 @@ def stability(rows):
             collapsed = cell[method, *setting]["collapsed runs"]
             note = f"\n{collapsed} collapsed" if not collapsed.startswith("0/") else ""
             ax.text(j, i, f"{grid[i, j]:.1f}{note}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(settings)), [f"momentum {m}\nDir({a})" for m, a in settings], fontsize=8)
+    ax.set_xticks(
+        range(len(settings)), [f"momentum {m}\nDir({a})" for m, a in settings], fontsize=8
+    )
     ax.set_yticks(range(len(methods)), methods, fontsize=8)
     ax.set_title("Final test accuracy (%), mean over seeds, under SGD")
     fig.colorbar(image, ax=ax, label="final test accuracy (%)")
@@ -499,9 +664,22 @@ def synthetic_fedprox(rows):
     cell = {(r["data"], r["method"]): r for r in rows}
     key = "final accuracy (%)"
     fig, ax = canvas(figsize=(8, 3.8))
-    grouped_bars(ax, data, {m: (np.array([number(cell[d, m][key]) for d in data]),
-                                np.array([spread(cell[d, m][key]) for d in data])) for m in methods})
-    ax.set(ylabel="final test accuracy (%), mean ± std", ylim=(0, 110), title="FedAvg against FedProx on Synthetic")
+    grouped_bars(
+        ax,
+        data,
+        {
+            m: (
+                np.array([number(cell[d, m][key]) for d in data]),
+                np.array([spread(cell[d, m][key]) for d in data]),
+            )
+            for m in methods
+        },
+    )
+    ax.set(
+        ylabel="final test accuracy (%), mean ± std",
+        ylim=(0, 110),
+        title="FedAvg against FedProx on Synthetic",
+    )
     legend_below(ax, 3)
     return fig
 
@@ -510,10 +688,20 @@ def synthetic_fedprox(rows):
 def synthetic_fairness(rows):
     names = [f"{r['method']} ({r['sampling']}, {r['model']})" for r in rows]
     fig, ax = canvas(figsize=(8, 1.2 + 0.42 * len(rows)))
-    grouped_bars(ax, names, {k.replace(" (%)", ""): (column(rows, k), errors(rows, k))
-                             for k in ("average (%)", "worst 10% (%)")}, horizontal=True)
-    ax.set(xlabel="test accuracy over devices (%), mean ± std over draws", xlim=(0, 100),
-           title="Accuracy over devices on Synthetic(1,1)")
+    grouped_bars(
+        ax,
+        names,
+        {
+            k.replace(" (%)", ""): (column(rows, k), errors(rows, k))
+            for k in ("average (%)", "worst 10% (%)")
+        },
+        horizontal=True,
+    )
+    ax.set(
+        xlabel="test accuracy over devices (%), mean ± std over draws",
+        xlim=(0, 100),
+        title="Accuracy over devices on Synthetic(1,1)",
+    )
     ax.tick_params(axis="y", labelsize=8)
     legend_below(ax, 2)
     return fig
@@ -527,10 +715,27 @@ def synthetic_horizon(rows):
     for (method, sampling), colour in zip(runs, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
         chosen = [r for r in rows if (r["method"], r["sampling"]) == (method, sampling)]
         x = [number(r["round"]) for r in chosen]
-        ax.plot(x, column(chosen, "average (%)"), "o-", color=colour, label=f"{method}, {sampling}: average")
-        ax.plot(x, column(chosen, "worst 10% (%)"), "s--", color=colour, label=f"{method}, {sampling}: worst 10%")
-    ax.set(xscale="log", xlabel="round", ylabel="test accuracy over devices (%)", ylim=(0, 100),
-           title="q-FFL over 20,000 rounds")
+        ax.plot(
+            x,
+            column(chosen, "average (%)"),
+            "o-",
+            color=colour,
+            label=f"{method}, {sampling}: average",
+        )
+        ax.plot(
+            x,
+            column(chosen, "worst 10% (%)"),
+            "s--",
+            color=colour,
+            label=f"{method}, {sampling}: worst 10%",
+        )
+    ax.set(
+        xscale="log",
+        xlabel="round",
+        ylabel="test accuracy over devices (%)",
+        ylim=(0, 100),
+        title="q-FFL over 20,000 rounds",
+    )
     ax.set_xticks(rounds, [f"{r:,}" for r in rounds])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
@@ -553,14 +758,22 @@ def synthetic_draws(rows):
 
 @from_table("fault_matrix")
 def fault_matrix(rows):
-    return check_grid(rows, "fault", ("survived", "counted", "lost nothing"),
-                      "The fault matrix: client 1 misbehaves in round 2")
+    return check_grid(
+        rows,
+        "fault",
+        ("survived", "counted", "lost nothing"),
+        "The fault matrix: client 1 misbehaves in round 2",
+    )
 
 
 @from_table("attack_matrix")
 def attack_matrix(rows):
-    return check_grid(rows, "attack", ("survived", "counted", "unharmed"),
-                      "The attack matrix: client 1 attacks in every round")
+    return check_grid(
+        rows,
+        "attack",
+        ("survived", "counted", "unharmed"),
+        "The attack matrix: client 1 attacks in every round",
+    )
 
 
 def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
@@ -578,15 +791,23 @@ def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
         value = value.strip("*")
         return codes.get(shown.get(value, value), 2)
 
-    grid = np.array([[code(cell[f, rt][c]) if (f, rt) in cell else 1 for rt in runtimes for c in checks]
-                     for f in faults])
+    grid = np.array(
+        [
+            [code(cell[f, rt][c]) if (f, rt) in cell else 1 for rt in runtimes for c in checks]
+            for f in faults
+        ]
+    )
     fig, ax = canvas(figsize=(9, 0.9 + 0.4 * len(faults)))
-    ax.imshow(grid, cmap=ListedColormap(["#8fd18f", "#d9d9d9", "#f08080"]), vmin=0, vmax=2, aspect="auto")
+    ax.imshow(
+        grid, cmap=ListedColormap(["#8fd18f", "#d9d9d9", "#f08080"]), vmin=0, vmax=2, aspect="auto"
+    )
     words = {v: k for k, v in codes.items()}
     for i in range(len(faults)):
         for j in range(grid.shape[1]):
             ax.text(j, i, words[grid[i, j]], ha="center", va="center", fontsize=8)
-    ax.set_xticks(range(grid.shape[1]), [c for _ in runtimes for c in checks], fontsize=7, rotation=30)
+    ax.set_xticks(
+        range(grid.shape[1]), [c for _ in runtimes for c in checks], fontsize=7, rotation=30
+    )
     ax.set_yticks(range(len(faults)), faults, fontsize=8)
     for k, runtime in enumerate(runtimes):
         ax.text(k * len(checks) + 1, -0.9, runtime, ha="center", fontsize=9, weight="bold")
@@ -625,21 +846,29 @@ def redraw(name: str, tables: Path = DOCS_TABLES, out: Path = DOCS_FIGURES) -> P
 
 def names(tables: Path = DOCS_TABLES) -> list[str]:
     """Every figure whose table or data file exists under ``tables``."""
-    drawn = [name for name, (table, _) in FROM_TABLES.items() if (Path(tables) / f"{table}.md").exists()]
+    drawn = [
+        name for name, (table, _) in FROM_TABLES.items() if (Path(tables) / f"{table}.md").exists()
+    ]
     data = sorted(p.stem for p in (Path(tables) / "data").glob("*.csv") if data_figure(p))
     return drawn + data
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", type=Path, default=DOCS_TABLES, help="where the tables and data/ are")
+    parser.add_argument(
+        "--tables", type=Path, default=DOCS_TABLES, help="where the tables and data/ are"
+    )
     parser.add_argument("--out", type=Path, default=DOCS_FIGURES, help="where the figures go")
-    parser.add_argument("names", nargs="*", help="figures to draw (default: every one whose source exists)")
+    parser.add_argument(
+        "names", nargs="*", help="figures to draw (default: every one whose source exists)"
+    )
     args = parser.parse_args(argv)
     known = names(args.tables)
     unknown = [n for n in args.names if n not in known]
     if unknown:
-        parser.error(f"no table or data file draws {', '.join(unknown)} (known: {', '.join(known)})")
+        parser.error(
+            f"no table or data file draws {', '.join(unknown)} (known: {', '.join(known)})"
+        )
     for name in args.names or known:
         redraw(name, args.tables, args.out)
     return 0

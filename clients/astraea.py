@@ -37,15 +37,29 @@ class AstraeaClient(BaseClient):
         if ratios is None or np.all(ratios == 1.0):
             return self.data
         params = {k: float(config[k]) for k in AUGMENT_KEYS}
-        seed = int(np.random.SeedSequence([int(config.get(protocol.SEED, 0)), self.data.partition_id]).generate_state(1)[0])
+        seed = int(
+            np.random.SeedSequence(
+                [int(config.get(protocol.SEED, 0)), self.data.partition_id]
+            ).generate_state(1)[0]
+        )
         # the samples themselves are in the key: two runs in one process (a sweep, the tests)
         # may give one client id other samples under the same plan
         samples = hashlib.sha1(self.data.indices.numpy().tobytes()).hexdigest()
-        key = (self.data.partition_id, samples, ratios.tobytes(), seed, tuple(params.values()), self.data.x.data_ptr())
+        key = (
+            self.data.partition_id,
+            samples,
+            ratios.tobytes(),
+            seed,
+            tuple(params.values()),
+            self.data.x.data_ptr(),
+        )
         if key not in _REBALANCED:
             x, y = apply_plan(self.data.x, self.data.y, self.data.indices, ratios, params, seed)
             _REBALANCED[key] = dataclasses.replace(
-                self.data, x=x, y=y, indices=torch.arange(len(y)),
+                self.data,
+                x=x,
+                y=y,
+                indices=torch.arange(len(y)),
                 label_counts=label_counts(y.numpy(), self.data.num_classes),
             )
             while len(_REBALANCED) > _CACHE_SIZE:

@@ -9,7 +9,7 @@ goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
@@ -52,7 +52,12 @@ class BaseClient(NumPyClient):
         check_rules(cls.setting_rules, settings, "method.client")
 
     def __init__(
-        self, *, context: Context, data: ClientData, model: EncoderHeadNet, device: torch.device,
+        self,
+        *,
+        context: Context,
+        data: ClientData,
+        model: EncoderHeadNet,
+        device: torch.device,
         model_factory: Callable[[], EncoderHeadNet] | None = None,
     ):
         self.context = context
@@ -71,8 +76,11 @@ class BaseClient(NumPyClient):
     # ------------------------------------------------------------------ plumbing
     def get_properties(self, config: dict[str, Scalar]) -> dict[str, Scalar]:
         """Identity and label histogram, asked once by the server (partition id)."""
-        identity = {protocol.PARTITION_ID: -1, protocol.DEVICE_KEY: self.data.device_key} if self.data.device_key \
+        identity = (
+            {protocol.PARTITION_ID: -1, protocol.DEVICE_KEY: self.data.device_key}
+            if self.data.device_key
             else {protocol.PARTITION_ID: self.data.partition_id}
+        )
         return {
             **identity,
             protocol.NUM_EXAMPLES: self.data.num_examples,
@@ -85,25 +93,40 @@ class BaseClient(NumPyClient):
     def set_parameters(self, parameters: NDArrays) -> None:
         set_weights(self.model, parameters)
 
-    def fit(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[NDArrays, int, dict[str, Scalar]]:
+    def fit(
+        self, parameters: NDArrays, config: dict[str, Scalar]
+    ) -> tuple[NDArrays, int, dict[str, Scalar]]:
         self.set_parameters(parameters)
         self.config = dict(config)
         hp = TrainConfig.from_mapping(config)
         self.before_training(config)
         optimizer = make_optimizer(self.trainable_parameters(), hp)
         result = train_epochs(
-            self.model, self.data.x, self.data.y, self.data.indices,
-            epochs=hp.local_epochs, batch_size=hp.batch_size, optimizer=optimizer,
-            loss_fn=self.loss, generator=self.generator(config), device=self.device,
-            after_backward=self.after_backward, after_step=self.after_step,
+            self.model,
+            self.data.x,
+            self.data.y,
+            self.data.indices,
+            epochs=hp.local_epochs,
+            batch_size=hp.batch_size,
+            optimizer=optimizer,
+            loss_fn=self.loss,
+            generator=self.generator(config),
+            device=self.device,
+            after_backward=self.after_backward,
+            after_step=self.after_step,
         )
-        metrics: dict[str, Scalar] = {protocol.TRAIN_LOSS: result.mean_loss, protocol.LOCAL_STEPS: result.steps}
+        metrics: dict[str, Scalar] = {
+            protocol.TRAIN_LOSS: result.mean_loss,
+            protocol.LOCAL_STEPS: result.steps,
+        }
         metrics.update(self.after_training(config, result))
         if config.get(protocol.REPORT_LATENT):
             metrics.update(payload.pack({protocol.LATENT_MEAN: self.mean_latent()}))
         return self.get_parameters({}), self.data.num_examples, metrics
 
-    def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
+    def evaluate(
+        self, parameters: NDArrays, config: dict[str, Scalar]
+    ) -> tuple[float, int, dict[str, Scalar]]:
         """Loss and accuracy of the received model on this client's local test set
         (``local_eval``), else on its training data."""
         if config.get(protocol.LOCAL_EVAL):
@@ -111,9 +134,16 @@ class BaseClient(NumPyClient):
         self.set_parameters(parameters)
         idx = self.data.indices
         result = evaluate_model(
-            self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device), self.data.num_classes
+            self.model,
+            self.data.x[idx].to(self.device),
+            self.data.y[idx].to(self.device),
+            self.data.num_classes,
         )
-        return float(result["loss"]), self.data.num_examples, {"accuracy": float(result["accuracy"])}
+        return (
+            float(result["loss"]),
+            self.data.num_examples,
+            {"accuracy": float(result["accuracy"])},
+        )
 
     def evaluate_local(self, parameters: NDArrays) -> tuple[float, int, dict[str, Scalar]]:
         """The received (global) model on this client's local test set: its accuracy there
@@ -121,28 +151,47 @@ class BaseClient(NumPyClient):
         self.set_parameters(parameters)
         local = self.data.local_test()
         if local is None:
-            raise ConfigError("a local evaluation was asked for, but this client has no local test set")
+            raise ConfigError(
+                "a local evaluation was asked for, but this client has no local test set"
+            )
         x, y = local
-        result = evaluate_model(self.model, x.to(self.device), y.to(self.device), self.data.num_classes)
-        return float(result["loss"]), int(len(y)), {protocol.LOCAL_ACCURACY: float(result["accuracy"])}
+        result = evaluate_model(
+            self.model, x.to(self.device), y.to(self.device), self.data.num_classes
+        )
+        return (
+            float(result["loss"]),
+            int(len(y)),
+            {protocol.LOCAL_ACCURACY: float(result["accuracy"])},
+        )
 
     def local_loss(self) -> float:
         """Mean cross-entropy of the current model on the local training data (e.g. of
         the received global model, before training: q-FFL's F_k)."""
         idx = self.data.indices
-        return float(evaluate_model(self.model, self.data.x[idx].to(self.device), self.data.y[idx].to(self.device),
-                                    self.data.num_classes)["loss"])
+        return float(
+            evaluate_model(
+                self.model,
+                self.data.x[idx].to(self.device),
+                self.data.y[idx].to(self.device),
+                self.data.num_classes,
+            )["loss"]
+        )
 
     def mean_latent(self) -> np.ndarray:
         """Mean final-hidden-layer representation (encoder output) of the local training
         data under the current model (contribution normalisation, Algorithm 1)."""
         idx = self.data.indices
-        return predict(self.model.encoder, self.data.x[idx].to(self.device)).mean(dim=0).cpu().numpy()
+        return (
+            predict(self.model.encoder, self.data.x[idx].to(self.device)).mean(dim=0).cpu().numpy()
+        )
 
     def generator(self, config: dict[str, Scalar]) -> torch.Generator:
         """Shuffling order seeded by (seed, round, client): reproducible in any runtime."""
-        return seeded_generator(int(config.get(protocol.SEED, 0)), int(config.get(protocol.SERVER_ROUND, 0)),
-                                self.data.partition_id)
+        return seeded_generator(
+            int(config.get(protocol.SEED, 0)),
+            int(config.get(protocol.SERVER_ROUND, 0)),
+            self.data.partition_id,
+        )
 
     # --------------------------------------------------------------------- hooks
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -176,7 +225,9 @@ class BaseClient(NumPyClient):
 
     def save_state(self, name: str, arrays: dict[str, np.ndarray]) -> None:
         """Persist named arrays in ``Context.state`` (kept by Flower across rounds)."""
-        self.context.state[name] = ArrayRecord(array_dict={k: Array(np.asarray(v)) for k, v in arrays.items()})
+        self.context.state[name] = ArrayRecord(
+            array_dict={k: Array(np.asarray(v)) for k, v in arrays.items()}
+        )
 
 
 class PersonalEvaluation:
@@ -187,10 +238,14 @@ class PersonalEvaluation:
 
     personal_evaluation = True
 
-    def evaluate(self, parameters: NDArrays, config: dict[str, Scalar]) -> tuple[float, int, dict[str, Scalar]]:
+    def evaluate(
+        self, parameters: NDArrays, config: dict[str, Scalar]
+    ) -> tuple[float, int, dict[str, Scalar]]:
         if not config.get(protocol.PERSONAL_EVAL):
             return super().evaluate(parameters, config)
-        scores = self.evaluate_local(parameters)[2] if config.get(protocol.LOCAL_EVAL) else {}  # the global model first
+        scores = (
+            self.evaluate_local(parameters)[2] if config.get(protocol.LOCAL_EVAL) else {}
+        )  # the global model first
         loss, count, metrics = self.evaluate_personal(parameters, config)
         return loss, count, {**scores, **metrics}
 
@@ -203,17 +258,31 @@ class PersonalEvaluation:
         metrics: dict[str, Scalar] = {}
         if local_test is not None:
             x_local, y_local = local_test
-            local = evaluate_model(model, x_local.to(self.device), y_local.to(self.device), self.data.num_classes)
-            metrics.update({protocol.PERSONAL_LOCAL_F1: local["macro_f1"],
-                            protocol.PERSONAL_LOCAL_ACCURACY: local["accuracy"]})
+            local = evaluate_model(
+                model, x_local.to(self.device), y_local.to(self.device), self.data.num_classes
+            )
+            metrics.update(
+                {
+                    protocol.PERSONAL_LOCAL_F1: local["macro_f1"],
+                    protocol.PERSONAL_LOCAL_ACCURACY: local["accuracy"],
+                }
+            )
         x_test, y_test = (t.to(self.device) for t in self.data.global_test())
         result = evaluate_model(model, x_test, y_test, self.data.num_classes)
-        metrics.update({protocol.PERSONAL_GLOBAL_F1: result["macro_f1"],
-                        protocol.PERSONAL_GLOBAL_ACCURACY: result["accuracy"]})
+        metrics.update(
+            {
+                protocol.PERSONAL_GLOBAL_F1: result["macro_f1"],
+                protocol.PERSONAL_GLOBAL_ACCURACY: result["accuracy"],
+            }
+        )
         if config.get(protocol.RETURN_PROBS):
             probs = torch.softmax(predict(model, x_test), dim=1).cpu().numpy().astype(np.float32)
             metrics.update(payload.pack({protocol.GLOBAL_TEST_PROBS: probs}))
-        return float(result["loss"]), max(int(len(local_test[1])) if local_test is not None else 0, 1), metrics
+        return (
+            float(result["loss"]),
+            max(int(len(local_test[1])) if local_test is not None else 0, 1),
+            metrics,
+        )
 
     def personal_model(self, parameters: NDArrays, config: dict[str, Scalar]) -> nn.Module:
         """The model this client uses on its own data; for global-only methods the

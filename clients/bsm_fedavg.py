@@ -14,7 +14,9 @@ class BalancedSoftmaxClient(BaseClient):
     """Balanced softmax: softmax(z + log p_local)."""
 
     def before_training(self, config):
-        self.counts = torch.as_tensor(self.data.label_counts, dtype=torch.float32, device=self.device)
+        self.counts = torch.as_tensor(
+            self.data.label_counts, dtype=torch.float32, device=self.device
+        )
 
     def loss(self, x, y):
         return relaxed_balanced_softmax_loss(self.model(x), y, self.counts, eps=0.0)

@@ -36,7 +36,9 @@ class FedBABUClient(BaseClient):
         if "finetune_epochs" not in config:
             return super().evaluate(parameters, config)
         local = self.data.local_test() if config.get(protocol.LOCAL_EVAL) else None
-        scores = self.evaluate_local(parameters)[2] if local is not None else {}  # the received model first
+        scores = (
+            self.evaluate_local(parameters)[2] if local is not None else {}
+        )  # the received model first
         self.set_parameters(parameters)
         hp = TrainConfig.from_mapping({**config, "local_epochs": int(config["finetune_epochs"])})
         # The body is frozen while the head is tuned: compute the local features once.
@@ -44,17 +46,28 @@ class FedBABUClient(BaseClient):
         labels = self.data.y[self.data.indices].to(self.device)
         head = self.model.head
         train_epochs(
-            head, features, labels, torch.arange(len(labels)),
-            epochs=hp.local_epochs, batch_size=hp.batch_size, optimizer=make_optimizer(head.parameters(), hp),
+            head,
+            features,
+            labels,
+            torch.arange(len(labels)),
+            epochs=hp.local_epochs,
+            batch_size=hp.batch_size,
+            optimizer=make_optimizer(head.parameters(), hp),
             loss_fn=lambda fb, yb: nn.functional.cross_entropy(head(fb), yb),
-            generator=self.generator(config), device=self.device,
+            generator=self.generator(config),
+            device=self.device,
         )
         result = evaluate_model(
             self.model, *(t.to(self.device) for t in self.data.global_test()), self.data.num_classes
         )
-        metrics = {"finetuned_accuracy": result["accuracy"], "finetuned_macro_f1": result["macro_f1"], **scores}
+        metrics = {
+            "finetuned_accuracy": result["accuracy"],
+            "finetuned_macro_f1": result["macro_f1"],
+            **scores,
+        }
         if local is not None:
             x_local, y_local = (t.to(self.device) for t in local)
             metrics[protocol.PERSONAL_LOCAL_ACCURACY] = evaluate_model(
-                self.model, x_local, y_local, self.data.num_classes)["accuracy"]
+                self.model, x_local, y_local, self.data.num_classes
+            )["accuracy"]
         return float(result["loss"]), self.data.num_examples, metrics

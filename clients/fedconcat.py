@@ -33,8 +33,14 @@ class FedConcatClient(BaseClient):
         props = super().get_properties(config)
         epsilon = config.get(protocol.LAPLACE_EPSILON)
         if epsilon is not None:
-            seed = int(np.random.SeedSequence([int(config.get(protocol.SEED, 0)), self.data.partition_id]).generate_state(1)[0])
-            noisy = noisy_distribution(self.data.label_counts, float(epsilon), np.random.default_rng(seed))
+            seed = int(
+                np.random.SeedSequence(
+                    [int(config.get(protocol.SEED, 0)), self.data.partition_id]
+                ).generate_state(1)[0]
+            )
+            noisy = noisy_distribution(
+                self.data.label_counts, float(epsilon), np.random.default_rng(seed)
+            )
             props.update(payload.pack({protocol.LABEL_DISTRIBUTION: noisy}))
         return props
 
@@ -47,7 +53,10 @@ class FedConcatClient(BaseClient):
         if config.get(protocol.STAGE) != "cluster":
             return {}
         distribution = inferred_distribution(
-            self.model, tuple(self.data.x.shape[1:]), int(config["infer_samples"]), int(config.get(protocol.SEED, 0))
+            self.model,
+            tuple(self.data.x.shape[1:]),
+            int(config["infer_samples"]),
+            int(config.get(protocol.SEED, 0)),
         )
         return payload.pack({protocol.INFERRED_DISTRIBUTION: distribution})
 
@@ -57,7 +66,10 @@ class FedConcatClient(BaseClient):
         arrays = payload.unpack(config)
         encoders = encoders_from_arrays(arrays)
         if encoders:
-            self.save_state(EXTRACTOR_STATE, {k: v for k, v in arrays.items() if k.startswith(protocol.ENCODERS)})
+            self.save_state(
+                EXTRACTOR_STATE,
+                {k: v for k, v in arrays.items() if k.startswith(protocol.ENCODERS)},
+            )
             return encoders
         stored = self.load_state(EXTRACTOR_STATE)
         if stored is None:
@@ -73,10 +85,16 @@ class FedConcatClient(BaseClient):
         features = predict(model.encoder, self.data.x[self.data.indices].to(self.device))
         labels = self.data.y[self.data.indices].to(self.device)
         result = train_epochs(
-            head, features, labels, torch.arange(len(labels)), epochs=hp.local_epochs, batch_size=hp.batch_size,
+            head,
+            features,
+            labels,
+            torch.arange(len(labels)),
+            epochs=hp.local_epochs,
+            batch_size=hp.batch_size,
             optimizer=make_optimizer(head.parameters(), hp),
             loss_fn=lambda fb, yb: nn.functional.cross_entropy(head(fb), yb),
-            generator=self.generator(config), device=self.device,
+            generator=self.generator(config),
+            device=self.device,
         )
         metrics = {protocol.TRAIN_LOSS: result.mean_loss, protocol.LOCAL_STEPS: result.steps}
         return get_weights(head), self.data.num_examples, metrics

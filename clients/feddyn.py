@@ -20,18 +20,25 @@ class FedDynClient(BaseClient):
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.server = [p.detach().clone() for p in params]
         stored = self.load_state(STATE)
-        self.linear = ([torch.as_tensor(stored[f"g{j}"], device=self.device) for j in range(len(params))]
-                       if stored else [torch.zeros_like(p) for p in params])
+        self.linear = (
+            [torch.as_tensor(stored[f"g{j}"], device=self.device) for j in range(len(params))]
+            if stored
+            else [torch.zeros_like(p) for p in params]
+        )
 
     @torch.no_grad()
     def after_backward(self):
-        for p, g, s in zip((p for p in self.model.parameters() if p.requires_grad), self.linear, self.server):
+        for p, g, s in zip(
+            (p for p in self.model.parameters() if p.requires_grad), self.linear, self.server
+        ):
             if p.grad is not None:
                 p.grad.add_(self.alpha * (p - s) - g)
 
     @torch.no_grad()
     def after_training(self, config, result):
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.linear = [g - self.alpha * (p - s) for g, p, s in zip(self.linear, params, self.server)]
+        self.linear = [
+            g - self.alpha * (p - s) for g, p, s in zip(self.linear, params, self.server)
+        ]
         self.save_state(STATE, {f"g{j}": g.cpu().numpy() for j, g in enumerate(self.linear)})
         return {}

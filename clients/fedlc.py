@@ -14,7 +14,9 @@ class FedLCClient(BaseClient):
 
     def before_training(self, config):
         self.tau = float(config["tau"])
-        self.counts = torch.as_tensor(self.data.label_counts, dtype=torch.float32, device=self.device)
+        self.counts = torch.as_tensor(
+            self.data.label_counts, dtype=torch.float32, device=self.device
+        )
 
     def loss(self, x, y):
         return logit_calibration_loss(self.model(x), y, self.counts, self.tau)

@@ -16,7 +16,11 @@ class FedRSClient(BaseClient):
 
     def before_training(self, config):
         self.alpha = float(config["alpha"])
-        self.counts = torch.as_tensor(self.data.label_counts, dtype=torch.float32, device=self.device)
+        self.counts = torch.as_tensor(
+            self.data.label_counts, dtype=torch.float32, device=self.device
+        )
 
     def loss(self, x, y):
-        return nn.functional.cross_entropy(restricted_softmax_logits(self.model(x), self.counts, self.alpha), y)
+        return nn.functional.cross_entropy(
+            restricted_softmax_logits(self.model(x), self.counts, self.alpha), y
+        )

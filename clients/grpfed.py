@@ -57,13 +57,19 @@ def discriminator(feature_dim: int, hidden: int) -> nn.Module:
 
 def discriminator_loss(d: nn.Module, f_global: torch.Tensor, f_local: torch.Tensor) -> torch.Tensor:
     """L_D = E[log(1 − D(f^g))] + E[log D(f^l)], with D(f) = sigmoid(d(f))."""
-    return nn.functional.logsigmoid(-d(f_global)).mean() + nn.functional.logsigmoid(d(f_local)).mean()
+    return (
+        nn.functional.logsigmoid(-d(f_global)).mean() + nn.functional.logsigmoid(d(f_local)).mean()
+    )
 
 
-def discriminator_cross_entropy(d: nn.Module, f_global: torch.Tensor, f_local: torch.Tensor) -> torch.Tensor:
+def discriminator_cross_entropy(
+    d: nn.Module, f_global: torch.Tensor, f_local: torch.Tensor
+) -> torch.Tensor:
     """−E[log D(f^g)] − E[log(1 − D(f^l))]: the binary cross-entropy of calling global
     features true and personal ones false (``discriminator_loss: cross_entropy``)."""
-    return -nn.functional.logsigmoid(d(f_global)).mean() - nn.functional.logsigmoid(-d(f_local)).mean()
+    return (
+        -nn.functional.logsigmoid(d(f_global)).mean() - nn.functional.logsigmoid(-d(f_local)).mean()
+    )
 
 
 DISCRIMINATOR_LOSSES = {"printed": discriminator_loss, "cross_entropy": discriminator_cross_entropy}
@@ -83,8 +89,11 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
 
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
 
-    setting_rules = {"loss_at": one_of("training", "received"), "personal_resync_every": at_least(0, integer=True),
-                     "discriminator_loss": one_of(*DISCRIMINATOR_LOSSES)}
+    setting_rules = {
+        "loss_at": one_of("training", "received"),
+        "personal_resync_every": at_least(0, integer=True),
+        "discriminator_loss": one_of(*DISCRIMINATOR_LOSSES),
+    }
 
     def _personal_parts(self, config, resync: bool = False) -> tuple[nn.Module, nn.Module]:
         """θ^l_F and D from ``Context.state``; θ^l_F is the model's current (received)
@@ -115,7 +124,11 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         self.global_encoder = copy.deepcopy(self.model.encoder).eval().requires_grad_(False)
         stored = self.load_state(STATE)
         resync = self.resync_due(config)
-        self.synced_round = int(config[protocol.SERVER_ROUND]) if stored is None or resync else int(stored["synced_round"])
+        self.synced_round = (
+            int(config[protocol.SERVER_ROUND])
+            if stored is None or resync
+            else int(stored["synced_round"])
+        )
         self.personal_encoder, self.discriminator = self._personal_parts(config, resync)
         hp = TrainConfig.from_mapping(config)
         self.personal_optimizer = make_optimizer(self.personal_encoder.parameters(), hp)
@@ -132,10 +145,12 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         head = self.model.head
         self.personal_encoder.train()
         f_local = self.personal_encoder(x)
-        logits = nn.functional.linear(f_local, head.weight.detach(), head.bias.detach())  # classifier fixed
-        loss = self.beta * nn.functional.cross_entropy(logits, y) + (1 - self.beta) * regularizer_loss(
-            self.discriminator, f_local
-        )
+        logits = nn.functional.linear(
+            f_local, head.weight.detach(), head.bias.detach()
+        )  # classifier fixed
+        loss = self.beta * nn.functional.cross_entropy(logits, y) + (
+            1 - self.beta
+        ) * regularizer_loss(self.discriminator, f_local)
         self.personal_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.personal_optimizer.step()
@@ -147,8 +162,13 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
 
     def after_training(self, config, result):
         arrays = get_weights(self.personal_encoder) + get_weights(self.discriminator)
-        self.save_state(STATE, {**{f"a{i}": a for i, a in enumerate(arrays)},
-                                "synced_round": np.array(self.synced_round)})
+        self.save_state(
+            STATE,
+            {
+                **{f"a{i}": a for i, a in enumerate(arrays)},
+                "synced_round": np.array(self.synced_round),
+            },
+        )
         return {} if self.initial_loss is None else {protocol.INITIAL_LOSS: self.initial_loss}
 
     def personal_model(self, parameters, config):
@@ -158,7 +178,8 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
             raise DivergedPersonalModel(
                 f"GRP-FED: client {self.data.partition_id}'s personal extractor or discriminator is non-finite "
                 f"(discriminator_loss={config['discriminator_loss']}; eq. 4 as printed has no lower bound: "
-                "method.client.discriminator_loss=cross_entropy bounds it)")
+                "method.client.discriminator_loss=cross_entropy bounds it)"
+            )
         encoder, _ = self._personal_parts(config)
         personal = copy.deepcopy(self.model)
         personal.encoder = encoder

@@ -20,7 +20,11 @@ class LGFedAvgClient(PersonalEvaluation, BaseClient):
     def set_parameters(self, parameters):
         set_weights(self.model.head, parameters)
         stored = self.load_state(STATE)
-        encoder = [stored[f"a{i}"] for i in range(len(stored))] if stored else get_weights(self.fresh_model().encoder)
+        encoder = (
+            [stored[f"a{i}"] for i in range(len(stored))]
+            if stored
+            else get_weights(self.fresh_model().encoder)
+        )
         set_weights(self.model.encoder, encoder)
 
     def after_training(self, config, result):

@@ -17,7 +17,12 @@ class LocalClient(PersonalEvaluation, BaseClient):
 
     def set_parameters(self, parameters):
         stored = self.load_state(STATE)
-        set_weights(self.model, [stored[f"a{i}"] for i in range(len(stored))] if stored else get_weights(self.fresh_model()))
+        set_weights(
+            self.model,
+            [stored[f"a{i}"] for i in range(len(stored))]
+            if stored
+            else get_weights(self.fresh_model()),
+        )
 
     def after_training(self, config, result):
         self.save_state(STATE, {f"a{i}": a for i, a in enumerate(get_weights(self.model))})

@@ -21,11 +21,15 @@ from fedimb.core.models import get_weights, set_weights
 STATE = "moon_previous"
 
 
-def contrastive_loss(z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor, tau: float) -> torch.Tensor:
+def contrastive_loss(
+    z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor, tau: float
+) -> torch.Tensor:
     positive = nn.functional.cosine_similarity(z, z_glob, dim=1) / tau
     negative = nn.functional.cosine_similarity(z, z_prev, dim=1) / tau
     logits = torch.stack([positive, negative], dim=1)
-    return nn.functional.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
+    return nn.functional.cross_entropy(
+        logits, torch.zeros(len(z), dtype=torch.long, device=z.device)
+    )
 
 
 class MOONClient(BaseClient):

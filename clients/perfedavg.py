@@ -37,13 +37,19 @@ class PerFedAvgClient(PersonalEvaluation, BaseClient):
         self.variant = str(config["variant"])  # checked with the configuration (setting_rules)
         self.batch_size = int(config["batch_size"])
         # the extra batches D', D'' have their own seeded stream (any runtime draws the same)
-        self.extra_batches = seeded_generator(int(config.get(protocol.SEED, 0)), int(config.get(protocol.SERVER_ROUND, 0)),
-                                              self.data.partition_id, 1)
+        self.extra_batches = seeded_generator(
+            int(config.get(protocol.SEED, 0)),
+            int(config.get(protocol.SERVER_ROUND, 0)),
+            self.data.partition_id,
+            1,
+        )
 
     def draw_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A mini-batch drawn from the local data independently of the loop's order."""
         idx = self.data.indices
-        pick = idx[torch.randint(len(idx), (min(self.batch_size, len(idx)),), generator=self.extra_batches)]
+        pick = idx[
+            torch.randint(len(idx), (min(self.batch_size, len(idx)),), generator=self.extra_batches)
+        ]
         return self.data.x[pick].to(self.device), self.data.y[pick].to(self.device)
 
     def _inner_step(self, x, y) -> None:
@@ -77,7 +83,9 @@ class PerFedAvgClient(PersonalEvaluation, BaseClient):
     def personal_model(self, parameters, config):
         self.set_parameters(parameters)
         self.alpha = float(config["alpha"])
-        idx = next(batch_indices(self.data.indices, int(config["batch_size"]), self.generator(config)))
+        idx = next(
+            batch_indices(self.data.indices, int(config["batch_size"]), self.generator(config))
+        )
         self.model.train()
         self._inner_step(self.data.x[idx].to(self.device), self.data.y[idx].to(self.device))
         return self.model

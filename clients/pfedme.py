@@ -40,7 +40,11 @@ class PFedMeClient(PersonalEvaluation, BaseClient):
             with torch.no_grad():
                 for t, g in zip(theta, grads):
                     t.sub_(self.personal_lr * g)
-        return self.lam / 2 * sum(((p - t.detach()) ** 2).sum() for p, t in zip(self.model.parameters(), theta))
+        return (
+            self.lam
+            / 2
+            * sum(((p - t.detach()) ** 2).sum() for p, t in zip(self.model.parameters(), theta))
+        )
 
     def after_training(self, config, result):
         self.save_state(STATE, {f"a{i}": a for i, a in enumerate(get_weights(self.personal))})

@@ -32,13 +32,17 @@ class ReBaFLClient(BaseClient):
     """Relaxed balanced softmax + prototype-based feature augmentation."""
 
     def _local_prototypes(self):
-        return class_prototypes(self.model.encoder, self.data.x, self.data.y, self.data.indices, device=self.device)
+        return class_prototypes(
+            self.model.encoder, self.data.x, self.data.y, self.data.indices, device=self.device
+        )
 
     def before_training(self, config):
         self.eps = float(config["eps"])
         self.mu = float(config["mu"])
         self.lam = float(config["lam"])
-        self.counts = torch.as_tensor(self.data.label_counts, dtype=torch.float32, device=self.device)
+        self.counts = torch.as_tensor(
+            self.data.label_counts, dtype=torch.float32, device=self.device
+        )
         global_prototypes, _ = from_payload(protocol.PROTOTYPES, config)
         local_prototypes, _ = self._local_prototypes()
         merged = {**global_prototypes, **local_prototypes}  # eq. 18
@@ -46,7 +50,9 @@ class ReBaFLClient(BaseClient):
         for c, vector in merged.items():
             table[c] = torch.as_tensor(vector)
         self.prototypes = table.to(self.device)
-        self.prototype_classes = torch.as_tensor(sorted(merged), dtype=torch.long, device=self.device)
+        self.prototype_classes = torch.as_tensor(
+            sorted(merged), dtype=torch.long, device=self.device
+        )
 
     def loss(self, x, y):
         features = self.model.encoder(x)

@@ -80,15 +80,21 @@ class ScaffoldClient(BaseClient):
         self.momentum = hp.momentum if hp.optimizer == "sgd" else 0.0
         arrays = payload.unpack(config)
         params = self.controlled_parameters()
-        self.server_control = [torch.as_tensor(arrays[protocol.indexed(protocol.CONTROL, j)], device=self.device) for j in range(len(params))]
+        self.server_control = [
+            torch.as_tensor(arrays[protocol.indexed(protocol.CONTROL, j)], device=self.device)
+            for j in range(len(params))
+        ]
         stored = self.load_state(STATE)
         self.client_control = (
             [torch.as_tensor(stored[f"c{j}"], device=self.device) for j in range(len(params))]
-            if stored else [torch.zeros_like(p) for p in params]
+            if stored
+            else [torch.zeros_like(p) for p in params]
         )
         self.correction = [c - ci for c, ci in zip(self.server_control, self.client_control)]
         self.start = [p.detach().clone() for p in params]
-        self.gradient_sum = [torch.zeros_like(p) for p in params] if self.control == "gradient_mean" else None
+        self.gradient_sum = (
+            [torch.zeros_like(p) for p in params] if self.control == "gradient_mean" else None
+        )
         self.gradient_at_start = self.local_gradient() if self.control == "option1" else None
 
     def controlled_parameters(self) -> list[torch.nn.Parameter]:
@@ -98,7 +104,9 @@ class ScaffoldClient(BaseClient):
     def after_backward(self):
         if self.control != "gradient_mean":
             return
-        for p, total, correction in zip(self.controlled_parameters(), self.gradient_sum, self.correction):
+        for p, total, correction in zip(
+            self.controlled_parameters(), self.gradient_sum, self.correction
+        ):
             if p.grad is None:
                 continue
             total.add_(p.grad)
@@ -148,17 +156,33 @@ class ScaffoldClient(BaseClient):
             return [total / steps for total in self.gradient_sum]
         if self.control == "option2_normalised":
             per_step = fednova_normaliser(steps, self.momentum)  # a_i; = K under plain SGD
-            return [((x - p) / self.lr - steps * (c - ci)) / per_step for ci, c, x, p in
-                    zip(self.client_control, self.server_control, self.start, self.controlled_parameters())]
+            return [
+                ((x - p) / self.lr - steps * (c - ci)) / per_step
+                for ci, c, x, p in zip(
+                    self.client_control,
+                    self.server_control,
+                    self.start,
+                    self.controlled_parameters(),
+                )
+            ]
         scale = 1.0 / (steps * self.lr)
-        return [ci - c + (x - p) * scale for ci, c, x, p in
-                zip(self.client_control, self.server_control, self.start, self.controlled_parameters())]
+        return [
+            ci - c + (x - p) * scale
+            for ci, c, x, p in zip(
+                self.client_control, self.server_control, self.start, self.controlled_parameters()
+            )
+        ]
 
     @torch.no_grad()
     def after_training(self, config, result):
         new_control = self.new_control(result.steps)
         self.save_state(STATE, {f"c{j}": c.cpu().numpy() for j, c in enumerate(new_control)})
-        return payload.pack({
-            protocol.indexed(protocol.CONTROL_DELTA, j): (new - old).cpu().numpy().astype(np.float32)
-            for j, (new, old) in enumerate(zip(new_control, self.client_control))
-        })
+        return payload.pack(
+            {
+                protocol.indexed(protocol.CONTROL_DELTA, j): (new - old)
+                .cpu()
+                .numpy()
+                .astype(np.float32)
+                for j, (new, old) in enumerate(zip(new_control, self.client_control))
+            }
+        )

@@ -14,7 +14,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m edge", description=__doc__)
     parser.add_argument("command", choices=["image", "setup"])
     parser.add_argument("--arch", default="arm64")
-    parser.add_argument("--cache", type=Path, default=None, help="default: $FEDIMB_EDGE_CACHE or ~/.cache/fedimb-edge")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="default: $FEDIMB_EDGE_CACHE or ~/.cache/fedimb-edge",
+    )
     args = parser.parse_args(argv)
     cache = args.cache or default_cache()
     try:
@@ -23,7 +28,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "image":
                 print(build_image(engine, args.arch, cache), flush=True)
             else:
-                print(f"edge: {engine.name} answers; {args.arch} programs run on this host", flush=True)
+                print(
+                    f"edge: {engine.name} answers; {args.arch} programs run on this host",
+                    flush=True,
+                )
     except EdgeSetupError as err:
         print(f"edge: error: {err}", file=sys.stderr, flush=True)
         return 2

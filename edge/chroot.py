@@ -40,12 +40,20 @@ def node_root(cache: Path, arch: str) -> Path:
         shutil.rmtree(root, ignore_errors=True)
         partial = cache / f"chroot-{arch}.part"
         shutil.rmtree(partial, ignore_errors=True)
-        print(f"edge: installing the node's venv into a copy of the {arch} root (minutes)", flush=True)
-        run(["cp", "-a", str(debian_root(cache, arch)), str(partial)], "copying the root")  # /dev's nodes too
+        print(
+            f"edge: installing the node's venv into a copy of the {arch} root (minutes)", flush=True
+        )
+        run(
+            ["cp", "-a", str(debian_root(cache, arch)), str(partial)], "copying the root"
+        )  # /dev's nodes too
         shutil.copytree(wheelhouse(cache, arch), partial / "tmp" / "edge", copy_function=os.link)
         shutil.copy2(REQUIREMENTS, partial / "tmp" / "edge" / REQUIREMENTS.name)
-        in_root(partial, f"python3.11 -m venv /opt/fedimb && {pip} {' '.join(TORCH[arch])} "
-                         f"-r /tmp/edge/{REQUIREMENTS.name}", "installing the node's dependencies in the chroot")
+        in_root(
+            partial,
+            f"python3.11 -m venv /opt/fedimb && {pip} {' '.join(TORCH[arch])} "
+            f"-r /tmp/edge/{REQUIREMENTS.name}",
+            "installing the node's dependencies in the chroot",
+        )
         (partial / "opt" / "fedimb" / "dependencies.txt").write_text(wanted)
         partial.rename(root)
     shutil.rmtree(root / "app", ignore_errors=True)
@@ -59,8 +67,16 @@ def node_root(cache: Path, arch: str) -> Path:
 
 def node_command(root: Path, arguments: list[str]) -> list[str]:
     """The image's entry point with ``arguments``, as its user, inside ``root``."""
-    return ["chroot", f"--userspec={IMAGE_UID}:{IMAGE_UID}", str(root), "/usr/bin/env", "-i", *ENV,
-            *ENTRYPOINT, *arguments]
+    return [
+        "chroot",
+        f"--userspec={IMAGE_UID}:{IMAGE_UID}",
+        str(root),
+        "/usr/bin/env",
+        "-i",
+        *ENV,
+        *ENTRYPOINT,
+        *arguments,
+    ]
 
 
 def mount_proc(root: Path) -> None:

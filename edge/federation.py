@@ -31,7 +31,9 @@ class ContainerSpec:
     arch: str
     mounts: dict[Path, str] = field(default_factory=dict)
 
-    def node(self, superlink: str, node_config, log_path: Path, node_args: list[str]) -> "ContainerNode":
+    def node(
+        self, superlink: str, node_config, log_path: Path, node_args: list[str]
+    ) -> ContainerNode:
         return ContainerNode(self, superlink, node_config, log_path, node_args)
 
 
@@ -44,7 +46,9 @@ class ChrootSpec:
     arch: str
     mounts: dict[Path, str] = field(default_factory=dict)
 
-    def node(self, superlink: str, node_config, log_path: Path, node_args: list[str]) -> "ChrootNode":
+    def node(
+        self, superlink: str, node_config, log_path: Path, node_args: list[str]
+    ) -> ChrootNode:
         return ChrootNode(self, superlink, node_config, log_path, node_args)
 
 
@@ -70,21 +74,37 @@ class ContainerNode(_ImageNode):
     """``fedimb supernode`` (the image's entry point) in a container; stopped with
     ``rm -f`` by name, so nothing survives a failed test."""
 
-    def __init__(self, spec: ContainerSpec, superlink: str, node_config, log_path: Path, node_args: list[str]):
+    def __init__(
+        self, spec: ContainerSpec, superlink: str, node_config, log_path: Path, node_args: list[str]
+    ):
         self.engine = spec.engine
         self.name = f"fedimb-edge-{uuid.uuid4().hex[:8]}"
         self.port = free_port()  # the node's Runtime API, on the host's network
         mounts = [a for host, inside in spec.mounts.items() for a in ("-v", f"{host}:{inside}:ro")]
-        args = spec.engine("run", "--rm", "--name", self.name, "--network", "host", "--platform", f"linux/{spec.arch}",
-                           *mounts, spec.image, *supernode_arguments(superlink, self.port, node_config, node_args))
+        args = spec.engine(
+            "run",
+            "--rm",
+            "--name",
+            self.name,
+            "--network",
+            "host",
+            "--platform",
+            f"linux/{spec.arch}",
+            *mounts,
+            spec.image,
+            *supernode_arguments(superlink, self.port, node_config, node_args),
+        )
         self.process = ManagedProcess(args, log_path, flower_env())
 
     def peak_memory_mb(self) -> float | None:
         """The container's peak memory (all its processes; cgroup v1 or v2), while it runs."""
-        full_id = subprocess.run(self.engine("inspect", "--format", "{{.Id}}", self.name),
-                                 capture_output=True, text=True).stdout.strip()
-        for path in (f"/sys/fs/cgroup/memory/docker/{full_id}/memory.max_usage_in_bytes",
-                     f"/sys/fs/cgroup/system.slice/docker-{full_id}.scope/memory.peak"):
+        full_id = subprocess.run(
+            self.engine("inspect", "--format", "{{.Id}}", self.name), capture_output=True, text=True
+        ).stdout.strip()
+        for path in (
+            f"/sys/fs/cgroup/memory/docker/{full_id}/memory.max_usage_in_bytes",
+            f"/sys/fs/cgroup/system.slice/docker-{full_id}.scope/memory.peak",
+        ):
             try:
                 return int(Path(path).read_text()) / 2**20
             except (OSError, ValueError):
@@ -99,7 +119,9 @@ class ContainerNode(_ImageNode):
 class ChrootNode(_ImageNode):
     """The image's entry point in a chroot of its contents, as the image's user."""
 
-    def __init__(self, spec: ChrootSpec, superlink: str, node_config, log_path: Path, node_args: list[str]):
+    def __init__(
+        self, spec: ChrootSpec, superlink: str, node_config, log_path: Path, node_args: list[str]
+    ):
         self.root = spec.root
         for host, inside in spec.mounts.items():
             target = self.root / inside.lstrip("/")
@@ -113,7 +135,9 @@ class ChrootNode(_ImageNode):
         chroot.mount_proc(self.root)
         self.port = free_port()
         arguments = supernode_arguments(superlink, self.port, node_config, node_args)
-        self.process = ManagedProcess(chroot.node_command(self.root, arguments), log_path, flower_env())
+        self.process = ManagedProcess(
+            chroot.node_command(self.root, arguments), log_path, flower_env()
+        )
 
     def peak_memory_mb(self) -> float | None:
         return None  # no cgroup of its own
@@ -133,7 +157,12 @@ class EdgeFederation(LocalFederation):
     def node_args(self, i: int) -> list[str]:
         if i not in self.images:
             return super().node_args(i)
-        return ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key", f"/certs/node-{i}"]
+        return [
+            "--root-certificates",
+            "/certs/ca.crt",
+            "--auth-supernode-private-key",
+            f"/certs/node-{i}",
+        ]
 
     def start_node(self, i: int):
         spec = self.images.get(i)
@@ -145,7 +174,9 @@ class EdgeFederation(LocalFederation):
             shutil.copy2(self.certs / name, certs / name)
             shutil.chown(certs / name, chroot.IMAGE_UID, chroot.IMAGE_UID)
         spec = dataclasses.replace(spec, mounts={**spec.mounts, certs: "/certs"})
-        node = spec.node(self.address, self.node_config(i), self.workdir / f"node{i}.log", self.node_args(i))
+        node = spec.node(
+            self.address, self.node_config(i), self.workdir / f"node{i}.log", self.node_args(i)
+        )
         if i < len(self.nodes):
             self.nodes[i] = node
         else:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import signal
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from fedimb.core.errors import FedimbError
 
@@ -55,7 +55,9 @@ def run(args: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
 def installed(package: str) -> bool:
     """Whether the Debian package is installed (a removed one may still be known to dpkg
     with its configuration files: not installed)."""
-    status = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+    status = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True
+    )
     return status.returncode == 0 and status.stdout.strip() == "install ok installed"
 
 
@@ -69,7 +71,9 @@ def apt_install(packages: list[str]) -> None:
     print(f"edge: installing {' '.join(missing)} with apt-get", flush=True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = ["apt-get", "install", "-y", "--no-install-recommends", *missing]
-    if subprocess.run(install, capture_output=True, env=env).returncode != 0:  # package lists may be stale
+    if (
+        subprocess.run(install, capture_output=True, env=env).returncode != 0
+    ):  # package lists may be stale
         run(["apt-get", "update"], "apt-get update", env=env)
         run(install, "apt-get install", env=env)
 
@@ -83,11 +87,16 @@ def ensure_binfmt(arch: str) -> None:
         return
     apt_install(["qemu-user-static", "binfmt-support"])
     if not (BINFMT / "register").exists():
-        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)], "mounting binfmt_misc (needs root)")
+        run(
+            ["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT)],
+            "mounting binfmt_misc (needs root)",
+        )
     run(["update-binfmts", "--enable", qemu], f"registering {qemu} with binfmt_misc")
     if not (BINFMT / qemu).exists():
-        raise EdgeSetupError(f"{qemu} is not registered with binfmt_misc ({BINFMT}); "
-                             f"{arch} programs cannot run on this {native_arch()} host")
+        raise EdgeSetupError(
+            f"{qemu} is not registered with binfmt_misc ({BINFMT}); "
+            f"{arch} programs cannot run on this {native_arch()} host"
+        )
 
 
 @dataclass(frozen=True)
@@ -101,8 +110,10 @@ class Engine:
 
 
 def _answers(name: str) -> bool:
-    return shutil.which(name) is not None and subprocess.run(
-        [name, "info"], capture_output=True, timeout=60).returncode == 0
+    return (
+        shutil.which(name) is not None
+        and subprocess.run([name, "info"], capture_output=True, timeout=60).returncode == 0
+    )
 
 
 @contextlib.contextmanager
@@ -119,8 +130,12 @@ def container_engine(log_dir: Path) -> Iterator[Engine]:
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"edge: starting dockerd (log: {log_dir / 'dockerd.log'})", flush=True)
     with open(log_dir / "dockerd.log", "ab") as log:
-        daemon = subprocess.Popen(["dockerd", "--iptables=false", "--ip6tables=false", "--bridge=none"],
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        daemon = subprocess.Popen(
+            ["dockerd", "--iptables=false", "--ip6tables=false", "--bridge=none"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 60
         while not _answers("docker"):

@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from edge.host import Engine, EdgeSetupError, check_arch, ensure_binfmt
+from edge.host import EdgeSetupError, Engine, check_arch, ensure_binfmt
 from edge.rootfs import debian_root, import_base
 from edge.wheels import TORCH, wheelhouse
 
@@ -39,8 +39,9 @@ def stage_context(dest: Path, wheels: Path) -> Path:
     (dest / "docker").mkdir()
     for name in DOCKER_FILES:
         shutil.copy2(REPO / name, dest / name)
-    shutil.copytree(wheels, dest / "wheels", copy_function=os.link,
-                    ignore=shutil.ignore_patterns(".complete"))
+    shutil.copytree(
+        wheels, dest / "wheels", copy_function=os.link, ignore=shutil.ignore_patterns(".complete")
+    )
     return dest
 
 
@@ -54,20 +55,36 @@ def build_image(engine: Engine, arch: str, cache: Path) -> str:
     log = cache / f"build-{arch}.log"
     print(f"edge: building {tag} with {engine.name} (log: {log})", flush=True)
     started = time.monotonic()
-    args = engine("build", "--platform", f"linux/{arch}", "-f", "docker/Dockerfile.edge", "-t", tag,
-                  "--build-arg", f"BASE_IMAGE={base}",
-                  "--build-arg", "PIP_SOURCE=--no-index --find-links /tmp/edge",
-                  "--build-arg", f"TORCH={' '.join(TORCH[arch])}", str(context))
+    args = engine(
+        "build",
+        "--platform",
+        f"linux/{arch}",
+        "-f",
+        "docker/Dockerfile.edge",
+        "-t",
+        tag,
+        "--build-arg",
+        f"BASE_IMAGE={base}",
+        "--build-arg",
+        "PIP_SOURCE=--no-index --find-links /tmp/edge",
+        "--build-arg",
+        f"TORCH={' '.join(TORCH[arch])}",
+        str(context),
+    )
     with open(log, "w") as out:
         code = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT).returncode
     if code != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise EdgeSetupError(f"building {tag} failed: {tail[0]}; see {log}")
-    print(f"edge: {tag} built in {time.monotonic() - started:.0f} s, {image_size_mb(engine, tag):.0f} MB", flush=True)
+    print(
+        f"edge: {tag} built in {time.monotonic() - started:.0f} s, {image_size_mb(engine, tag):.0f} MB",
+        flush=True,
+    )
     return tag
 
 
 def image_size_mb(engine: Engine, tag: str) -> float:
-    size = subprocess.run(engine("image", "inspect", "--format", "{{.Size}}", tag),
-                          capture_output=True, text=True).stdout.strip()
+    size = subprocess.run(
+        engine("image", "inspect", "--format", "{{.Size}}", tag), capture_output=True, text=True
+    ).stdout.strip()
     return int(size) / 1e6 if size.isdigit() else float("nan")

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge.host import Engine, EdgeSetupError, apt_install, ensure_binfmt, run
+from edge.host import EdgeSetupError, Engine, apt_install, ensure_binfmt, run
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -37,12 +37,25 @@ def debian_root(cache: Path, arch: str) -> Path:
     partial = cache / f"{SUITE}-{arch}.part"
     shutil.rmtree(partial, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
-    print(f"edge: building a Debian {SUITE} {arch} root with mmdebstrap (minutes; log: {partial}.log)", flush=True)
+    print(
+        f"edge: building a Debian {SUITE} {arch} root with mmdebstrap (minutes; log: {partial}.log)",
+        flush=True,
+    )
     started = time.monotonic()
     with open(f"{partial}.log", "w") as log:
         code = subprocess.run(
-            ["mmdebstrap", f"--arch={arch}", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-             SUITE, str(partial), MIRROR], stdout=log, stderr=subprocess.STDOUT).returncode
+            [
+                "mmdebstrap",
+                f"--arch={arch}",
+                "--variant=minbase",
+                f"--include={','.join(PACKAGES)}",
+                SUITE,
+                str(partial),
+                MIRROR,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ).returncode
     if code != 0:
         raise EdgeSetupError(f"mmdebstrap failed for {arch}; see {partial}.log")
     partial.rename(root)
@@ -70,20 +83,37 @@ def image_archive(root: Path, arch: str, tag: str, workdir: Path) -> Path:
     """A one-layer image archive (``docker save``'s format, which podman loads too) of
     ``root`` whose configuration names ``arch``."""
     layer = workdir / "layer.tar"
-    run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(layer), "."], f"packing the {arch} root")
+    run(
+        ["tar", "--numeric-owner", "-C", str(root), "-cf", str(layer), "."],
+        f"packing the {arch} root",
+    )
     digest = hashlib.sha256()
     with open(layer, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     layer_id = digest.hexdigest()
-    config = json.dumps({
-        "architecture": arch, "os": "linux", "created": "1970-01-01T00:00:00Z",
-        "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], "Cmd": ["/bin/sh"]},
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_id}"]},
-        "history": [{"created": "1970-01-01T00:00:00Z", "created_by": f"mmdebstrap {SUITE} {arch} minbase"}],
-    }).encode()
+    config = json.dumps(
+        {
+            "architecture": arch,
+            "os": "linux",
+            "created": "1970-01-01T00:00:00Z",
+            "config": {
+                "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+                "Cmd": ["/bin/sh"],
+            },
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_id}"]},
+            "history": [
+                {
+                    "created": "1970-01-01T00:00:00Z",
+                    "created_by": f"mmdebstrap {SUITE} {arch} minbase",
+                }
+            ],
+        }
+    ).encode()
     config_name = hashlib.sha256(config).hexdigest() + ".json"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": [f"{layer_id}/layer.tar"]}]).encode()
+    manifest = json.dumps(
+        [{"Config": config_name, "RepoTags": [tag], "Layers": [f"{layer_id}/layer.tar"]}]
+    ).encode()
     archive = workdir / "image.tar"
     with tarfile.open(archive, "w") as out:
         out.add(layer, arcname=f"{layer_id}/layer.tar")

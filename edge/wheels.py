@@ -23,9 +23,20 @@ from edge.host import ARCHES, EdgeSetupError, run
 REPO = Path(__file__).resolve().parents[1]
 REQUIREMENTS = REPO / "docker" / "edge-requirements.txt"
 #: torch and torchvision per architecture (CPU builds; torchvision matches its torch)
-TORCH = {"arm64": ["torch==2.9.1", "torchvision==0.24.1"], "amd64": ["torch==2.13.0+cpu", "torchvision==0.28.0"]}
+TORCH = {
+    "arm64": ["torch==2.9.1", "torchvision==0.24.1"],
+    "amd64": ["torch==2.13.0+cpu", "torchvision==0.28.0"],
+}
 #: torch's own dependencies, resolved with the rest (torch itself comes with --no-deps)
-TORCH_DEPENDENCIES = ["filelock", "typing-extensions", "sympy", "networkx", "jinja2", "fsspec", "pillow"]
+TORCH_DEPENDENCIES = [
+    "filelock",
+    "typing-extensions",
+    "sympy",
+    "networkx",
+    "jinja2",
+    "fsspec",
+    "pillow",
+]
 #: what ``pip install .`` needs to build fedimb itself (pyproject.toml's build-system)
 BUILD_REQUIREMENTS = ["setuptools>=68"]
 #: wheels missing from PyPI (source only): built here, they are pure Python
@@ -34,12 +45,39 @@ BUILT_HERE = ["antlr4-python3-runtime==4.9.3"]
 
 def platform_args(arch: str) -> list[str]:
     machine = ARCHES[arch]
-    tags = [f"manylinux_2_28_{machine}", f"manylinux_2_17_{machine}", f"manylinux2014_{machine}", f"linux_{machine}"]
-    return ["--only-binary=:all:", *(a for tag in tags for a in ("--platform", tag)), "--python-version", "3.11",
-            "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none"]
+    tags = [
+        f"manylinux_2_28_{machine}",
+        f"manylinux_2_17_{machine}",
+        f"manylinux2014_{machine}",
+        f"linux_{machine}",
+    ]
+    return [
+        "--only-binary=:all:",
+        *(a for tag in tags for a in ("--platform", tag)),
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp311",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+    ]
 
 
-def host_pins(exclude: tuple[str, ...] = ("torch", "torchvision", "nvidia", "triton", "fedimb", "ray", "cuda")) -> str:
+def host_pins(
+    exclude: tuple[str, ...] = (
+        "torch",
+        "torchvision",
+        "nvidia",
+        "triton",
+        "fedimb",
+        "ray",
+        "cuda",
+    ),
+) -> str:
     """The host environment's versions (``pip freeze``), torch and the project left out."""
     frozen = run([sys.executable, "-m", "pip", "freeze"], "pip freeze").stdout.splitlines()
     keep = [line for line in frozen if "==" in line and not line.lower().startswith(exclude)]
@@ -58,13 +96,36 @@ def wheelhouse(cache: Path, arch: str) -> Path:
     constraints = cache / f"pins-{arch}.txt"
     constraints.write_text(host_pins())
     pip = [sys.executable, "-m", "pip"]
-    run([*pip, "wheel", "--no-deps", "-q", "-w", str(house), *BUILT_HERE], "building source-only wheels")
+    run(
+        [*pip, "wheel", "--no-deps", "-q", "-w", str(house), *BUILT_HERE],
+        "building source-only wheels",
+    )
     source = [*platform_args(arch), "--find-links", str(house)]
     try:
-        run([*pip, "download", "-q", "-d", str(house), *source, "--no-deps", *TORCH[arch]], f"downloading torch for {arch}")
+        run(
+            [*pip, "download", "-q", "-d", str(house), *source, "--no-deps", *TORCH[arch]],
+            f"downloading torch for {arch}",
+        )
     except EdgeSetupError as err:
-        raise EdgeSetupError(f"{err} (torch is pinned per architecture in edge/wheels.py)") from None
-    run([*pip, "download", "-q", "-d", str(house), *source, "-c", str(constraints), "-r", str(REQUIREMENTS),
-         *TORCH_DEPENDENCIES, *BUILD_REQUIREMENTS], f"downloading the {arch} wheels")
+        raise EdgeSetupError(
+            f"{err} (torch is pinned per architecture in edge/wheels.py)"
+        ) from None
+    run(
+        [
+            *pip,
+            "download",
+            "-q",
+            "-d",
+            str(house),
+            *source,
+            "-c",
+            str(constraints),
+            "-r",
+            str(REQUIREMENTS),
+            *TORCH_DEPENDENCIES,
+            *BUILD_REQUIREMENTS,
+        ],
+        f"downloading the {arch} wheels",
+    )
     done.write_text(wanted)
     return house

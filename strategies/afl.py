@@ -29,7 +29,9 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
         self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or self.check_reported_loss(pid, res, protocol.INITIAL_LOSS)
+        return super().check_update(pid, arrays, res) or self.check_reported_loss(
+            pid, res, protocol.INITIAL_LOSS
+        )
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         pids = [u.partition_id for u in updates]
@@ -45,6 +47,10 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
         if np.all(np.isfinite(mixture)):  # λ weighs every later round: never adopt NaN/Inf
             self.mixture = mixture
         else:
-            self.round_log.note("mixture weights not finite after the ascent step: previous ones kept")
-        self.round_log.extra.update(mixture_max=float(self.mixture.max()), mixture_min=float(self.mixture.min()))
+            self.round_log.note(
+                "mixture weights not finite after the ascent step: previous ones kept"
+            )
+        self.round_log.extra.update(
+            mixture_max=float(self.mixture.max()), mixture_min=float(self.mixture.min())
+        )
         return new

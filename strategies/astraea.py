@@ -55,12 +55,29 @@ class AstraeaStrategy(BaseStrategy):
     robust_aggregation = "none"  # it averages mediator models, each a chain of clients
 
     payloads = protocol.ASTRAEA_PAYLOADS
-    checkpoint_attributes = ("ratios", "counts", "fixed_mediators", "mediators", "mediator_of", "mediator_weights",
-                             "mediator_trained", "mediator_latents", "sync_bytes")
+    checkpoint_attributes = (
+        "ratios",
+        "counts",
+        "fixed_mediators",
+        "mediators",
+        "mediator_of",
+        "mediator_weights",
+        "mediator_trained",
+        "mediator_latents",
+        "sync_bytes",
+    )
 
     def __init__(
-        self, *, run, augment: bool, reschedule: bool, tau_d: float, gamma: int, mediator_epochs: int,
-        schedule: str, max_ratio: float,
+        self,
+        *,
+        run,
+        augment: bool,
+        reschedule: bool,
+        tau_d: float,
+        gamma: int,
+        mediator_epochs: int,
+        schedule: str,
+        max_ratio: float,
     ):
         super().__init__(run=run)
         if float(tau_d) <= 0 or int(gamma) < 1 or int(mediator_epochs) < 1:
@@ -68,14 +85,19 @@ class AstraeaStrategy(BaseStrategy):
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got '{schedule}'")
         self.augment, self.reschedule = bool(augment), bool(reschedule)
-        self.tau_d, self.gamma, self.mediator_epochs = float(tau_d), int(gamma), int(mediator_epochs)
+        self.tau_d, self.gamma, self.mediator_epochs = (
+            float(tau_d),
+            int(gamma),
+            int(mediator_epochs),
+        )
         self.schedule = schedule
         self.max_ratio = float(max_ratio)
         if not self.max_ratio >= 1:
             raise ValueError(f"max_ratio must be >= 1, got {max_ratio}")
         cfg = run.cfg
         self.clients_per_sync = min(
-            run.num_clients, max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * run.num_clients)))
+            run.num_clients,
+            max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * run.num_clients))),
         )
         self.chain_length = min(self.gamma, self.clients_per_sync) if self.reschedule else 1
         self.steps_per_sync = self.mediator_epochs * self.chain_length
@@ -87,7 +109,9 @@ class AstraeaStrategy(BaseStrategy):
         self.mediator_of: dict[int, int] = {}
         self.mediator_weights: list[list[np.ndarray]] = []
         self.mediator_trained: list[set[int]] = []
-        self.mediator_latents: list[dict[int, np.ndarray]] = []  # last latent of each trained client
+        self.mediator_latents: list[
+            dict[int, np.ndarray]
+        ] = []  # last latent of each trained client
         self.sync_bytes = 0
 
     # ------------------------------------------------------------- round mapping
@@ -96,7 +120,9 @@ class AstraeaStrategy(BaseStrategy):
 
     def position(self, server_round: int) -> tuple[int, int]:
         """(synchronization round, 1-based; step within it, 0-based) of a Flower round."""
-        return (server_round - 1) // self.steps_per_sync + 1, (server_round - 1) % self.steps_per_sync
+        return (server_round - 1) // self.steps_per_sync + 1, (
+            server_round - 1
+        ) % self.steps_per_sync
 
     def should_evaluate(self, server_round: int) -> bool:
         """The global model only changes at the end of a synchronization round."""
@@ -104,7 +130,9 @@ class AstraeaStrategy(BaseStrategy):
             return True
         sync, step = self.position(server_round)
         every = int(self.run.cfg.evaluation.every)
-        return step == self.steps_per_sync - 1 and (sync % every == 0 or sync == int(self.run.cfg.num_rounds))
+        return step == self.steps_per_sync - 1 and (
+            sync % every == 0 or sync == int(self.run.cfg.num_rounds)
+        )
 
     def training_size(self, pid: int) -> int:
         """A client trains on its data after the plan: the size of the histogram it reported."""
@@ -124,29 +152,53 @@ class AstraeaStrategy(BaseStrategy):
         Every histogram is checked first (:meth:`valid_answers`); a client whose histogram
         is missing or invalid is left out of the plan and of the mediators."""
         pids = self.registry.partition_ids()
-        original = self.valid_answers({p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts)
-                                       for p in pids}, protocol.LABEL_COUNTS, "the plan", self.matches_partition)
-        global_counts = np.sum(list(original.values()), axis=0) if original else np.zeros(self.run.num_classes)
+        original = self.valid_answers(
+            {
+                p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts)
+                for p in pids
+            },
+            protocol.LABEL_COUNTS,
+            "the plan",
+            self.matches_partition,
+        )
+        global_counts = (
+            np.sum(list(original.values()), axis=0) if original else np.zeros(self.run.num_classes)
+        )
         if self.augment:
             augmented, downsampled, ratios = zscore_plan(global_counts, self.tau_d)
         else:
             augmented, downsampled, ratios = [], [], np.ones(self.run.num_classes)
         self.ratios = self.clipped_ratios(ratios)
         answers = self.registry.query(sorted(original), self.fit_config(0))
-        rebalanced = self.valid_answers({p: (answers[p].get(protocol.NUM_EXAMPLES), answers[p])
-                                         for p in answers if p in original}, protocol.LABEL_COUNTS, "the mediators",
-                                        lambda p, counts: self.within_plan(original[p], counts))
-        self.counts = {p: rebalanced.get(p, original[p]) for p in original if p in rebalanced or p not in answers}
+        rebalanced = self.valid_answers(
+            {
+                p: (answers[p].get(protocol.NUM_EXAMPLES), answers[p])
+                for p in answers
+                if p in original
+            },
+            protocol.LABEL_COUNTS,
+            "the mediators",
+            lambda p, counts: self.within_plan(original[p], counts),
+        )
+        self.counts = {
+            p: rebalanced.get(p, original[p])
+            for p in original
+            if p in rebalanced or p not in answers
+        }
         self.round_log.extra.update(
-            augment_classes=len(augmented), downsample_classes=len(downsampled),
-            samples_before=int(global_counts.sum()), samples_after=int(sum(c.sum() for c in self.counts.values())),
+            augment_classes=len(augmented),
+            downsample_classes=len(downsampled),
+            samples_before=int(global_counts.sum()),
+            samples_after=int(sum(c.sum() for c in self.counts.values())),
         )
 
     def matches_partition(self, pid: int, counts: np.ndarray) -> str | None:
         """Why a histogram is not client ``pid``'s, or None: where the server holds the
         client's partition it knows the histogram (a device with its own data is taken at
         its word); a client that inflates a class would skew everyone's plan."""
-        if self.registry.has_own_data(pid) or np.array_equal(counts, self.run.client_label_counts(pid)):
+        if self.registry.has_own_data(pid) or np.array_equal(
+            counts, self.run.client_label_counts(pid)
+        ):
             return None
         return "differs from the histogram of its partition"
 
@@ -170,7 +222,9 @@ class AstraeaStrategy(BaseStrategy):
             self.round_log.note("z-score ratios not finite: no rebalancing")
             return np.ones(self.run.num_classes)
         if ratios.max(initial=0) > self.max_ratio:
-            self.round_log.note(f"z-score ratios up to {ratios.max():.3g} clipped to max_ratio {self.max_ratio:g}")
+            self.round_log.note(
+                f"z-score ratios up to {ratios.max():.3g} clipped to max_ratio {self.max_ratio:g}"
+            )
         return np.minimum(ratios, self.max_ratio)
 
     # ----------------------------------------------------------------- mediators
@@ -181,7 +235,9 @@ class AstraeaStrategy(BaseStrategy):
         sync, step = self.position(server_round)
         if step == 0:
             self.start_sync_round(sync)
-        return sorted(m[step % len(m)] for m in self.mediators if step < self.mediator_epochs * len(m))
+        return sorted(
+            m[step % len(m)] for m in self.mediators if step < self.mediator_epochs * len(m)
+        )
 
     def start_sync_round(self, sync: int) -> None:
         sampled = [p for p in super().sample_clients(sync) if p in self.counts]
@@ -190,12 +246,20 @@ class AstraeaStrategy(BaseStrategy):
         elif self.schedule == "once":
             if self.fixed_mediators is None:
                 everyone = sorted(self.counts)
-                groups = schedule_mediators(np.stack([self.counts[p] for p in everyone]), self.gamma)
+                groups = schedule_mediators(
+                    np.stack([self.counts[p] for p in everyone]), self.gamma
+                )
                 self.fixed_mediators = [[everyone[i] for i in g] for g in groups]
             chosen = set(sampled)
-            mediators = [m for m in ([p for p in g if p in chosen] for g in self.fixed_mediators) if m]
+            mediators = [
+                m for m in ([p for p in g if p in chosen] for g in self.fixed_mediators) if m
+            ]
         else:
-            groups = schedule_mediators(np.stack([self.counts[p] for p in sampled]), self.gamma) if sampled else []
+            groups = (
+                schedule_mediators(np.stack([self.counts[p] for p in sampled]), self.gamma)
+                if sampled
+                else []
+            )
             mediators = [[sampled[i] for i in g] for g in groups]
         self.mediators = mediators
         self.mediator_of = {p: i for i, m in enumerate(mediators) for p in m}
@@ -203,7 +267,9 @@ class AstraeaStrategy(BaseStrategy):
         self.mediator_trained = [set() for _ in mediators]
         self.mediator_latents = [{} for _ in mediators]
         self.sync_bytes = 0
-        mediator_kl = [kl_to_uniform(np.sum([self.counts[p] for p in m], axis=0)) for m in mediators]
+        mediator_kl = [
+            kl_to_uniform(np.sum([self.counts[p] for p in m], axis=0)) for m in mediators
+        ]
         client_kl = [kl_to_uniform(self.counts[p]) for p in sampled]
         self.round_log.extra.update(
             mediators=len(mediators),
@@ -248,12 +314,19 @@ class AstraeaStrategy(BaseStrategy):
         trained = [m for m, members in enumerate(self.mediator_trained) if members]
         if not trained:
             return None
-        sizes = np.array([sum(float(self.counts[p].sum()) for p in self.mediator_trained[m]) for m in trained])
-        if self.normalize_temperature is not None and all(self.mediator_latents[m] for m in trained):
+        sizes = np.array(
+            [sum(float(self.counts[p].sum()) for p in self.mediator_trained[m]) for m in trained]
+        )
+        if self.normalize_temperature is not None and all(
+            self.mediator_latents[m] for m in trained
+        ):
             # a mediator's latent: its clients' latents weighted by their sample counts
             latents = [
-                np.average(np.stack(list(self.mediator_latents[m].values())), axis=0,
-                           weights=[float(self.counts[p].sum()) for p in self.mediator_latents[m]])
+                np.average(
+                    np.stack(list(self.mediator_latents[m].values())),
+                    axis=0,
+                    weights=[float(self.counts[p].sum()) for p in self.mediator_latents[m]],
+                )
                 for m in trained
             ]
             sizes = self.contribution_weighted(sizes, latents, [f"mediator{m}" for m in trained])

@@ -28,11 +28,16 @@ class FedBABUStrategy(BaseStrategy):
     def configure_evaluate(self, server_round, parameters, client_manager):
         last = int(self.run.cfg.num_rounds)
         if server_round % self.finetune_every and server_round != last:
-            return super().configure_evaluate(server_round, parameters, client_manager)  # the local evaluation
+            return super().configure_evaluate(
+                server_round, parameters, client_manager
+            )  # the local evaluation
         config = {**self.fit_config(server_round), "finetune_epochs": self.finetune_epochs}
         if self.local_evaluation_due(server_round, parameters):
             config[protocol.LOCAL_EVAL] = True
-        return [(self.registry.proxy(pid), EvaluateIns(parameters, config)) for pid in self.trainable_clients()]
+        return [
+            (self.registry.proxy(pid), EvaluateIns(parameters, config))
+            for pid in self.trainable_clients()
+        ]
 
     def aggregate_evaluate(self, server_round, results, failures):
         if not results or "finetuned_accuracy" not in payload.scalars(results[0][1].metrics):
@@ -41,7 +46,8 @@ class FedBABUStrategy(BaseStrategy):
         self.record_local(results)
         keys = ("finetuned_accuracy", "finetuned_macro_f1")
         metrics = {
-            k: sum(payload.scalars(res.metrics).get(k, 0.0) for _, res in results) / len(results) for k in keys
+            k: sum(payload.scalars(res.metrics).get(k, 0.0) for _, res in results) / len(results)
+            for k in keys
         }
         self.round_log.extra.update(metrics)
         self.round_log.extra["finetuned_clients"] = len(results)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
-from fedimb.core import events, payload, protocol
+from fedimb.core import events, protocol
 from fedimb.core.aggregate import weighted_average
 from fedimb.core.clustering import elbow_inertias, kmeans_clusters, label_distribution
 from fedimb.core.models import get_weights, num_parameters
@@ -44,15 +44,30 @@ from strategies.base import BaseStrategy, ClientUpdate
 class FedConcatStrategy(BaseStrategy):
     """Label-distribution clustering, per-cluster FedAvg, concatenated encoders."""
 
-    local_evaluation = False  # until the last stage the clients hold their cluster's model, not the tested one
+    local_evaluation = (
+        False  # until the last stage the clients hold their cluster's model, not the tested one
+    )
     robust_aggregation = "none"  # per-cluster models, then a classifier: not one global average
 
-    checkpoint_attributes = ("clusters", "cluster_weights", "inferred_distributions", "encoders", "classifier",
-                             "has_extractor")
+    checkpoint_attributes = (
+        "clusters",
+        "cluster_weights",
+        "inferred_distributions",
+        "encoders",
+        "classifier",
+        "has_extractor",
+    )
 
     def __init__(
-        self, *, run, num_clusters: int, classifier_rounds: int, inferred: bool, infer_samples: int,
-        laplace_epsilon: float | None, elbow_max_k: int,
+        self,
+        *,
+        run,
+        num_clusters: int,
+        classifier_rounds: int,
+        inferred: bool,
+        infer_samples: int,
+        laplace_epsilon: float | None,
+        elbow_max_k: int,
     ):
         super().__init__(run=run)
         self.num_clusters = int(num_clusters)
@@ -102,33 +117,58 @@ class FedConcatStrategy(BaseStrategy):
         """FedConcat: cluster the reported (optionally noised) label distributions."""
         pids = self.registry.partition_ids()
         if self.laplace_epsilon is None:
-            reported = {p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts) for p in pids}
+            reported = {
+                p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts)
+                for p in pids
+            }
             counts = self.valid_answers(reported, protocol.LABEL_COUNTS, "the clustering")
             distributions = {p: label_distribution(c) for p, c in counts.items()}
         else:
-            answers = self.registry.query(pids, {**self.fit_config(0), protocol.LAPLACE_EPSILON: self.laplace_epsilon})
-            distributions = self.valid_answers({p: (a.get(protocol.NUM_EXAMPLES), a) for p, a in answers.items()},
-                                               protocol.LABEL_DISTRIBUTION, "the clustering")
+            answers = self.registry.query(
+                pids, {**self.fit_config(0), protocol.LAPLACE_EPSILON: self.laplace_epsilon}
+            )
+            distributions = self.valid_answers(
+                {p: (a.get(protocol.NUM_EXAMPLES), a) for p, a in answers.items()},
+                protocol.LABEL_DISTRIBUTION,
+                "the clustering",
+            )
         self.assign_clusters(distributions)
 
     def assign_clusters(self, distributions: dict[int, np.ndarray]) -> None:
         if not distributions:  # nobody reported a usable one: a single cluster
             self.round_log.note("no label distribution to cluster: one cluster")
-            distributions = {p: np.full(self.run.num_classes, 1.0 / self.run.num_classes)
-                             for p in self.registry.partition_ids()}
+            distributions = {
+                p: np.full(self.run.num_classes, 1.0 / self.run.num_classes)
+                for p in self.registry.partition_ids()
+            }
         pids = sorted(distributions)
         matrix = np.stack([distributions[p] for p in pids])
         labels = kmeans_clusters(matrix, self.num_clusters, self.run.seed)
         self.clusters = {p: int(k) for p, k in zip(pids, labels)}
-        self.cluster_weights = [list(self.run.initial_weights()) for _ in range(int(labels.max()) + 1)]
+        self.cluster_weights = [
+            list(self.run.initial_weights()) for _ in range(int(labels.max()) + 1)
+        ]
         ks, inertias = elbow_inertias(matrix, self.elbow_max_k, self.run.seed)
-        events.emit("artifact", name="elbow", data={"x": ks, "y": inertias, "xlabel": "K", "ylabel": "inertia",
-                                                     "title": "K-means elbow"})
-        events.emit("artifact", name="clusters", data={
-            "inferred": self.inferred,
-            "assignments": {str(p): k for p, k in self.clusters.items()},
-            "distributions": {str(p): distributions[p].round(6).tolist() for p in pids},
-        })
+        events.emit(
+            "artifact",
+            name="elbow",
+            data={
+                "x": ks,
+                "y": inertias,
+                "xlabel": "K",
+                "ylabel": "inertia",
+                "title": "K-means elbow",
+            },
+        )
+        events.emit(
+            "artifact",
+            name="clusters",
+            data={
+                "inferred": self.inferred,
+                "assignments": {str(p): k for p, k in self.clusters.items()},
+                "distributions": {str(p): distributions[p].round(6).tolist() for p in pids},
+            },
+        )
         sizes = np.bincount(labels)
         self.round_log.extra.update(clusters=len(sizes), largest_cluster=int(sizes.max()))
 
@@ -149,7 +189,9 @@ class FedConcatStrategy(BaseStrategy):
         classifier = ndarrays_to_parameters(self.classifier)
         extractor = encoders_to_payload(self.encoders)
         return {
-            p: FitIns(classifier, dict(config) if p in self.has_extractor else {**config, **extractor})
+            p: FitIns(
+                classifier, dict(config) if p in self.has_extractor else {**config, **extractor}
+            )
             for p in clients
         }
 
@@ -158,23 +200,33 @@ class FedConcatStrategy(BaseStrategy):
         stage = self.stage_of(server_round)
         if stage == "cluster":
             for u in updates:
-                self.inferred_distributions[u.partition_id] = u.payload[protocol.INFERRED_DISTRIBUTION]
+                self.inferred_distributions[u.partition_id] = u.payload[
+                    protocol.INFERRED_DISTRIBUTION
+                ]
             return None
         if stage == "encoders":
             for k in range(len(self.cluster_weights)):
                 members = [u for u in updates if self.clusters.get(u.partition_id, 0) == k]
                 if members:
-                    self.cluster_weights[k] = weighted_average([u.arrays for u in members],
-                                                               [u.num_examples for u in members])
+                    self.cluster_weights[k] = weighted_average(
+                        [u.arrays for u in members], [u.num_examples for u in members]
+                    )
             return None
         self.has_extractor.update(u.partition_id for u in updates)
-        self.classifier = weighted_average([u.arrays for u in updates], [u.num_examples for u in updates])
+        self.classifier = weighted_average(
+            [u.arrays for u in updates], [u.num_examples for u in updates]
+        )
         return self.classifier
 
     def end_round(self, server_round: int):
         if server_round == self.cluster_round:  # FedConcat-ID: cluster the inferred distributions
             uniform = np.full(self.run.num_classes, 1.0 / self.run.num_classes)
-            self.assign_clusters({p: self.inferred_distributions.get(p, uniform) for p in self.registry.partition_ids()})
+            self.assign_clusters(
+                {
+                    p: self.inferred_distributions.get(p, uniform)
+                    for p in self.registry.partition_ids()
+                }
+            )
         if server_round == self.encoder_end:
             self.start_classifier_stage()
             return ndarrays_to_parameters(self.classifier)
@@ -186,7 +238,8 @@ class FedConcatStrategy(BaseStrategy):
         self.final_model = concatenated_model(self.template, self.encoders)
         self.classifier = get_weights(self.final_model.head)
         self.round_log.extra.update(
-            model_parameters=num_parameters(self.final_model), feature_width=self.final_model.feature_dim
+            model_parameters=num_parameters(self.final_model),
+            feature_width=self.final_model.feature_dim,
         )
 
     # ------------------------------------------------------------- evaluation
@@ -194,7 +247,10 @@ class FedConcatStrategy(BaseStrategy):
         stage = self.stage_of(server_round)
         if server_round > 0 and stage != "classifier":
             if stage == "encoders" and self.should_evaluate(server_round):
-                accuracies = [self.run.evaluate(w, model=self.template)["accuracy"] for w in self.cluster_weights]
+                accuracies = [
+                    self.run.evaluate(w, model=self.template)["accuracy"]
+                    for w in self.cluster_weights
+                ]
                 self.round_log.extra["cluster_accuracy_mean"] = float(np.mean(accuracies))
             return None
         if server_round == 0:
@@ -204,7 +260,10 @@ class FedConcatStrategy(BaseStrategy):
         weights = self.encoders_and_classifier()
         result = self.run.evaluate(weights, model=self.final_model)
         self.round_log.test = result
-        return float(result["loss"]), {"accuracy": result["accuracy"], "macro_f1": result["macro_f1"]}
+        return float(result["loss"]), {
+            "accuracy": result["accuracy"],
+            "macro_f1": result["macro_f1"],
+        }
 
     def encoders_and_classifier(self) -> list[np.ndarray]:
         """The final model's arrays in its state_dict order: encoders, then classifier."""

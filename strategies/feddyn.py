@@ -35,7 +35,13 @@ class FedDynStrategy(BaseStrategy):
             locals_ = np.stack([u.arrays[i].astype(np.float64) for u in updates])
             mean = locals_.mean(axis=0)
             if i in self.param_index:
-                self.h[i] = self.h[i] - self.alpha * (locals_ - g).sum(axis=0) / self.run.num_clients
+                self.h[i] = (
+                    self.h[i] - self.alpha * (locals_ - g).sum(axis=0) / self.run.num_clients
+                )
                 mean = mean - self.h[i] / self.alpha
-            new.append(np.rint(mean).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else mean.astype(g.dtype))
+            new.append(
+                np.rint(mean).astype(g.dtype)
+                if np.issubdtype(g.dtype, np.integer)
+                else mean.astype(g.dtype)
+            )
         return new

@@ -18,7 +18,10 @@ class FedNovaStrategy(BaseStrategy):
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         rho = float(self.train_hparams["momentum"])
-        normalisers = [fednova_normaliser(max(int(u.metrics.get(protocol.LOCAL_STEPS, 0)), 1), rho) for u in updates]
+        normalisers = [
+            fednova_normaliser(max(int(u.metrics.get(protocol.LOCAL_STEPS, 0)), 1), rho)
+            for u in updates
+        ]
         self.round_log.extra["tau_eff_steps"] = sum(normalisers) / len(normalisers)
         sizes = self.aggregation_weights(updates, [u.num_examples for u in updates])
         return fednova_update(self.current_weights, [u.arrays for u in updates], sizes, normalisers)

@@ -40,31 +40,53 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
     robust_aggregation = "clip"  # the loss powers are the method: mean only, with clipping
     setting_rules = {"lambda_over": one_of("participants", "all")}
 
-    def __init__(self, *, run, q0: float, eta_q: float, lambda_over: str, q_min: float | None,
-                 q_max: float | None):
+    def __init__(
+        self,
+        *,
+        run,
+        q0: float,
+        eta_q: float,
+        lambda_over: str,
+        q_min: float | None,
+        q_max: float | None,
+    ):
         super().__init__(run=run)
         if q_min is not None and q_max is not None and q_min > q_max:
             raise ConfigError(f"method.strategy.q_min ({q_min}) must not exceed q_max ({q_max})")
-        self.q_bounds = (-np.inf if q_min is None else float(q_min), np.inf if q_max is None else float(q_max))
+        self.q_bounds = (
+            -np.inf if q_min is None else float(q_min),
+            np.inf if q_max is None else float(q_max),
+        )
         self.q = float(np.clip(float(q0), *self.q_bounds))
         self.eta_q = float(eta_q)
         self.lambda_over = lambda_over
-        self.loss_key = protocol.INITIAL_LOSS if self.client_hparams.get("loss_at") == "received" else protocol.TRAIN_LOSS
+        self.loss_key = (
+            protocol.INITIAL_LOSS
+            if self.client_hparams.get("loss_at") == "received"
+            else protocol.TRAIN_LOSS
+        )
         self.sigma: float | None = None
         self.last_loss: dict[int, float] = {}
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or self.check_reported_loss(pid, res, self.loss_key)
+        return super().check_update(pid, arrays, res) or self.check_reported_loss(
+            pid, res, self.loss_key
+        )
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         losses = np.array([float(u.metrics[self.loss_key]) for u in updates])
         sigma = float(losses.std())
-        q = self.q if self.sigma is None else float(np.clip(adaptive_q(self.q, self.sigma, sigma, self.eta_q),
-                                                             *self.q_bounds))
+        q = (
+            self.q
+            if self.sigma is None
+            else float(np.clip(adaptive_q(self.q, self.sigma, sigma, self.eta_q), *self.q_bounds))
+        )
         if np.isfinite(sigma) and np.isfinite(q):  # q weighs every later round: never adopt NaN/Inf
             self.q, self.sigma = q, sigma
         else:
-            self.round_log.note(f"loss spread not finite (sigma {sigma:g}, q {q:g}): q and sigma kept")
+            self.round_log.note(
+                f"loss spread not finite (sigma {sigma:g}, q {q:g}): q and sigma kept"
+            )
         self.round_log.extra.update(q=self.q, loss_std=sigma, loss_max=float(losses.max()))
         self.last_loss.update({u.partition_id: float(loss) for u, loss in zip(updates, losses)})
         if self.lambda_over == "participants":
@@ -76,4 +98,6 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         weights = self.aggregation_weights(updates, shares)
         kept = max(0.0, 1.0 - float(shares.sum()))  # the non-participants' share: the current model
         self.round_log.extra["lambda_participants"] = float(shares.sum())
-        return self.average_models([*[u.arrays for u in updates], self.current_weights], [*weights, kept])
+        return self.average_models(
+            [*[u.arrays for u in updates], self.current_weights], [*weights, kept]
+        )

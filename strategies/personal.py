@@ -57,4 +57,7 @@ class PFedMeStrategy(PersonalEvaluation, BaseStrategy):
         mean = super().aggregate(server_round, updates)
         if mean is None:  # too few updates for the aggregation rule: no server step
             return None
-        return [((1 - self.beta) * w + self.beta * m).astype(w.dtype) for w, m in zip(self.current_weights, mean)]
+        return [
+            ((1 - self.beta) * w + self.beta * m).astype(w.dtype)
+            for w, m in zip(self.current_weights, mean)
+        ]

@@ -46,13 +46,19 @@ class QFFLStrategy(PersonalEvaluation, BaseStrategy):
         self.update = update
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or self.check_reported_loss(pid, res, protocol.INITIAL_LOSS)
+        return super().check_update(pid, arrays, res) or self.check_reported_loss(
+            pid, res, protocol.INITIAL_LOSS
+        )
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         losses = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
         if self.update == "qfedavg":
             return qffl_update(
-                self.current_weights, [u.arrays for u in updates], losses, self.q, float(self.train_hparams["lr"])
+                self.current_weights,
+                [u.arrays for u in updates],
+                losses,
+                self.q,
+                float(self.train_hparams["lr"]),
             )
         weights = self.aggregation_weights(updates, loss_power_weights(losses, self.q))
         return self.average_models([u.arrays for u in updates], weights)

@@ -29,7 +29,10 @@ class ReBaFLStrategy(BaseStrategy):
         self.prototypes: dict[int, np.ndarray] = {}
 
     def fit_config(self, server_round):
-        return {**super().fit_config(server_round), **to_payload(protocol.PROTOTYPES, self.prototypes)}
+        return {
+            **super().fit_config(server_round),
+            **to_payload(protocol.PROTOTYPES, self.prototypes),
+        }
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         weights = super().aggregate(server_round, updates)
@@ -37,7 +40,9 @@ class ReBaFLStrategy(BaseStrategy):
         new = aggregate_prototypes([p for p, _ in reported], [n for _, n in reported])
         broken = sorted(c for c, vector in new.items() if not np.all(np.isfinite(vector)))
         if broken:  # never broadcast; the classes keep their previous prototypes
-            self.round_log.note(f"global prototypes of classes {broken} not finite: previous ones kept")
+            self.round_log.note(
+                f"global prototypes of classes {broken} not finite: previous ones kept"
+            )
         self.prototypes.update({c: vector for c, vector in new.items() if c not in broken})
         self.round_log.extra["prototype_classes"] = len(self.prototypes)
         return weights

@@ -42,8 +42,12 @@ class ScaffoldStrategy(BaseStrategy):
         self.control = [np.zeros_like(initial[i], dtype=np.float32) for i in self.param_index]
 
     def fit_config(self, server_round):
-        return {**super().fit_config(server_round),
-                **payload.pack({protocol.indexed(protocol.CONTROL, j): c for j, c in enumerate(self.control)})}
+        return {
+            **super().fit_config(server_round),
+            **payload.pack(
+                {protocol.indexed(protocol.CONTROL, j): c for j, c in enumerate(self.control)}
+            ),
+        }
 
     def control_shares(self, updates: list[ClientUpdate]) -> list[float]:
         """Each participant's share of its Δc_i in c (Algorithm 1, line 17): 1/N with
@@ -56,21 +60,41 @@ class ScaffoldStrategy(BaseStrategy):
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         x = self.current_weights
-        base = [u.num_examples for u in updates] if self.weighting == "samples" else np.ones(len(updates))
-        mean = self.average_models([u.arrays for u in updates], self.aggregation_weights(updates, base))
+        base = (
+            [u.num_examples for u in updates]
+            if self.weighting == "samples"
+            else np.ones(len(updates))
+        )
+        mean = self.average_models(
+            [u.arrays for u in updates], self.aggregation_weights(updates, base)
+        )
         if mean is None:  # too few updates for the aggregation rule: model and c stay
             return None
         new = []
         for g, m in zip(x, mean):
             value = g + self.server_lr * (m.astype(np.float64) - g)
-            new.append(np.rint(value).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else value.astype(g.dtype))
+            new.append(
+                np.rint(value).astype(g.dtype)
+                if np.issubdtype(g.dtype, np.integer)
+                else value.astype(g.dtype)
+            )
         shares = self.control_shares(updates)
-        self.adopt_control([
-            (self.control[j] + sum(w * u.payload[protocol.indexed(protocol.CONTROL_DELTA, j)].astype(np.float64)
-                                   for w, u in zip(shares, updates))).astype(np.float32)
-            for j in range(len(self.control))
-        ])
-        self.round_log.extra["control_norm"] = float(np.sqrt(sum(float((c.astype(np.float64) ** 2).sum()) for c in self.control)))
+        self.adopt_control(
+            [
+                (
+                    self.control[j]
+                    + sum(
+                        w
+                        * u.payload[protocol.indexed(protocol.CONTROL_DELTA, j)].astype(np.float64)
+                        for w, u in zip(shares, updates)
+                    )
+                ).astype(np.float32)
+                for j in range(len(self.control))
+            ]
+        )
+        self.round_log.extra["control_norm"] = float(
+            np.sqrt(sum(float((c.astype(np.float64) ** 2).sum()) for c in self.control))
+        )
         return new
 
     def adopt_control(self, control: list[np.ndarray]) -> None:

@@ -40,8 +40,12 @@ def start_fedimb(*args: str, env: dict[str, str] | None = None) -> subprocess.Po
     background job of a shell without job control, which ignores SIGINT (and its
     children inherit that)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "fedimb", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env={**os.environ, **(env or {})},
+        [sys.executable, "-m", "fedimb", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
@@ -54,11 +58,15 @@ def finish_fedimb(proc: subprocess.Popen, timeout: float = 800) -> subprocess.Co
     except subprocess.TimeoutExpired:
         proc.terminate()
         out, err = proc.communicate(timeout=60)
-        raise AssertionError(f"fedimb did not finish within {timeout:.0f}s: {err[-2000:]}") from None
+        raise AssertionError(
+            f"fedimb did not finish within {timeout:.0f}s: {err[-2000:]}"
+        ) from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def run_fedimb(*args: str, env: dict[str, str] | None = None, timeout: float = 800) -> subprocess.CompletedProcess:
+def run_fedimb(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 800
+) -> subprocess.CompletedProcess:
     """``python -m fedimb <args>`` from the repository root, to completion."""
     return finish_fedimb(start_fedimb(*args, env=env), timeout)
 
@@ -76,7 +84,10 @@ def smoke_groups(methods: list[str]) -> dict[tuple[str, ...], list[str]]:
 
 def with_rounds(overrides, rounds: int) -> list[str]:
     """``overrides`` plus ``num_rounds=<rounds>`` unless they set it already."""
-    return [*overrides, *([] if any(o.startswith("num_rounds=") for o in overrides) else [f"num_rounds={rounds}"])]
+    return [
+        *overrides,
+        *([] if any(o.startswith("num_rounds=") for o in overrides) else [f"num_rounds={rounds}"]),
+    ]
 
 
 @pytest.fixture

@@ -16,7 +16,15 @@ PICTURE = REPO / "docs" / "img" / "architecture.svg"
 #: lowest first; a module may import from its own layer and the layers below it
 LAYERS = ("fedimb.core", "fedimb.app", "methods", "fedimb.cli")
 #: the boxes of the picture: the layers, with the method and core packages apart
-GROUPS = ("fedimb.cli", "strategies", "clients", "fedimb.app", "fedimb.core", "fedimb.core.data", "fedimb.core.models")
+GROUPS = (
+    "fedimb.cli",
+    "strategies",
+    "clients",
+    "fedimb.app",
+    "fedimb.core",
+    "fedimb.core.data",
+    "fedimb.core.models",
+)
 
 
 def layer_of(module: str) -> str | None:
@@ -24,7 +32,9 @@ def layer_of(module: str) -> str | None:
         return "methods"
     if module in ("fedimb", "fedimb.__main__"):
         return "fedimb.cli"
-    return next((layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None)
+    return next(
+        (layer for layer in LAYERS if module == layer or module.startswith(layer + ".")), None
+    )
 
 
 def group_of(module: str) -> str:
@@ -47,9 +57,12 @@ def static_imports(path: Path) -> set[str]:
     """The project modules ``path`` imports at run time (``if TYPE_CHECKING:`` blocks and
     names loaded from a configuration's ``_target_`` are not imports)."""
     tree = ast.parse(path.read_text())
-    skipped = {id(node) for block in ast.walk(tree)
-               if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-               for node in ast.walk(block)}
+    skipped = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for node in ast.walk(block)
+    }
     found = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -99,7 +112,7 @@ def document() -> str:
         "- **`fedimb/cli/`**: the `fedimb` command: Hydra front end, Flower processes, run folder,",
         "  report, diagnose, certificates.",
         "",
-        "An arrow reads \"imports from\"; an import of a group drawn lower runs right of the",
+        'An arrow reads "imports from"; an import of a group drawn lower runs right of the',
         "boxes, one of a group drawn higher left of them:",
         "",
         f"![Who imports whom: the groups of modules, an arrow for each import between two]"
@@ -113,17 +126,27 @@ def document() -> str:
     for module, path in modules().items():
         if path.name == "__init__.py" and not first_line(path):
             continue
-        lines.append(f"| `{path.relative_to(REPO)}` | {layer_of(module)} | {first_line(path).replace('|', '/')} |")
+        lines.append(
+            f"| `{path.relative_to(REPO)}` | {layer_of(module)} | {first_line(path).replace('|', '/')} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 #: the picture's geometry (pixels): one row per group, GROUPS order top to bottom
 BOX_X, BOX_W, BOX_H, ROW, TOP, WIDTH = 170, 190, 44, 66, 20, 520
-LAYER_NAMES = {"fedimb.cli": "front end", "methods": "methods", "fedimb.app": "Flower adapters",
-               "fedimb.core": "core"}
+LAYER_NAMES = {
+    "fedimb.cli": "front end",
+    "methods": "methods",
+    "fedimb.app": "Flower adapters",
+    "fedimb.core": "core",
+}
 #: fill and line colour of each layer's boxes and of the imports they make
-COLOURS = {"fedimb.cli": ("#e3f2fd", "#1565c0"), "methods": ("#f3e5f5", "#6a1b9a"),
-           "fedimb.app": ("#e8f5e9", "#2e7d32"), "fedimb.core": ("#fff3e0", "#e65100")}
+COLOURS = {
+    "fedimb.cli": ("#e3f2fd", "#1565c0"),
+    "methods": ("#f3e5f5", "#6a1b9a"),
+    "fedimb.app": ("#e8f5e9", "#2e7d32"),
+    "fedimb.core": ("#fff3e0", "#e65100"),
+}
 
 
 def _ports(edges: list[tuple[str, str]]) -> dict[tuple[str, str, str], float]:
@@ -149,8 +172,10 @@ def _arc(a: str, b: str, y0: float, y1: float) -> str:
     x = BOX_X + BOX_W if GROUPS.index(b) > GROUPS.index(a) else BOX_X
     c = x + bulge if x > BOX_X else x - bulge
     colour = COLOURS[layer_of(a)][1]
-    return (f'<path d="M{x},{y0:.1f} C{c},{y0:.1f} {c},{y1:.1f} {x},{y1:.1f}" fill="none" '
-            f'stroke="{colour}" stroke-width="1.5" marker-end="url(#head-{layer_of(a).replace(".", "-")})"/>')
+    return (
+        f'<path d="M{x},{y0:.1f} C{c},{y0:.1f} {c},{y1:.1f} {x},{y1:.1f}" fill="none" '
+        f'stroke="{colour}" stroke-width="1.5" marker-end="url(#head-{layer_of(a).replace(".", "-")})"/>'
+    )
 
 
 def _bands() -> list[str]:
@@ -160,9 +185,11 @@ def _bands() -> list[str]:
         rows = [i for i, g in enumerate(GROUPS) if layer_of(g) == layer]
         top = TOP + rows[0] * ROW - 10
         height = (rows[-1] - rows[0]) * ROW + BOX_H + 20
-        shapes += [f'<rect x="4" y="{top}" width="{WIDTH - 8}" height="{height}" rx="6" '
-                   f'fill="{COLOURS[layer][0]}" fill-opacity="0.45"/>',
-                   f'<text x="12" y="{top + 18}" font-size="12" fill="#555">{LAYER_NAMES[layer]}</text>']
+        shapes += [
+            f'<rect x="4" y="{top}" width="{WIDTH - 8}" height="{height}" rx="6" '
+            f'fill="{COLOURS[layer][0]}" fill-opacity="0.45"/>',
+            f'<text x="12" y="{top + 18}" font-size="12" fill="#555">{LAYER_NAMES[layer]}</text>',
+        ]
     return shapes
 
 
@@ -171,10 +198,12 @@ def _boxes() -> list[str]:
     for i, group in enumerate(GROUPS):
         fill, line = COLOURS[layer_of(group)]
         y = TOP + i * ROW
-        shapes += [f'<rect x="{BOX_X}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" '
-                   f'stroke="{line}" stroke-width="1.5"/>',
-                   f'<text x="{BOX_X + BOX_W / 2:.0f}" y="{y + BOX_H / 2 + 5:.0f}" text-anchor="middle" '
-                   f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="14">{group}</text>']
+        shapes += [
+            f'<rect x="{BOX_X}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" '
+            f'stroke="{line}" stroke-width="1.5"/>',
+            f'<text x="{BOX_X + BOX_W / 2:.0f}" y="{y + BOX_H / 2 + 5:.0f}" text-anchor="middle" '
+            f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="14">{group}</text>',
+        ]
     return shapes
 
 
@@ -183,15 +212,25 @@ def picture() -> str:
     between two groups as an arrow."""
     edges = group_edges()
     ports = _ports(edges)
-    heads = [f'<marker id="head-{layer.replace(".", "-")}" viewBox="0 0 10 10" refX="9" refY="5" '
-             f'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
-             f'<path d="M0,0 L10,5 L0,10 z" fill="{COLOURS[layer][1]}"/></marker>' for layer in LAYERS]
+    heads = [
+        f'<marker id="head-{layer.replace(".", "-")}" viewBox="0 0 10 10" refX="9" refY="5" '
+        f'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+        f'<path d="M0,0 L10,5 L0,10 z" fill="{COLOURS[layer][1]}"/></marker>'
+        for layer in LAYERS
+    ]
     height = TOP * 2 + (len(GROUPS) - 1) * ROW + BOX_H
-    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-             f'viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
-             "<title>fedimb: who imports whom</title>",
-             "<defs>", *heads, "</defs>", *_bands(), *_boxes(),
-             *[_arc(a, b, ports[(a, b, a)], ports[(a, b, b)]) for a, b in edges], "</svg>"]
+    lines = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">',
+        "<title>fedimb: who imports whom</title>",
+        "<defs>",
+        *heads,
+        "</defs>",
+        *_bands(),
+        *_boxes(),
+        *[_arc(a, b, ports[(a, b, a)], ports[(a, b, b)]) for a, b in edges],
+        "</svg>",
+    ]
     return "\n".join(lines) + "\n"
 
 

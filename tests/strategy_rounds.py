@@ -14,7 +14,9 @@ from fedimb.cli.preflight import build_strategy
 def started_round(*overrides: str, num_clients: int = 3):
     """The strategy of ``overrides`` (IID, no dropout) after sending round 1's instructions
     to ``num_clients`` in-process nodes: (strategy, nodes, the global model's arrays)."""
-    cfg = config.compose([f"num_clients={num_clients}", "partition=iid", "dropout=none", *overrides])
+    cfg = config.compose(
+        [f"num_clients={num_clients}", "partition=iid", "dropout=none", *overrides]
+    )
     strategy = build_strategy(cfg)
     manager = SimpleClientManager()
     nodes = [InProcessNode(f"node-{i}", i) for i in range(num_clients)]

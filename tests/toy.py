@@ -24,6 +24,14 @@ class TwoParameters(nn.Module):
 def toy_client(client_class, x: np.ndarray, y: np.ndarray):
     """``client_class`` on the samples (x, y) with a :class:`TwoParameters` model."""
     context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
-    data = ClientData(partition_id=0, x=torch.from_numpy(x), y=torch.from_numpy(y), indices=torch.arange(len(y)),
-                      num_classes=2, label_counts=np.bincount(y, minlength=2))
-    return client_class(context=context, data=data, model=TwoParameters(), device=torch.device("cpu"))
+    data = ClientData(
+        partition_id=0,
+        x=torch.from_numpy(x),
+        y=torch.from_numpy(y),
+        indices=torch.arange(len(y)),
+        num_classes=2,
+        label_counts=np.bincount(y, minlength=2),
+    )
+    return client_class(
+        context=context, data=data, model=TwoParameters(), device=torch.device("cpu")
+    )

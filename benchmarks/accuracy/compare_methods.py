@@ -33,7 +33,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.common import (  # noqa: E402
-    DOCS_TABLES, argument_parser, publish_data, publish_in_docs, publish_table, table_part)
+    DOCS_TABLES,
+    argument_parser,
+    publish_data,
+    publish_in_docs,
+    publish_table,
+    table_part,
+)
 from fedimb.cli.report import accuracy_plot, comparison_table, machine, metric_curve  # noqa: E402
 
 
@@ -48,12 +54,16 @@ def completed_run(runs: Path, name: str, seed: int, arguments: list[str]) -> Pat
     for summary in sorted(runs.glob(f"{name}-s{seed}/*/*/summary.json")):
         recorded = yaml.safe_load((summary.parent / ".hydra" / "overrides.yaml").read_text()) or []
         recorded = [o for o in recorded if not o.startswith("output.root=")]
-        if sorted(recorded) == sorted(arguments) and json.loads(summary.read_text()).get("completed"):
+        if sorted(recorded) == sorted(arguments) and json.loads(summary.read_text()).get(
+            "completed"
+        ):
             return summary.parent
     return None
 
 
-def ensure_run(runs: Path, method: str, seed: int, overrides: list[str], name: str | None = None) -> Path:
+def ensure_run(
+    runs: Path, method: str, seed: int, overrides: list[str], name: str | None = None
+) -> Path:
     """The folder of a completed run of ``method`` with ``seed`` in ``runs/<name or method>-s<seed>``:
     an earlier one with the same arguments, else a new one."""
     arguments = run_arguments(method, seed, overrides)
@@ -62,12 +72,19 @@ def ensure_run(runs: Path, method: str, seed: int, overrides: list[str], name: s
     if done:
         return done
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "fedimb", *arguments, f"output.root={folder}"],
-                            cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "fedimb", *arguments, f"output.root={folder}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise SystemExit(f"{method} seed {seed} failed: {result.stderr.strip()[-500:]}")
     run_dir = Path(result.stdout.strip().splitlines()[-1])
-    print(f"  {name or method} seed {seed}: {time.perf_counter() - start:.0f}s -> {run_dir}", flush=True)
+    print(
+        f"  {name or method} seed {seed}: {time.perf_counter() - start:.0f}s -> {run_dir}",
+        flush=True,
+    )
     return run_dir
 
 
@@ -93,12 +110,21 @@ def round_rows(groups: dict[str, list]) -> list[dict]:
         for round_ in sorted(set.intersection(*(set(c) for c in curves))):
             values = np.array([c[round_] for c in curves])
             std = f"{values.std(ddof=1):.4f}" if len(values) > 1 else ""
-            rows.append({"method": method, "round": round_, "mean": f"{values.mean():.4f}", "std": std,
-                         "runs": len(values)})
+            rows.append(
+                {
+                    "method": method,
+                    "round": round_,
+                    "mean": f"{values.mean():.4f}",
+                    "std": std,
+                    "runs": len(values),
+                }
+            )
     return rows
 
 
-def write_outputs(out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]) -> Path:
+def write_outputs(
+    out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]
+) -> Path:
     """``table.md`` (the table of :mod:`fedimb.cli.report`, one row per method) and
     ``accuracy.png`` in ``out``."""
     groups = {m: [runs[m, s] for s in seeds] for m in methods}
@@ -127,11 +153,19 @@ def main() -> None:
     parser.add_argument("--methods", required=True, help="comma-separated method names")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results")
-    parser.add_argument("--extras", default="", help="comma-separated extra metrics to average over rounds")
-    parser.add_argument("--runs", type=Path, default=None,
-                        help="where the runs go (default <out>/<name>/runs); another benchmark's runs with the "
-                             "same set-up are reused")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each with runtime=in_process)")
+    parser.add_argument(
+        "--extras", default="", help="comma-separated extra metrics to average over rounds"
+    )
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="where the runs go (default <out>/<name>/runs); another benchmark's runs with the "
+        "same set-up are reused",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at a time (one core each with runtime=in_process)"
+    )
     parser.add_argument("overrides", nargs="*", help="fedimb overrides shared by every run")
     args = parser.parse_args()
     methods = args.methods.split(",")
@@ -140,9 +174,19 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     runs_dir = args.runs or out / "runs"
     pairs = [(method, seed) for method in methods for seed in seeds]
-    folders = ensure_runs([(runs_dir, method, seed, args.overrides) for method, seed in pairs], args.jobs)
+    folders = ensure_runs(
+        [(runs_dir, method, seed, args.overrides) for method, seed in pairs], args.jobs
+    )
     runs = dict(zip(pairs, folders))
-    write_outputs(out, args.name, methods, seeds, args.overrides, runs, [k for k in args.extras.split(",") if k])
+    write_outputs(
+        out,
+        args.name,
+        methods,
+        seeds,
+        args.overrides,
+        runs,
+        [k for k in args.extras.split(",") if k],
+    )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def main() -> None:
     parser.add_argument("--partitions", default="c2,dir01")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "fedconcat_mnist5k")
-    parser.add_argument("overrides", nargs="*", default=[], help="extra fedimb overrides for every run")
+    parser.add_argument(
+        "overrides", nargs="*", default=[], help="extra fedimb overrides for every run"
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     lines = [
@@ -74,14 +76,19 @@ def main() -> None:
             concat.append(summary(c))
             concat_id.append(summary(cid))
             fedavg.append(summary(fa))
-        mb = lambda runs_: mean_std([r["bytes_up"] + r["bytes_down"] for r in runs_], scale=1e-6, digits=1)  # noqa: E731
+        mb = lambda runs_: mean_std(
+            [r["bytes_up"] + r["bytes_down"] for r in runs_], scale=1e-6, digits=1
+        )  # noqa: E731
         lines.append(
             f"| {partition} | {mean_std([r['final_accuracy'] for r in fedavg])} ({', '.join(map(str, matched_rounds))}) "
             f"| {mean_std([r['final_accuracy'] for r in concat])} | {mean_std([r['final_accuracy'] for r in concat_id])} "
             f"| {mb(concat)} | {mb(concat_id)} |"
         )
-    lines += ["", "Accuracy in %, mean ± std over seeds, final round.",
-              f"Command: `python benchmarks/accuracy/fedconcat_matched.py --partitions {args.partitions} --seeds {args.seeds}`"]
+    lines += [
+        "",
+        "Accuracy in %, mean ± std over seeds, final round.",
+        f"Command: `python benchmarks/accuracy/fedconcat_matched.py --partitions {args.partitions} --seeds {args.seeds}`",
+    ]
     publish_table(args.out / "table.md", lines)
     publish_in_docs("fedconcat_mnist5k", table_part(lines))
 

@@ -41,13 +41,25 @@ OPTIONS: dict[str, tuple[str, list[str]]] = {
     "afl": ("afl", []),
     "grpfed λ over all clients": ("grpfed", ["method.strategy.lambda_over=all"]),
     "grpfed L^g of the received model": ("grpfed", ["method.client.loss_at=received"]),
-    "grpfed q in [0, 5], η_q = 2": ("grpfed", ["method.strategy.q0=2", "method.strategy.eta_q=2",
-                                              "method.strategy.q_min=0", "method.strategy.q_max=5"]),
+    "grpfed q in [0, 5], η_q = 2": (
+        "grpfed",
+        [
+            "method.strategy.q0=2",
+            "method.strategy.eta_q=2",
+            "method.strategy.q_min=0",
+            "method.strategy.q_max=5",
+        ],
+    ),
     "grpfed personal re-sync every 5 rounds": ("grpfed", ["method.client.personal_resync_every=5"]),
-    "grpfed q_0 = 0, re-sync every 5 rounds": ("grpfed", ["method.strategy.q0=0",
-                                                         "method.client.personal_resync_every=5"]),
+    "grpfed q_0 = 0, re-sync every 5 rounds": (
+        "grpfed",
+        ["method.strategy.q0=0", "method.client.personal_resync_every=5"],
+    ),
     # the settings of method=grpfed_tuned
-    "grpfed q_0 = 0, re-sync every round": ("grpfed", ["method.strategy.q0=0", "method.client.personal_resync_every=1"]),
+    "grpfed q_0 = 0, re-sync every round": (
+        "grpfed",
+        ["method.strategy.q0=0", "method.client.personal_resync_every=1"],
+    ),
 }
 SCORES = ("T_g", "T_p", "T_r", "T_l")
 
@@ -57,10 +69,19 @@ def grid_label(q0: float, eta: float) -> str:
 
 
 def rows() -> dict[str, tuple[str, list[str]]]:
-    grid = {grid_label(q0, eta): ("grpfed", [f"method.strategy.q0={q0}", f"method.strategy.eta_q={eta}"])
-            for q0 in Q0 for eta in ETA_Q}
-    return {**{k: v for k, v in OPTIONS.items() if not k.startswith("grpfed")}, **grid,
-            **{k: v for k, v in OPTIONS.items() if k.startswith("grpfed")}}
+    grid = {
+        grid_label(q0, eta): (
+            "grpfed",
+            [f"method.strategy.q0={q0}", f"method.strategy.eta_q={eta}"],
+        )
+        for q0 in Q0
+        for eta in ETA_Q
+    }
+    return {
+        **{k: v for k, v in OPTIONS.items() if not k.startswith("grpfed")},
+        **grid,
+        **{k: v for k, v in OPTIONS.items() if k.startswith("grpfed")},
+    }
 
 
 def run_name(label: str) -> str:
@@ -83,8 +104,15 @@ def heatmap(means: dict[str, dict[str, float]], path: Path) -> None:
         for i in range(len(Q0)):
             for j in range(len(ETA_Q)):
                 ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", color="w", fontsize=8)
-        ax.set(xticks=range(len(ETA_Q)), xticklabels=ETA_Q, yticks=range(len(Q0)), yticklabels=Q0,
-               xlabel="η_q", ylabel="q_0", title=f"GRP-FED final {key} (%); FedAvg {means['fedavg'][key]:.1f}")
+        ax.set(
+            xticks=range(len(ETA_Q)),
+            xticklabels=ETA_Q,
+            yticks=range(len(Q0)),
+            yticklabels=Q0,
+            xlabel="η_q",
+            ylabel="q_0",
+            title=f"GRP-FED final {key} (%); FedAvg {means['fedavg'][key]:.1f}",
+        )
         fig.colorbar(image, ax=ax)
     save_figure(fig, path)
 
@@ -93,8 +121,12 @@ def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "grpfed_sensitivity")
-    parser.add_argument("--runs", type=Path, default=REPO / "results" / "grpfed_mnist5k" / "runs",
-                        help="where the runs go; the default shares FedAvg, q-FFL and AFL with run.sh grpfed")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        default=REPO / "results" / "grpfed_mnist5k" / "runs",
+        help="where the runs go; the default shares FedAvg, q-FFL and AFL with run.sh grpfed",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -105,24 +137,35 @@ def main() -> None:
             keys.append((label, seed))
             requests.append((args.runs, method, seed, [*SETUP, *overrides], run_name(label)))
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
-    lines = ["| row | final T_g (%) | final T_p (%) | final T_r (%) | final T_l (%) | final accuracy (%) | q over rounds |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| row | final T_g (%) | final T_p (%) | final T_r (%) | final T_l (%) | final accuracy (%) | q over rounds |",
+        "|---|---|---|---|---|---|---|",
+    ]
     means = {}
     for label in table:
         scores = [final_scores(runs[label, s]) for s in seeds]
-        means[label] = {k: 100 * float(np.mean([s[k] for s in scores])) for k in (*SCORES, "accuracy")}
+        means[label] = {
+            k: 100 * float(np.mean([s[k] for s in scores])) for k in (*SCORES, "accuracy")
+        }
         cells = " | ".join(mean_std([s[k] for s in scores]) for k in (*SCORES, "accuracy"))
         q_range = value_range([extra_range(runs[label, s], "q") for s in seeds])
         lines.append(f"| {label} | {cells} | {q_range} |")
     args.out.mkdir(parents=True, exist_ok=True)
     heatmap(means, args.out / "heatmap.png")
     publish_in_docs("grpfed_sensitivity", lines)
-    publish_table(args.out / "table.md", [
-        "# GRP-FED: sensitivity to q_0, η_q and the open readings (mnist5k, quantity skew)", "",
-        f"Set-up: `{' '.join(SETUP)}`; seeds {args.seeds}; mean ± std over seeds (macro-F1 for the T columns). "
-        f"Machine: {machine()}.", "", *lines, "",
-        f"Command: `python benchmarks/accuracy/grpfed_sensitivity.py --seeds {args.seeds}`",
-    ])
+    publish_table(
+        args.out / "table.md",
+        [
+            "# GRP-FED: sensitivity to q_0, η_q and the open readings (mnist5k, quantity skew)",
+            "",
+            f"Set-up: `{' '.join(SETUP)}`; seeds {args.seeds}; mean ± std over seeds (macro-F1 for the T columns). "
+            f"Machine: {machine()}.",
+            "",
+            *lines,
+            "",
+            f"Command: `python benchmarks/accuracy/grpfed_sensitivity.py --seeds {args.seeds}`",
+        ],
+    )
 
 
 if __name__ == "__main__":

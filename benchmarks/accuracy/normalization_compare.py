@@ -25,7 +25,14 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import argument_parser, panels, publish_in_docs, publish_table, save_panels, table_part  # noqa: E402
+from benchmarks.common import (
+    argument_parser,
+    panels,
+    publish_in_docs,
+    publish_table,
+    save_panels,
+    table_part,
+)  # noqa: E402
 from fedimb.cli.report import machine, mean_std  # noqa: E402
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
@@ -47,8 +54,10 @@ def temperature_plot(final, alphas, methods, temperatures, seeds, path: Path) ->
     ts = [float(t) for t in temperatures]
     for ax, alpha in zip(axes, alphas):
         for method in methods:
-            means = [100 * np.mean([final[alpha, method, t, s] for s in seeds]) for t in temperatures]
-            line, = ax.plot(ts, means, marker="o", label=method)
+            means = [
+                100 * np.mean([final[alpha, method, t, s] for s in seeds]) for t in temperatures
+            ]
+            (line,) = ax.plot(ts, means, marker="o", label=method)
             original = 100 * np.mean([final[alpha, method, "none", s] for s in seeds])
             ax.axhline(original, color=line.get_color(), ls="--", lw=0.8)
         ax.set(xscale="log", xlabel="temperature T (dashed: normalize=none)", title=f"Dir({alpha})")
@@ -62,27 +71,58 @@ def main() -> None:
     parser.add_argument("--temperatures", default="1", help="comma-separated T of eq. 8")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "normalization_mnist5k")
-    parser.add_argument("--runs", type=Path, default=None,
-                        help="where the runs go (default: --out); the tables of several calls can share runs")
-    parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each with runtime=in_process)")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="where the runs go (default: --out); the tables of several calls can share runs",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at a time (one core each with runtime=in_process)"
+    )
     parser.add_argument("overrides", nargs="*", default=["+experiment=contrib_mnist5k"])
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    alphas, methods, temperatures = args.alphas.split(","), args.methods.split(","), args.temperatures.split(",")
-    cells = [(alpha, method, variant, seed) for alpha in alphas for method in methods
-             for variant in ("none", *temperatures) for seed in seeds]
+    alphas, methods, temperatures = (
+        args.alphas.split(","),
+        args.methods.split(","),
+        args.temperatures.split(","),
+    )
+    cells = [
+        (alpha, method, variant, seed)
+        for alpha in alphas
+        for method in methods
+        for variant in ("none", *temperatures)
+        for seed in seeds
+    ]
     runs = args.runs or args.out
-    folders = ensure_runs([(runs / f"alpha{alpha}" / variant_folder(variant), method, seed,
-                            [*args.overrides, f"partition.alpha={alpha}", *variant_overrides(variant)])
-                           for alpha, method, variant, seed in cells], args.jobs)
-    final = {cell: json.loads((folder / "summary.json").read_text())["final_accuracy"]
-             for cell, folder in zip(cells, folders)}
-    header = "| alpha | method | original |" + "".join(f" T = {t} | difference |" for t in temperatures)
+    folders = ensure_runs(
+        [
+            (
+                runs / f"alpha{alpha}" / variant_folder(variant),
+                method,
+                seed,
+                [*args.overrides, f"partition.alpha={alpha}", *variant_overrides(variant)],
+            )
+            for alpha, method, variant, seed in cells
+        ],
+        args.jobs,
+    )
+    final = {
+        cell: json.loads((folder / "summary.json").read_text())["final_accuracy"]
+        for cell, folder in zip(cells, folders)
+    }
+    header = "| alpha | method | original |" + "".join(
+        f" T = {t} | difference |" for t in temperatures
+    )
     lines = [
-        "# Contribution normalisation on mnist5k: original vs normalised final accuracy (%)", "",
+        "# Contribution normalisation on mnist5k: original vs normalised final accuracy (%)",
+        "",
         f"Set-up: `{' '.join(args.overrides)}` (20 clients, 2 local epochs, Adam 0.001, B = 64, 30 rounds); "
-        f"seeds {args.seeds}; mean ± std over seeds, differences in points. Machine: {machine()}.", "",
-        header, "|" + "---|" * (header.count("|") - 1),
+        f"seeds {args.seeds}; mean ± std over seeds, differences in points. Machine: {machine()}.",
+        "",
+        header,
+        "|" + "---|" * (header.count("|") - 1),
     ]
     for alpha in alphas:
         for method in methods:
@@ -93,9 +133,12 @@ def main() -> None:
                 row += f" {mean_std(normalised)} | {mean_std([n - o for o, n in zip(original, normalised)])} |"
             lines.append(row)
     temperature_plot(final, alphas, methods, temperatures, seeds, args.out / "temperature.png")
-    lines += ["", f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} "
-                  f"--methods {args.methods} --temperatures {args.temperatures} --seeds {args.seeds} --out {args.out} "
-                  f"-- {' '.join(args.overrides)}`"]
+    lines += [
+        "",
+        f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} "
+        f"--methods {args.methods} --temperatures {args.temperatures} --seeds {args.seeds} --out {args.out} "
+        f"-- {' '.join(args.overrides)}`",
+    ]
     publish_table(args.out / "table.md", lines)
     publish_in_docs(args.out.name, table_part(lines), new=False)
 

@@ -44,7 +44,10 @@ def client_curvatures(fed: InProcessFederation, pids: list[int], max_samples: in
     model = fed.run.new_model()
     set_weights(model, parameters_to_ndarrays(fed.parameters))
     model.train()
-    x, y = torch.from_numpy(fed.run.data.dataset.x_train), torch.from_numpy(fed.run.data.dataset.y_train)
+    x, y = (
+        torch.from_numpy(fed.run.data.dataset.x_train),
+        torch.from_numpy(fed.run.data.dataset.y_train),
+    )
     values = []
     for pid in pids:
         idx = torch.from_numpy(fed.run.data.partition.indices[pid][:max_samples])
@@ -52,8 +55,12 @@ def client_curvatures(fed: InProcessFederation, pids: list[int], max_samples: in
     return values
 
 
-def measure(overrides: list[str], rounds: int, every: int, seed: int, max_samples: int) -> dict[int, list[float]]:
-    fed = InProcessFederation(["method=fedavg", "runtime=in_process", f"num_rounds={rounds}", f"seed={seed}", *overrides])
+def measure(
+    overrides: list[str], rounds: int, every: int, seed: int, max_samples: int
+) -> dict[int, list[float]]:
+    fed = InProcessFederation(
+        ["method=fedavg", "runtime=in_process", f"num_rounds={rounds}", f"seed={seed}", *overrides]
+    )
     found = {}
     for r in range(1, rounds + 1):
         record = fed.round(r)
@@ -61,29 +68,40 @@ def measure(overrides: list[str], rounds: int, every: int, seed: int, max_sample
             pids = sorted({int(p) for p in fed.strategy.sample_clients(r)})
             found[r] = client_curvatures(fed, pids, max_samples)
             accuracy = (record.get("test") or {}).get("accuracy")
-            print(f"  round {r}: accuracy {accuracy}, λ_max median {np.median(found[r]):.1f} max {max(found[r]):.1f}",
-                  flush=True)
+            print(
+                f"  round {r}: accuracy {accuracy}, λ_max median {np.median(found[r]):.1f} max {max(found[r]):.1f}",
+                flush=True,
+            )
     return found
 
 
 def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perfedavg_curvature")
-    parser.add_argument("--max-samples", type=int, default=512, help="samples per client for the Hessian")
+    parser.add_argument(
+        "--max-samples", type=int, default=512, help="samples per client for the Hessian"
+    )
     parser.add_argument("--rounds", type=int, default=30)
-    parser.add_argument("--every", type=int, default=5, help="measure every N rounds (and after round 1)")
+    parser.add_argument(
+        "--every", type=int, default=5, help="measure every N rounds (and after round 1)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    lines = ["| set-up | round | clients | λ_max median | λ_max largest | 1/λ_max largest |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| set-up | round | clients | λ_max median | λ_max largest | 1/λ_max largest |",
+        "|---|---|---|---|---|---|",
+    ]
     curves = {}
     for name, overrides in SETUPS.items():
         print(name, flush=True)
         found = measure(overrides, args.rounds, args.every, args.seed, args.max_samples)
         curves[name] = found
         for r, values in found.items():
-            lines.append(f"| {name} | {r} | {len(values)} | {np.median(values):.1f} | {max(values):.1f} | "
-                         f"{1 / max(values):.4f} |")
+            lines.append(
+                f"| {name} | {r} | {len(values)} | {np.median(values):.1f} | {max(values):.1f} | "
+                f"{1 / max(values):.4f} |"
+            )
     fig, ax = figure(figsize=(7, 4))
     for name, found in curves.items():
         rounds = sorted(found)
@@ -95,13 +113,20 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     save_figure(fig, args.out / "curvature.png")
     publish_in_docs("perfedavg_curvature", lines)
-    publish_table(args.out / "table.md", [
-        "# Largest Hessian eigenvalue of the clients' losses along FedAvg training", "",
-        f"Seed {args.seed}; at most {args.max_samples} samples per client; power iteration (30 steps). "
-        f"Machine: {machine()}.", "", *lines, "",
-        f"Command: `python benchmarks/accuracy/perfedavg_curvature.py --rounds {args.rounds} --every {args.every} "
-        f"--seed {args.seed} --max-samples {args.max_samples}`",
-    ])
+    publish_table(
+        args.out / "table.md",
+        [
+            "# Largest Hessian eigenvalue of the clients' losses along FedAvg training",
+            "",
+            f"Seed {args.seed}; at most {args.max_samples} samples per client; power iteration (30 steps). "
+            f"Machine: {machine()}.",
+            "",
+            *lines,
+            "",
+            f"Command: `python benchmarks/accuracy/perfedavg_curvature.py --rounds {args.rounds} --every {args.every} "
+            f"--seed {args.seed} --max-samples {args.max_samples}`",
+        ],
+    )
 
 
 if __name__ == "__main__":

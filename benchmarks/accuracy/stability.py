@@ -28,14 +28,30 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import argument_parser, panels, publish_in_docs, publish_table, save_panels, table_part  # noqa: E402
+from benchmarks.common import (
+    argument_parser,
+    panels,
+    publish_in_docs,
+    publish_table,
+    save_panels,
+    table_part,
+)  # noqa: E402
 from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 SETTINGS = [
-    "dataset=mnist5k", "partition=dirichlet", "num_clients=10", "dropout=none", "runtime=in_process",
-    "num_rounds=20", "fraction_fit=1.0", "train.local_epochs=2", "train.batch_size=64", "train.lr=0.01",
-    "train.weight_decay=1e-05", "train.optimizer=sgd",
+    "dataset=mnist5k",
+    "partition=dirichlet",
+    "num_clients=10",
+    "dropout=none",
+    "runtime=in_process",
+    "num_rounds=20",
+    "fraction_fit=1.0",
+    "train.local_epochs=2",
+    "train.batch_size=64",
+    "train.lr=0.01",
+    "train.weight_decay=1e-05",
+    "train.optimizer=sgd",
 ]
 #: row label -> (method, the overrides that make the row)
 ROWS: dict[str, tuple[str, list[str]]] = {
@@ -56,8 +72,11 @@ DEFAULT_ROWS = ",".join(ROWS)
 
 def nonfinite_rounds(run_dir: Path) -> int:
     """Rounds in which at least one update was rejected for NaN/Inf values."""
-    return sum(1 for r in read_metrics_csv(run_dir / "metrics.csv")
-               if r["split"] == "clients" and r["metric"] == "nonfinite" and r["value"] > 0)
+    return sum(
+        1
+        for r in read_metrics_csv(run_dir / "metrics.csv")
+        if r["split"] == "clients" and r["metric"] == "nonfinite" and r["value"] > 0
+    )
 
 
 COLLAPSED = 1.5  # final accuracy at most this many times chance: the model predicts about one class
@@ -66,15 +85,28 @@ COLLAPSED = 1.5  # final accuracy at most this many times chance: the model pred
 def run_scores(run_dir: Path) -> dict[str, float]:
     curve = metric_curve(run_dir)
     trained = [v for r, v in sorted(curve.items()) if r > 0]
-    chance = 1.0 / len([r for r in read_metrics_csv(run_dir / "metrics.csv")
-                        if r["round"] == 0 and r["metric"].startswith("recall_class_")])
-    return {"final": trained[-1], "best": max(trained), "mean": float(np.mean(trained)),
-            "collapsed": trained[-1] <= COLLAPSED * chance, "nonfinite": nonfinite_rounds(run_dir)}
+    chance = 1.0 / len(
+        [
+            r
+            for r in read_metrics_csv(run_dir / "metrics.csv")
+            if r["round"] == 0 and r["metric"].startswith("recall_class_")
+        ]
+    )
+    return {
+        "final": trained[-1],
+        "best": max(trained),
+        "mean": float(np.mean(trained)),
+        "collapsed": trained[-1] <= COLLAPSED * chance,
+        "nonfinite": nonfinite_rounds(run_dir),
+    }
 
 
 def table_lines(rows, settings, seeds, runs) -> list[str]:
-    lines = ["| method | momentum | α | final accuracy (%) | best accuracy (%) | mean accuracy over rounds (%) "
-             "| collapsed runs | rounds with NaN/Inf updates (runs) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | momentum | α | final accuracy (%) | best accuracy (%) | mean accuracy over rounds (%) "
+        "| collapsed runs | rounds with NaN/Inf updates (runs) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for momentum, alpha in settings:
         for row in rows:
             scores = [run_scores(runs[row, momentum, alpha, s]) for s in seeds]
@@ -82,7 +114,8 @@ def table_lines(rows, settings, seeds, runs) -> list[str]:
             lines.append(
                 f"| {row} | {momentum} | {alpha} | {mean_std([s['final'] for s in scores])} | "
                 f"{mean_std([s['best'] for s in scores])} | {mean_std([s['mean'] for s in scores])} | "
-                f"{sum(s['collapsed'] for s in scores)}/{len(scores)} | {sum(bad)} ({sum(1 for b in bad if b)}/{len(bad)}) |")
+                f"{sum(s['collapsed'] for s in scores)}/{len(scores)} | {sum(bad)} ({sum(1 for b in bad if b)}/{len(bad)}) |"
+            )
     return lines
 
 
@@ -100,7 +133,9 @@ def curves_plot(rows, settings, seeds, runs, path: Path) -> None:
 
 def main() -> None:
     parser = argument_parser(__doc__)
-    parser.add_argument("--rows", default=DEFAULT_ROWS, help=f"comma-separated, from: {', '.join(ROWS)}")
+    parser.add_argument(
+        "--rows", default=DEFAULT_ROWS, help=f"comma-separated, from: {', '.join(ROWS)}"
+    )
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--momenta", default="0,0.9")
     parser.add_argument("--alphas", default="0.1,0.5")
@@ -117,7 +152,12 @@ def main() -> None:
     for momentum, alpha in settings:
         for row in rows:
             method, extra = ROWS[row]
-            overrides = [*SETTINGS, f"train.momentum={momentum}", f"partition.alpha={alpha}", *extra]
+            overrides = [
+                *SETTINGS,
+                f"train.momentum={momentum}",
+                f"partition.alpha={alpha}",
+                *extra,
+            ]
             name = f"{row.replace(' ', '-')}-m{momentum}-a{alpha}"
             for seed in seeds:
                 keys.append((row, momentum, alpha, seed))
@@ -125,10 +165,14 @@ def main() -> None:
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
     curves_plot(rows, settings, seeds, runs, args.out / "curves.png")
     lines = [
-        "# Stateful and optimiser baselines under SGD with and without momentum", "",
+        "# Stateful and optimiser baselines under SGD with and without momentum",
+        "",
         f"Set-up: `{' '.join(SETTINGS)}`, `train.momentum` × `partition.alpha` as in the rows; "
-        f"seeds {', '.join(map(str, seeds))}; mean ± std over seeds.", f"Machine: {machine()}.", "",
-        *table_lines(rows, settings, seeds, runs), "",
+        f"seeds {', '.join(map(str, seeds))}; mean ± std over seeds.",
+        f"Machine: {machine()}.",
+        "",
+        *table_lines(rows, settings, seeds, runs),
+        "",
         f"Command: `python benchmarks/accuracy/stability.py --rows '{args.rows}' --seeds {args.seeds} "
         f"--momenta {args.momenta} --alphas {args.alphas}`",
     ]

@@ -71,15 +71,40 @@ from fedimb.cli.report_clients import last_local  # noqa: E402
 from fedimb.core.data.synthetic import SyntheticSpec, device_sizes, train_count  # noqa: E402
 from strategies.base.strategy import draw_clients  # noqa: E402
 
-COMMON = ["dataset=synthetic", "partition=natural", "model=mclr", "dropout=none", "runtime=in_process",
-          "train.optimizer=sgd", "train.momentum=0.0", "train.weight_decay=0.0"]
-FEDPROX_SETTINGS = [*COMMON, "num_clients=30", "fraction_fit=0.3333", "train.local_epochs=20",
-                    "train.batch_size=10", "train.lr=0.01", "evaluation.local_every=0"]
-FAIRNESS_SETTINGS = [*COMMON, "num_clients=100", "fraction_fit=0.1", "train.local_epochs=1",
-                     "train.batch_size=64", "train.lr=0.01"]
+COMMON = [
+    "dataset=synthetic",
+    "partition=natural",
+    "model=mclr",
+    "dropout=none",
+    "runtime=in_process",
+    "train.optimizer=sgd",
+    "train.momentum=0.0",
+    "train.weight_decay=0.0",
+]
+FEDPROX_SETTINGS = [
+    *COMMON,
+    "num_clients=30",
+    "fraction_fit=0.3333",
+    "train.local_epochs=20",
+    "train.batch_size=10",
+    "train.lr=0.01",
+    "evaluation.local_every=0",
+]
+FAIRNESS_SETTINGS = [
+    *COMMON,
+    "num_clients=100",
+    "fraction_fit=0.1",
+    "train.local_epochs=1",
+    "train.batch_size=64",
+    "train.lr=0.01",
+]
 #: (α, β, iid) of the FedProx table's data sets
-HETEROGENEITY = {"Synthetic_IID": (0.0, 0.0, True), "Synthetic(0,0)": (0.0, 0.0, False),
-                 "Synthetic(0.5,0.5)": (0.5, 0.5, False), "Synthetic(1,1)": (1.0, 1.0, False)}
+HETEROGENEITY = {
+    "Synthetic_IID": (0.0, 0.0, True),
+    "Synthetic(0,0)": (0.0, 0.0, False),
+    "Synthetic(0.5,0.5)": (0.5, 0.5, False),
+    "Synthetic(1,1)": (1.0, 1.0, False),
+}
 FEDPROX_ROWS: dict[str, tuple[str, list[str]]] = {
     "FedAvg": ("fedavg", []),
     "FedProx μ=0.01": ("fedprox", ["method.client.mu=0.01"]),
@@ -89,20 +114,35 @@ QFFL = ["method.strategy.update=qfedavg"]
 #: (row, sampling) -> (method, overrides); "by_size" rows sample devices in proportion to
 #: their data, as the q-FFL release does, so that q = 0 is the data-weighted objective
 FAIRNESS_ROWS: dict[tuple[str, str], tuple[str, list[str]]] = {
-    **{(f"q-FFL q={q}", "by_size"): ("qffl", [*QFFL, f"method.strategy.q={q}", "sampling=by_size"])
-       for q in (0, 1, 2, 5)},
-    **{(f"q-FFL q={q}", "uniform"): ("qffl", [*QFFL, f"method.strategy.q={q}"]) for q in (0, 1, 2, 5)},
+    **{
+        (f"q-FFL q={q}", "by_size"): ("qffl", [*QFFL, f"method.strategy.q={q}", "sampling=by_size"])
+        for q in (0, 1, 2, 5)
+    },
+    **{
+        (f"q-FFL q={q}", "uniform"): ("qffl", [*QFFL, f"method.strategy.q={q}"])
+        for q in (0, 1, 2, 5)
+    },
     ("AFL", "uniform"): ("afl", []),
     ("GRP-FED", "uniform"): ("grpfed", ["model.encoder=linear", "evaluation.personal=true"]),
-    ("GRP-FED q0=0, re-sync", "uniform"): ("grpfed_tuned", ["model.encoder=linear", "evaluation.personal=true"]),
+    ("GRP-FED q0=0, re-sync", "uniform"): (
+        "grpfed_tuned",
+        ["model.encoder=linear", "evaluation.personal=true"],
+    ),
     ("GRP-FED q0=0, re-sync, D by cross-entropy", "uniform"): (
-        "grpfed_tuned", ["model.encoder=linear", "evaluation.personal=true",
-                         "method.client.discriminator_loss=cross_entropy"]),
+        "grpfed_tuned",
+        [
+            "model.encoder=linear",
+            "evaluation.personal=true",
+            "method.client.discriminator_loss=cross_entropy",
+        ],
+    ),
 }
 DISTRIBUTION = ("average", "worst_10", "best_10", "variance")
 #: the horizon table: q-FFL as the paper samples (by size) and the uniform baseline
-HORIZON_ROWS = {**{(f"q-FFL q={q}", "by_size"): FAIRNESS_ROWS[f"q-FFL q={q}", "by_size"] for q in (0, 1)},
-                ("q-FFL q=0", "uniform"): FAIRNESS_ROWS["q-FFL q=0", "uniform"]}
+HORIZON_ROWS = {
+    **{(f"q-FFL q={q}", "by_size"): FAIRNESS_ROWS[f"q-FFL q={q}", "by_size"] for q in (0, 1)},
+    ("q-FFL q=0", "uniform"): FAIRNESS_ROWS["q-FFL q=0", "uniform"],
+}
 
 
 def distribution_cells(values: dict[str, list[float]]) -> list[str]:
@@ -111,7 +151,11 @@ def distribution_cells(values: dict[str, list[float]]) -> list[str]:
     for k in DISTRIBUTION:
         scale, digits = (1.0, 0) if k == "variance" else (100.0, 2)
         one = len(values[k]) == 1
-        cells.append(f"{values[k][0] * scale:.{digits}f}" if one else mean_std(values[k], scale=scale, digits=digits))
+        cells.append(
+            f"{values[k][0] * scale:.{digits}f}"
+            if one
+            else mean_std(values[k], scale=scale, digits=digits)
+        )
     return cells
 
 
@@ -127,8 +171,11 @@ def second_half(run_dir: Path) -> list[float]:
 
 
 def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
-    lines = ["| data | method | final accuracy (%) | final test loss | mean accuracy, 2nd half (%) "
-             "| round-to-round std, 2nd half (pp) |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| data | method | final accuracy (%) | final test loss | mean accuracy, 2nd half (%) "
+        "| round-to-round std, 2nd half (pp) |",
+        "|---|---|---|---|---|---|",
+    ]
     for data in HETEROGENEITY:
         for row in FEDPROX_ROWS:
             folders = [runs[data, row, d] for d in draws]
@@ -137,68 +184,102 @@ def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
             lines.append(
                 f"| {data} | {row} | {mean_std([s['final_accuracy'] for s in summaries])} "
                 f"| {mean_std([s['final_loss'] for s in summaries], scale=1.0, digits=3)} "
-                f"| {mean_std([float(np.mean(h)) for h in halves])} | {mean_std([float(np.std(h)) for h in halves])} |")
+                f"| {mean_std([float(np.mean(h)) for h in halves])} | {mean_std([float(np.std(h)) for h in halves])} |"
+            )
     return lines
 
 
 def fairness_table(draws: list[int], runs: dict) -> list[str]:
-    lines = ["| method | sampling | model | devices | average (%) | worst 10% (%) | best 10% (%) | variance (%²) "
-             "| devices at 0% | their training samples (median) | global average at half the rounds (%) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | sampling | model | devices | average (%) | worst 10% (%) | best 10% (%) | variance (%²) "
+        "| devices at 0% | their training samples (median) | global average at half the rounds (%) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for row, sampling in FAIRNESS_ROWS:
         folders = [runs[row, sampling, d] for d in draws]
         summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
         sizes = [json.loads((f / "partition.json").read_text())["client_sizes"] for f in folders]
         curves = [metric_curve(f, "accuracy_average", split="local") for f in folders]
         half_way = [c[max(r for r in c if r <= max(c) // 2)] for c in curves]
-        for model, prefix in (("global", "local_accuracy_"), ("personal", "local_personal_accuracy_")):
+        for model, prefix in (
+            ("global", "local_accuracy_"),
+            ("personal", "local_personal_accuracy_"),
+        ):
             if f"{prefix}average" not in summaries[0]:
                 continue
-            cells = distribution_cells({k: [s[f"{prefix}{k}"] for s in summaries] for k in DISTRIBUTION})
-            accuracies = [last_local(as_record(f), model)["clients"] for f in folders]  # a diverged model is not scored
+            cells = distribution_cells(
+                {k: [s[f"{prefix}{k}"] for s in summaries] for k in DISTRIBUTION}
+            )
+            accuracies = [
+                last_local(as_record(f), model)["clients"] for f in folders
+            ]  # a diverged model is not scored
             tested = [len(a) for a in accuracies]
             at_zero = [[k for k, v in a.items() if v == 0] for a in accuracies]
-            zero_sizes = [float(np.median([n[k] for k in z])) if z else None for n, z in zip(sizes, at_zero)]
-            lines.append(f"| {row} | {sampling.replace('_', ' ')} | {model} | {mean_std(tested, scale=1.0, digits=0)} "
-                         f"| {' | '.join(cells)} | {mean_std([len(z) for z in at_zero], scale=1.0, digits=0)} "
-                         f"| {mean_std(zero_sizes, scale=1.0, digits=0)} "
-                         f"| {mean_std(half_way) if model == 'global' else '-'} |")
+            zero_sizes = [
+                float(np.median([n[k] for k in z])) if z else None for n, z in zip(sizes, at_zero)
+            ]
+            lines.append(
+                f"| {row} | {sampling.replace('_', ' ')} | {model} | {mean_std(tested, scale=1.0, digits=0)} "
+                f"| {' | '.join(cells)} | {mean_std([len(z) for z in at_zero], scale=1.0, digits=0)} "
+                f"| {mean_std(zero_sizes, scale=1.0, digits=0)} "
+                f"| {mean_std(half_way) if model == 'global' else '-'} |"
+            )
     return lines
 
 
 def draws_table(draws: list[int], rounds: int) -> list[str]:
     """The fairness table's data draws (Synthetic(1, 1), 100 devices) and how sampling by
     size treats their devices over ``rounds`` rounds of 10."""
-    lines = ["| draw | training samples | devices under 100 samples | largest device's share (%) "
-             "| ten largest devices' share (%) | rounds drawing the largest device (%) "
-             "| rounds drawing a device of the smaller half (%, mean) |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| draw | training samples | devices under 100 samples | largest device's share (%) "
+        "| ten largest devices' share (%) | rounds drawing the largest device (%) "
+        "| rounds drawing a device of the smaller half (%, mean) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for draw in draws:
-        spec = SyntheticSpec(alpha=1.0, beta=1.0, iid=False, dimension=60, num_classes=10, num_devices=100,
-                             data_seed=draw)
+        spec = SyntheticSpec(
+            alpha=1.0,
+            beta=1.0,
+            iid=False,
+            dimension=60,
+            num_classes=10,
+            num_devices=100,
+            data_seed=draw,
+        )
         samples = device_sizes(spec)
         train = np.array([train_count(int(n)) for n in samples])
         order = np.argsort(train)
         drawn = np.zeros(len(train))
         for server_round in range(1, rounds + 1):
-            drawn[draw_clients(draw, server_round, list(range(len(train))), 10, "by_size", train)] += 1
+            drawn[
+                draw_clients(draw, server_round, list(range(len(train))), 10, "by_size", train)
+            ] += 1
         share = np.sort(train)[::-1] / train.sum()
-        lines.append(f"| {draw} | {train.sum():,} | {int((samples < 100).sum())} | {100 * share[0]:.1f} "
-                     f"| {100 * share[:10].sum():.1f} | {100 * drawn[order[-1]] / rounds:.1f} "
-                     f"| {100 * drawn[order[:50]].mean() / rounds:.1f} |")
+        lines.append(
+            f"| {draw} | {train.sum():,} | {int((samples < 100).sum())} | {100 * share[0]:.1f} "
+            f"| {100 * share[:10].sum():.1f} | {100 * drawn[order[-1]] / rounds:.1f} "
+            f"| {100 * drawn[order[:50]].mean() / rounds:.1f} |"
+        )
     return lines
 
 
 def horizon_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
     """The accuracy over devices at a tenth, a quarter, half and all of ``rounds``."""
-    lines = ["| method | sampling | round | average (%) | worst 10% (%) | best 10% (%) | variance (%²) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | sampling | round | average (%) | worst 10% (%) | best 10% (%) | variance (%²) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row, sampling in HORIZON_ROWS:
-        curves = {k: [metric_curve(runs[row, sampling, d], f"accuracy_{k}", split="local") for d in draws]
-                  for k in DISTRIBUTION}
+        curves = {
+            k: [metric_curve(runs[row, sampling, d], f"accuracy_{k}", split="local") for d in draws]
+            for k in DISTRIBUTION
+        }
         tested = sorted(curves["average"][0])
         parts = (rounds // 10, rounds // 4, rounds // 2, rounds)
         for at in sorted({max(r for r in tested if r <= part) for part in parts}):
-            cells = distribution_cells({k: [curve[at] for curve in curves[k]] for k in DISTRIBUTION})
+            cells = distribution_cells(
+                {k: [curve[at] for curve in curves[k]] for k in DISTRIBUTION}
+            )
             lines.append(f"| {row} | {sampling.replace('_', ' ')} | {at:,} | {' | '.join(cells)} |")
     return lines
 
@@ -207,8 +288,12 @@ def main() -> None:
     parser = argument_parser(__doc__)
     parser.add_argument("table", choices=["fedprox", "fairness", "horizon", "draws"])
     parser.add_argument("--draws", default="0,1,2", help="data draws (seeds)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="default: 200 (fedprox), 2000 (fairness, draws), 20000 (horizon)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="default: 200 (fedprox), 2000 (fairness, draws), 20000 (horizon)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "results" / "synthetic")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
     args = parser.parse_args()
@@ -220,38 +305,73 @@ def main() -> None:
         for draw in draws:  # draw by draw: an interrupted call has whole draws done
             for data, (alpha, beta, iid) in HETEROGENEITY.items():
                 for row, (method, extra) in FEDPROX_ROWS.items():
-                    overrides = [*FEDPROX_SETTINGS, f"num_rounds={rounds}", f"dataset.alpha={alpha}",
-                                 f"dataset.beta={beta}", f"dataset.iid={str(iid).lower()}", *extra]
+                    overrides = [
+                        *FEDPROX_SETTINGS,
+                        f"num_rounds={rounds}",
+                        f"dataset.alpha={alpha}",
+                        f"dataset.beta={beta}",
+                        f"dataset.iid={str(iid).lower()}",
+                        *extra,
+                    ]
                     name = run_name(f"{data}-{row}")
                     keys.append((data, row, draw))
                     requests.append((out / "runs", method, draw, overrides, name))
         settings = FEDPROX_SETTINGS + [f"num_rounds={rounds}"]
     elif args.table == "draws":
         rounds = args.rounds or 2000
-        settings = ["dataset=synthetic", "num_clients=100", "dataset.alpha=1.0", "dataset.beta=1.0",
-                    "fraction_fit=0.1", "sampling=by_size", f"num_rounds={rounds}"]
+        settings = [
+            "dataset=synthetic",
+            "num_clients=100",
+            "dataset.alpha=1.0",
+            "dataset.beta=1.0",
+            "fraction_fit=0.1",
+            "sampling=by_size",
+            f"num_rounds={rounds}",
+        ]
     else:
         rounds = args.rounds or (2000 if args.table == "fairness" else 20000)
         every = max(1, rounds // 20)
         rows = FAIRNESS_ROWS if args.table == "fairness" else HORIZON_ROWS
         for draw in draws:
             for (row, sampling), (method, extra) in rows.items():
-                overrides = [*FAIRNESS_SETTINGS, f"num_rounds={rounds}", f"evaluation.every={every}",
-                             "dataset.alpha=1.0", "dataset.beta=1.0", *extra]
+                overrides = [
+                    *FAIRNESS_SETTINGS,
+                    f"num_rounds={rounds}",
+                    f"evaluation.every={every}",
+                    "dataset.alpha=1.0",
+                    "dataset.beta=1.0",
+                    *extra,
+                ]
                 keys.append((row, sampling, draw))
-                requests.append((out / "runs", method, draw, overrides, run_name(f"{row}-{sampling}")))
-        settings = FAIRNESS_SETTINGS + [f"num_rounds={rounds}", "dataset.alpha=1.0", "dataset.beta=1.0"]
+                requests.append(
+                    (out / "runs", method, draw, overrides, run_name(f"{row}-{sampling}"))
+                )
+        settings = FAIRNESS_SETTINGS + [
+            f"num_rounds={rounds}",
+            "dataset.alpha=1.0",
+            "dataset.beta=1.0",
+        ]
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
-    table = {"fedprox": lambda: fedprox_table(draws, rounds, runs), "fairness": lambda: fairness_table(draws, runs),
-             "horizon": lambda: horizon_table(draws, rounds, runs), "draws": lambda: draws_table(draws, rounds)
-             }[args.table]()
-    title = {"fedprox": "FedAvg vs FedProx", "fairness": "accuracy over devices",
-             "horizon": "q-FFL's accuracy over devices as rounds go on",
-             "draws": "the fairness table's data draws and sampling by size"}[args.table]
+    table = {
+        "fedprox": lambda: fedprox_table(draws, rounds, runs),
+        "fairness": lambda: fairness_table(draws, runs),
+        "horizon": lambda: horizon_table(draws, rounds, runs),
+        "draws": lambda: draws_table(draws, rounds),
+    }[args.table]()
+    title = {
+        "fedprox": "FedAvg vs FedProx",
+        "fairness": "accuracy over devices",
+        "horizon": "q-FFL's accuracy over devices as rounds go on",
+        "draws": "the fairness table's data draws and sampling by size",
+    }[args.table]
     lines = [
-        f"# Synthetic: {title}", "",
+        f"# Synthetic: {title}",
+        "",
         f"Set-up: `{' '.join(settings)}`; data draws (seeds) {', '.join(map(str, draws))}; mean ± std over draws.",
-        f"Machine: {machine()}.", "", *table, "",
+        f"Machine: {machine()}.",
+        "",
+        *table,
+        "",
         f"Command: `python benchmarks/accuracy/synthetic.py {args.table} --draws {args.draws} --rounds {rounds}`",
     ]
     publish_table(out / "table.md", lines)

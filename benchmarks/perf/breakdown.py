@@ -30,8 +30,18 @@ from benchmarks.common import argument_parser, machine, publish_in_docs, publish
 from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
 
 #: the rows of the table, in the order a round runs (client phases: mean over the clients / maximum)
-SERVER_ROWS = ["discover", "select", "first_reply", "last_reply", "aggregate", "fit", "end_round", "test",
-               "federated_eval", "checkpoint"]
+SERVER_ROWS = [
+    "discover",
+    "select",
+    "first_reply",
+    "last_reply",
+    "aggregate",
+    "fit",
+    "end_round",
+    "test",
+    "federated_eval",
+    "checkpoint",
+]
 CLIENT_ROWS = ["start", "imports", "data", "model", "train", "serialise"]
 
 
@@ -47,9 +57,23 @@ def run(runtime: str, clients: int, rounds: int, overrides: list[str], workdir: 
         target = federation.runtime_overrides() if federation else [f"runtime={runtime}"]
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fedimb", *target, f"num_clients={clients}", f"num_rounds={rounds}",
-             "dropout=none", "fraction_fit=1.0", "train.local_epochs=1", *overrides, f"output.root={out}"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                sys.executable,
+                "-m",
+                "fedimb",
+                *target,
+                f"num_clients={clients}",
+                f"num_rounds={rounds}",
+                "dropout=none",
+                "fraction_fit=1.0",
+                "train.local_epochs=1",
+                *overrides,
+                f"output.root={out}",
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         lines, to_round_1 = [], None
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -65,7 +89,9 @@ def run(runtime: str, clients: int, rounds: int, overrides: list[str], workdir: 
     rows = read_metrics_csv(Path(lines[-1]) / "metrics.csv")
     phases: dict[str, dict[int, float]] = {}
     for r in rows:
-        if r["round"] > 0 and (r["split"] == "time" or (r["split"], r["metric"]) == ("system", "seconds")):
+        if r["round"] > 0 and (
+            r["split"] == "time" or (r["split"], r["metric"]) == ("system", "seconds")
+        ):
             name = "round" if r["split"] == "system" else r["metric"]
             phases.setdefault(name, {})[r["round"]] = r["value"]
     return {"runtime": runtime, "to_round_1": to_round_1, "phases": phases}
@@ -89,18 +115,31 @@ def two_cells(values: dict[int, float] | None, bold: bool = False) -> str:
 
 
 def table(results: list[dict]) -> list[str]:
-    header = "| phase (s) |" + "".join(f" {r['runtime']}: round 1 | {r['runtime']}: rounds 2+ |" for r in results)
+    header = "| phase (s) |" + "".join(
+        f" {r['runtime']}: round 1 | {r['runtime']}: rounds 2+ |" for r in results
+    )
     lines = [header, "|---|" + "---|---|" * len(results)]
-    lines.append("| command to round 1 |" + "".join(f" {cell(r['to_round_1'])} | |" for r in results))
-    lines.append("| **round** |" + "".join(two_cells(r["phases"].get("round"), bold=True) for r in results))
+    lines.append(
+        "| command to round 1 |" + "".join(f" {cell(r['to_round_1'])} | |" for r in results)
+    )
+    lines.append(
+        "| **round** |" + "".join(two_cells(r["phases"].get("round"), bold=True) for r in results)
+    )
     for name in SERVER_ROWS:
-        lines.append(f"| server: {name} |" + "".join(two_cells(r["phases"].get(name)) for r in results))
+        lines.append(
+            f"| server: {name} |" + "".join(two_cells(r["phases"].get(name)) for r in results)
+        )
     for name in CLIENT_ROWS:
         row = f"| client: {name} (mean / max) |"
         for r in results:
-            means, maxima = first_and_later(r["phases"].get(f"client_{name}")), \
-                first_and_later(r["phases"].get(f"client_{name}_max"))
-            row += "".join(f" {cell(m)} / {cell(x)} |" if m is not None else " - |" for m, x in zip(means, maxima))
+            means, maxima = (
+                first_and_later(r["phases"].get(f"client_{name}")),
+                first_and_later(r["phases"].get(f"client_{name}_max")),
+            )
+            row += "".join(
+                f" {cell(m)} / {cell(x)} |" if m is not None else " - |"
+                for m, x in zip(means, maxima)
+            )
         lines.append(row)
     return lines
 

@@ -31,17 +31,34 @@ def measure(nodes: int, rounds: int, secure: bool, overrides: list[str], workdir
     with LocalFederation(workdir / f"fed{nodes}", nodes, secure=secure) as fed:
         up = time.perf_counter() - start
         result = subprocess.run(
-            [sys.executable, "-m", "fedimb", *fed.runtime_overrides(), f"num_clients={nodes}", f"num_rounds={rounds}",
-             "dropout=none", "train.local_epochs=1", *overrides, f"output.root={workdir / f'out{nodes}'}"],
-            cwd=REPO, capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "fedimb",
+                *fed.runtime_overrides(),
+                f"num_clients={nodes}",
+                f"num_rounds={rounds}",
+                "dropout=none",
+                "train.local_epochs=1",
+                *overrides,
+                f"output.root={workdir / f'out{nodes}'}",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
         )
     if result.returncode != 0:
         raise SystemExit(f"{nodes} nodes: {result.stderr.strip()[-500:]}")
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     seconds = {e["round"]: e["seconds"] for e in events if e["event"] == "round" and e["round"] > 0}
-    return {"nodes": nodes, "federation_up": up, "round1": seconds[1],
-            "later": float(np.mean([s for r, s in seconds.items() if r >= 2])), "total": time.perf_counter() - start}
+    return {
+        "nodes": nodes,
+        "federation_up": up,
+        "round1": seconds[1],
+        "later": float(np.mean([s for r, s in seconds.items() if r >= 2])),
+        "total": time.perf_counter() - start,
+    }
 
 
 def main() -> None:
@@ -56,7 +73,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="latency-") as tmp:
         for n in (int(x) for x in args.nodes.split(",")):
             rows.append(measure(n, args.rounds, args.secure, args.overrides, Path(tmp)))
-            print(f"  {n} nodes: round 1 {rows[-1]['round1']:.1f}s, rounds 2+ {rows[-1]['later']:.1f}s", flush=True)
+            print(
+                f"  {n} nodes: round 1 {rows[-1]['round1']:.1f}s, rounds 2+ {rows[-1]['later']:.1f}s",
+                flush=True,
+            )
     lines = [
         "# Deployment round latency",
         "",
@@ -66,8 +86,10 @@ def main() -> None:
         "",
         "| SuperNodes | federation start (s) | round 1 (s) | rounds 2+ (s per round) | whole run (s) |",
         "|---|---|---|---|---|",
-        *(f"| {r['nodes']} | {r['federation_up']:.1f} | {r['round1']:.1f} | {r['later']:.1f} | {r['total']:.1f} |"
-          for r in rows),
+        *(
+            f"| {r['nodes']} | {r['federation_up']:.1f} | {r['round1']:.1f} | {r['later']:.1f} | {r['total']:.1f} |"
+            for r in rows
+        ),
         "",
         f"Command: `python benchmarks/perf/deployment.py --nodes {args.nodes} --rounds {args.rounds}"
         f"{' --secure' if args.secure else ''} {' '.join(args.overrides)}`",

@@ -49,11 +49,26 @@ def measure(spec: ContainerSpec | None, rounds: int, workdir: Path) -> dict:
     started = time.monotonic()
     fed = EdgeFederation(workdir, 2, secure=True, images={0: spec} if spec else {})
     with fed:
-        ready = seconds_until(workdir / ("node0.log" if spec else "node0-worker.log"), READY, started)
+        ready = seconds_until(
+            workdir / ("node0.log" if spec else "node0-worker.log"), READY, started
+        )
         result = subprocess.run(
-            [sys.executable, "-m", "fedimb", *fed.runtime_overrides(), "num_clients=2", f"num_rounds={rounds}",
-             "train.local_epochs=1", "dropout=none", "seed=0", f"output.root={workdir / 'out'}"],
-            cwd=REPO, capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "fedimb",
+                *fed.runtime_overrides(),
+                "num_clients=2",
+                f"num_rounds={rounds}",
+                "train.local_epochs=1",
+                "dropout=none",
+                "seed=0",
+                f"output.root={workdir / 'out'}",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         node = fed.nodes[0]
         container_peak = node.peak_memory_mb() if isinstance(node, ContainerNode) else None
     if result.returncode != 0:
@@ -61,33 +76,49 @@ def measure(spec: ContainerSpec | None, rounds: int, workdir: Path) -> dict:
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     rounds_ = [e for e in events if e.get("event") == "round" and e["round"] > 0]
-    return {"ready": ready, "container_peak_mb": container_peak,
-            "client0": [r["timing_by_client"]["0"] for r in rounds_], "round_seconds": [r["seconds"] for r in rounds_]}
+    return {
+        "ready": ready,
+        "container_peak_mb": container_peak,
+        "client0": [r["timing_by_client"]["0"] for r in rounds_],
+        "round_seconds": [r["seconds"] for r in rounds_],
+    }
 
 
 def table(emulated: dict, native_run: dict, arch: str, image_mb: float) -> list[str]:
     arm, native = emulated["client0"], native_run["client0"]
     lines = [
-        f"# An {arch} SuperNode under emulation beside a native one", "",
+        f"# An {arch} SuperNode under emulation beside a native one",
+        "",
         f"FedAvg, mnist5k, 2 clients, 1 local epoch, TLS; {machine()}. Client 0 on the {arch} node, under QEMU user "
         f"emulation (its times are the emulator's, not a device's), against client 0 of an all-native run with the "
-        f"same seed.", "",
+        f"same seed.",
+        "",
         f"- image `fedimb-edge:{arch}`: {image_mb:.0f} MB",
         f"- start-up, process start to the ClientApp launcher serving (torch and Flower imported): "
         f"{arch} emulated {emulated['ready']:.1f} s, native {native_run['ready']:.1f} s",
         f"- peak memory of the {arch} node's container (SuperNode, launcher and ClientApps, QEMU included): "
-        f"{emulated['container_peak_mb'] or float('nan'):.0f} MB", "",
-        f"| round | phase | {arch} emulated (s) | native (s) | ratio |", "|---|---|---|---|---|",
+        f"{emulated['container_peak_mb'] or float('nan'):.0f} MB",
+        "",
+        f"| round | phase | {arch} emulated (s) | native (s) | ratio |",
+        "|---|---|---|---|---|",
     ]
     for i, (a, n) in enumerate(zip(arm, native), start=1):
         for phase in PHASES:
             if phase in a and phase in n and (a[phase] > 0 or n[phase] > 0):
                 ratio = f"{a[phase] / n[phase]:.1f}" if n[phase] > 1e-4 else "–"
                 lines.append(f"| {i} | {phase} | {a[phase]:.2f} | {n[phase]:.2f} | {ratio} |")
-        lines.append(f"| {i} | ClientApp peak memory (MB) | {a.get('peak_memory_mb', float('nan')):.0f} | "
-                     f"{n.get('peak_memory_mb', float('nan')):.0f} | |")
-    lines += ["", "Round wall times (s), with the arm64 node: " + ", ".join(f"{s:.1f}" for s in emulated["round_seconds"])
-              + "; all native: " + ", ".join(f"{s:.1f}" for s in native_run["round_seconds"]), ""]
+        lines.append(
+            f"| {i} | ClientApp peak memory (MB) | {a.get('peak_memory_mb', float('nan')):.0f} | "
+            f"{n.get('peak_memory_mb', float('nan')):.0f} | |"
+        )
+    lines += [
+        "",
+        "Round wall times (s), with the arm64 node: "
+        + ", ".join(f"{s:.1f}" for s in emulated["round_seconds"])
+        + "; all native: "
+        + ", ".join(f"{s:.1f}" for s in native_run["round_seconds"]),
+        "",
+    ]
     return lines
 
 
@@ -100,15 +131,18 @@ def main() -> None:
     cache = default_cache()
     with container_engine(cache) as engine, tempfile.TemporaryDirectory() as workdir:
         tag = build_image(engine, args.arch, cache)
-        emulated = measure(ContainerSpec(engine, tag, args.arch), args.rounds, Path(workdir) / "emulated")
+        emulated = measure(
+            ContainerSpec(engine, tag, args.arch), args.rounds, Path(workdir) / "emulated"
+        )
         native = measure(None, args.rounds, Path(workdir) / "native")
         image_mb = image_size_mb(engine, tag)
     lines = table(emulated, native, args.arch, image_mb)
     lines.append("Command: `python benchmarks/perf/edge_node.py " + " ".join(sys.argv[1:]) + "`")
     publish_table(args.out / "edge_node.md", lines)
     publish_in_docs("perf_edge_node", part(lines, "- image"))
-    (args.out / "edge_node.json").write_text(json.dumps({"emulated": emulated, "native": native, "image_mb": image_mb},
-                                                        indent=1))
+    (args.out / "edge_node.json").write_text(
+        json.dumps({"emulated": emulated, "native": native, "image_mb": image_mb}, indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -45,14 +45,23 @@ from fedimb.core.training import (  # noqa: E402
 
 def overrides(args: argparse.Namespace) -> list[str]:
     return [
-        "method=fedavg", "dataset=mnist5k", "partition=pathological", "dropout=none",
-        f"num_clients={args.clients}", f"num_rounds={args.rounds}", "train.local_epochs=1", f"seed={args.seed}",
+        "method=fedavg",
+        "dataset=mnist5k",
+        "partition=pathological",
+        "dropout=none",
+        f"num_clients={args.clients}",
+        f"num_rounds={args.rounds}",
+        "train.local_epochs=1",
+        f"seed={args.seed}",
     ]
 
 
 # in_process first: the simulation's Ray processes take a while to wind down after it ends
 RUNTIMES = {
-    "in_process": ("fedimb (runtime=in_process, 2 torch threads)", ["runtime=in_process", "runtime.torch_threads=2"]),
+    "in_process": (
+        "fedimb (runtime=in_process, 2 torch threads)",
+        ["runtime=in_process", "runtime.torch_threads=2"],
+    ),
     "simulation": ("fedimb (Flower simulation, 1 thread per client)", []),
 }
 
@@ -81,7 +90,12 @@ def run_plain(args: argparse.Namespace, threads: int) -> dict:
             set_weights(model, weights)
             indices = torch.from_numpy(data.partition.indices[pid])
             train_epochs(
-                model, x, y, indices, epochs=hp.local_epochs, batch_size=hp.batch_size,
+                model,
+                x,
+                y,
+                indices,
+                epochs=hp.local_epochs,
+                batch_size=hp.batch_size,
                 optimizer=make_optimizer(model.parameters(), hp),
                 loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
                 generator=seeded_generator(args.seed, server_round, pid),
@@ -112,8 +126,10 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
         "|---|---|---|---|",
     ]
     for runtime, run in feds.items():
-        lines.append(f"| {RUNTIMES[runtime][0]} | {steady[runtime]:.2f} | {run['round_seconds'][0]:.2f} | "
-                     f"{run['final_accuracy']:.4f} |")
+        lines.append(
+            f"| {RUNTIMES[runtime][0]} | {steady[runtime]:.2f} | {run['round_seconds'][0]:.2f} | "
+            f"{run['final_accuracy']:.4f} |"
+        )
     for p in plains:
         lines.append(
             f"| plain loop, {p['threads']} torch thread(s) | {np.mean(p['round_seconds'][1:]):.2f} | "
@@ -123,14 +139,19 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
         "",
         f"- **Ratio fedimb (simulation) / fastest plain loop, rounds 2+: {steady['simulation'] / steady_plain:.2f}x** "
         "(target <= 1.3x).",
-        *(f"- Ratio fedimb ({runtime}) / fastest plain loop, rounds 2+: {steady[runtime] / steady_plain:.2f}x."
-          for runtime in feds if runtime != "simulation"),
+        *(
+            f"- Ratio fedimb ({runtime}) / fastest plain loop, rounds 2+: {steady[runtime] / steady_plain:.2f}x."
+            for runtime in feds
+            if runtime != "simulation"
+        ),
         f"- Start-up before round 1 (SuperLink, simulation engine, Ray): {fed['startup_seconds']:.1f} s; "
         f"round 1 (Ray actors start, data loads once per actor): {fed['round_seconds'][0]:.1f} s.",
         f"- Peak memory of all fedimb processes (PSS, sampled every {MEMORY_INTERVAL:g} s): "
-        + ", ".join(f"{run['peak_memory_mb']:.0f} MiB ({runtime})" for runtime, run in feds.items()) + ".",
+        + ", ".join(f"{run['peak_memory_mb']:.0f} MiB ({runtime})" for runtime, run in feds.items())
+        + ".",
         "- Wall time of the whole `fedimb` command: "
-        + ", ".join(f"{run['wall_seconds']:.1f} s ({runtime})" for runtime, run in feds.items()) + ".",
+        + ", ".join(f"{run['wall_seconds']:.1f} s ({runtime})" for runtime, run in feds.items())
+        + ".",
         "",
         "Command: `python benchmarks/perf/fedavg_loop.py "
         f"--rounds {args.rounds} --clients {args.clients} --seed {args.seed}`",
@@ -144,7 +165,9 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
     for runtime, run in feds.items():
         ax.plot(rounds, run["round_seconds"], marker="o", label=f"fedimb ({runtime})")
     for p in plains:
-        ax.plot(rounds, p["round_seconds"], marker="s", label=f"plain loop, {p['threads']} thread(s)")
+        ax.plot(
+            rounds, p["round_seconds"], marker="s", label=f"plain loop, {p['threads']} thread(s)"
+        )
     ax.set(xlabel="round", ylabel="seconds", title="FedAvg time per round")
     ax.grid(alpha=0.3)
     ax.legend()

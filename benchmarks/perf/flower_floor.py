@@ -24,19 +24,29 @@ APP = Path(__file__).resolve().parent / "floor_app"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as workdir, flwr_home(None, base=Path(workdir)) as (home, connection):
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        flwr_home(None, base=Path(workdir)) as (home, connection),
+    ):
         env = flower_env(home)
         env["RAY_ADDRESS"] = "local"  # as fedimb's simulation_env: a private Ray
         with SuperLink(Path(workdir) / "superlink.log", simulation=True, env=env) as superlink:
             superlink.wait_ready()
             write_connection(home, connection, superlink.address)
-            return flwr_run(APP, connection, home, run_config={"num-rounds": args.rounds},
-                            federation_config={"num-supernodes": args.nodes, "client-resources-num-cpus": 1},
-                            on_line=lambda line: print(line, flush=True))
+            return flwr_run(
+                APP,
+                connection,
+                home,
+                run_config={"num-rounds": args.rounds},
+                federation_config={"num-supernodes": args.nodes, "client-resources-num-cpus": 1},
+                on_line=lambda line: print(line, flush=True),
+            )
 
 
 if __name__ == "__main__":

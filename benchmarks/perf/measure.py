@@ -69,7 +69,8 @@ class MemorySampler:
 def per_round(run_dir: Path, split: str, metric: str) -> dict[int, float]:
     """``metric`` of ``split`` in every round >= 1 of a run folder's metrics.csv."""
     return {
-        r["round"]: r["value"] for r in read_metrics_csv(run_dir / "metrics.csv")
+        r["round"]: r["value"]
+        for r in read_metrics_csv(run_dir / "metrics.csv")
         if r["split"] == split and r["metric"] == metric and r["round"] > 0
     }
 
@@ -79,7 +80,10 @@ def run_measured(overrides: list[str], runs_dir: Path) -> dict:
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fedimb", *overrides, f"output.root={runs_dir}"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     with MemorySampler(proc.pid) as memory:
         lines = [line.rstrip() for line in proc.stdout]  # type: ignore[union-attr]

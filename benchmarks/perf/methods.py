@@ -30,7 +30,14 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure, table_part  # noqa: E402
+from benchmarks.common import (
+    argument_parser,
+    figure,
+    publish_in_docs,
+    publish_table,
+    save_figure,
+    table_part,
+)  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
 from fedimb.app.config import group_choices, smoke_overrides  # noqa: E402
 from fedimb.app.in_process import InProcessFederation  # noqa: E402
@@ -56,8 +63,14 @@ def method_overrides(method: str, rounds: int, seed: int) -> list[str]:
     smoke = smoke_overrides(method)
     least = max([int(o.split("=")[1]) for o in smoke if o.startswith("num_rounds=")] + [rounds])
     return [
-        f"method={method}", "dataset=mnist5k", "partition=pathological", "dropout=none", "num_clients=20",
-        "train.local_epochs=1", f"seed={seed}", *[o for o in smoke if not o.startswith("num_rounds=")],
+        f"method={method}",
+        "dataset=mnist5k",
+        "partition=pathological",
+        "dropout=none",
+        "num_clients=20",
+        "train.local_epochs=1",
+        f"seed={seed}",
+        *[o for o in smoke if not o.startswith("num_rounds=")],
         f"num_rounds={least}",
     ]
 
@@ -81,14 +94,25 @@ def measure(method: str, args: argparse.Namespace) -> dict:
     flower_rounds = len(fed["round_seconds"])
     plain = {t: run_in_process(overrides, flower_rounds, t) for t in (1, 2)}
     best = min(plain, key=lambda t: steady(plain[t]))
-    per_client = [(u + d) / max(n, 1) for u, d, n in zip(fed["bytes_up"], fed["bytes_down"], fed["succeeded"])]
+    per_client = [
+        (u + d) / max(n, 1) for u, d, n in zip(fed["bytes_up"], fed["bytes_down"], fed["succeeded"])
+    ]
     return {
-        "method": method, "rounds": flower_rounds, "fedimb": steady(fed["round_seconds"]),
-        "first_round": fed["round_seconds"][0], "plain": steady(plain[best]), "plain_threads": best,
+        "method": method,
+        "rounds": flower_rounds,
+        "fedimb": steady(fed["round_seconds"]),
+        "first_round": fed["round_seconds"][0],
+        "plain": steady(plain[best]),
+        "plain_threads": best,
         "mb_round": float(np.mean(np.add(fed["bytes_up"], fed["bytes_down"]))) / 1e6,
-        "kb_down_client": float(np.mean(np.divide(fed["bytes_down"], np.maximum(fed["succeeded"], 1)))) / 1e3,
-        "kb_up_client": float(np.mean(np.divide(fed["bytes_up"], np.maximum(fed["succeeded"], 1)))) / 1e3,
-        "kb_client": float(np.mean(per_client)) / 1e3, "peak_memory_mb": fed["peak_memory_mb"],
+        "kb_down_client": float(
+            np.mean(np.divide(fed["bytes_down"], np.maximum(fed["succeeded"], 1)))
+        )
+        / 1e3,
+        "kb_up_client": float(np.mean(np.divide(fed["bytes_up"], np.maximum(fed["succeeded"], 1))))
+        / 1e3,
+        "kb_client": float(np.mean(per_client)) / 1e3,
+        "peak_memory_mb": fed["peak_memory_mb"],
         "run_dir": fed["run_dir"],
     }
 
@@ -159,8 +183,10 @@ def main() -> None:
         cache[method] = {"settings": settings, "result": results[-1]}
         cache_file.write_text(json.dumps(cache, indent=1))
         r = results[-1]
-        print(f"  {r['fedimb']:.2f} s/round vs {r['plain']:.2f} in one process; {r['kb_client']:.0f} KB per client",
-              flush=True)
+        print(
+            f"  {r['fedimb']:.2f} s/round vs {r['plain']:.2f} in one process; {r['kb_client']:.0f} KB per client",
+            flush=True,
+        )
     write_outputs(results, args)
 
 

@@ -52,7 +52,9 @@ print(json.dumps(seconds))
 
 def probe(cache: Path) -> dict:
     env = {**os.environ, "FEDIMB_CACHE": str(cache)}
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SystemExit(f"the probe process failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -79,8 +81,11 @@ def main() -> None:
     for state, results in runs.items():
         medians = [float(np.median([r[phase] for r in results])) for phase in PHASES]
         sklearn = sorted({str(r["scikit-learn imported"]).lower() for r in results})
-        lines.append(f"| {state} | " + " | ".join(f"{m:.2f}" for m in medians)
-                     + f" | {sum(medians):.2f} | {'/'.join(sklearn)} |")
+        lines.append(
+            f"| {state} | "
+            + " | ".join(f"{m:.2f}" for m in medians)
+            + f" | {sum(medians):.2f} | {'/'.join(sklearn)} |"
+        )
     lines += ["", f"Command: `python benchmarks/perf/process_start.py --repeats {args.repeats}`"]
     publish_table(args.out / "process_start.md", lines)
     publish_in_docs("perf_process_start", table_part(lines))

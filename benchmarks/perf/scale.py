@@ -25,7 +25,14 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure, table_part  # noqa: E402
+from benchmarks.common import (
+    argument_parser,
+    figure,
+    publish_in_docs,
+    publish_table,
+    save_figure,
+    table_part,
+)  # noqa: E402
 from benchmarks.perf.measure import run_measured, steady  # noqa: E402
 
 MEMORY_TARGET_MB = 4096
@@ -33,8 +40,15 @@ MEMORY_TARGET_MB = 4096
 
 def overrides(clients: int, fraction: float, rounds: int, seed: int) -> list[str]:
     return [
-        "method=fedavg", "dataset=mnist5k", "partition=iid", "dropout=none", f"num_clients={clients}",
-        f"fraction_fit={fraction}", f"num_rounds={rounds}", "train.local_epochs=1", f"seed={seed}",
+        "method=fedavg",
+        "dataset=mnist5k",
+        "partition=iid",
+        "dropout=none",
+        f"num_clients={clients}",
+        f"fraction_fit={fraction}",
+        f"num_rounds={rounds}",
+        "train.local_epochs=1",
+        f"seed={seed}",
     ]
 
 
@@ -68,7 +82,11 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     xs = [r["clients"] for r in results]
     left.plot(xs, [r["steady"] for r in results], marker="o", label="rounds 2+")
     left.plot(xs, [r["round_seconds"][0] for r in results], marker="s", label="round 1")
-    left.set(xlabel=f"virtual clients ({args.fraction:.0%} sampled)", ylabel="seconds per round", xscale="log")
+    left.set(
+        xlabel=f"virtual clients ({args.fraction:.0%} sampled)",
+        ylabel="seconds per round",
+        xscale="log",
+    )
     left.legend()
     right.plot(xs, [r["peak_memory_mb"] for r in results], marker="o")
     right.axhline(MEMORY_TARGET_MB, color="grey", linestyle="--", label="target")
@@ -95,12 +113,19 @@ def main() -> None:
     results = []
     for clients in (int(c) for c in args.clients.split(",")):
         print(f"{clients} clients ...", flush=True)
-        run = run_measured(overrides(clients, args.fraction, args.rounds, args.seed),
-                           args.out / "runs" / f"scale{clients}")
-        run.update(clients=clients, sampled=int(max(run["sampled"])), steady=steady(run["round_seconds"]))
+        run = run_measured(
+            overrides(clients, args.fraction, args.rounds, args.seed),
+            args.out / "runs" / f"scale{clients}",
+        )
+        run.update(
+            clients=clients, sampled=int(max(run["sampled"])), steady=steady(run["round_seconds"])
+        )
         results.append(run)
-        print(f"  round 1 {run['round_seconds'][0]:.1f} s, then {run['steady']:.2f} s/round, "
-              f"peak {run['peak_memory_mb']:.0f} MiB", flush=True)
+        print(
+            f"  round 1 {run['round_seconds'][0]:.1f} s, then {run['steady']:.2f} s/round, "
+            f"peak {run['peak_memory_mb']:.0f} MiB",
+            flush=True,
+        )
     write_outputs(results, args)
 
 

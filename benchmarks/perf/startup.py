@@ -39,9 +39,13 @@ MARKS = {"round 0": "round 0/", "round 1": "round 1/"}
 FLOOR = "flower"
 ROW_NAMES = {FLOOR: "Flower alone: simulation, the same messages, no work (`flower_floor.py`)"}
 #: lines of a simulation's flwr.log that mark its steps
-FLWR_MARKS = {"submitted": "Using SuperLink", "simulation": "Starting Flower Simulation",
-              "server app": "Starting Flower ServerApp", "round 0": '{"event":"round","round":0,',
-              "round 1": '{"event":"round","round":1,'}
+FLWR_MARKS = {
+    "submitted": "Using SuperLink",
+    "simulation": "Starting Flower Simulation",
+    "server app": "Starting Flower ServerApp",
+    "round 0": '{"event":"round","round":0,',
+    "round 1": '{"event":"round","round":1,',
+}
 STEPS = [
     ("front end until the run begins (Python, Hydra, checks, data)", "front end"),
     ("SuperLink started, `flwr run` submitted the app", "submitted"),
@@ -55,12 +59,27 @@ STEPS = [
 
 def time_once(runtime: str, overrides: list[str], out: Path) -> dict[str, float]:
     """Seconds from the command to each mark and to its exit."""
-    command = [sys.executable, "-m", "fedimb", f"runtime={runtime}", "num_rounds=2", *overrides, f"output.root={out}"]
+    command = [
+        sys.executable,
+        "-m",
+        "fedimb",
+        f"runtime={runtime}",
+        "num_rounds=2",
+        *overrides,
+        f"output.root={out}",
+    ]
     if runtime == FLOOR:
         nodes = next((o.split("=", 1)[1] for o in overrides if o.startswith("num_clients=")), "20")
-        command = [sys.executable, str(REPO / "benchmarks" / "perf" / "flower_floor.py"), "--nodes", nodes]
+        command = [
+            sys.executable,
+            str(REPO / "benchmarks" / "perf" / "flower_floor.py"),
+            "--nodes",
+            nodes,
+        ]
     started = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     seen: dict[str, float] = {}
     lines = []
     for line in proc.stdout:  # type: ignore[union-attr]
@@ -82,9 +101,12 @@ def simulation_steps(run_dir: Path, seen: dict[str, float]) -> dict[str, float]:
     for line in (run_dir / "flwr.log").read_text(errors="replace").splitlines():
         for name, text in FLWR_MARKS.items():
             if name not in stamps and text in line:
-                stamps[name] = float(line[1:line.index("s]")])
-    phases = {row["metric"]: row["value"] for row in read_metrics_csv(run_dir / "metrics.csv")
-              if row["round"] == 1 and row["split"] == "time"}
+                stamps[name] = float(line[1 : line.index("s]")])
+    phases = {
+        row["metric"]: row["value"]
+        for row in read_metrics_csv(run_dir / "metrics.csv")
+        if row["round"] == 1 and row["split"] == "time"
+    }
     return {
         "front end": seen["round 0"] - stamps["round 0"],
         "submitted": stamps["submitted"],
@@ -105,19 +127,32 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
         for runtime in args.runtimes.split(","):
-            runs = [time_once(runtime, overrides, Path(workdir) / runtime) for _ in range(args.repeats)]
+            runs = [
+                time_once(runtime, overrides, Path(workdir) / runtime) for _ in range(args.repeats)
+            ]
             results[runtime] = {mark: [run[mark] for run in runs] for mark in runs[0]}
-            print(runtime, {mark: round(float(np.median(v)), 2) for mark, v in results[runtime].items()}, flush=True)
+            print(
+                runtime,
+                {mark: round(float(np.median(v)), 2) for mark, v in results[runtime].items()},
+                flush=True,
+            )
     header = ["runtime", "command to round 0 (s)", "command to round 1 (s)", "command to exit (s)"]
-    rows = [[ROW_NAMES.get(runtime, runtime)] + [_spread(times[mark]) for mark in ("round 0", "round 1", "exit")]
-            for runtime, times in results.items()]
+    rows = [
+        [ROW_NAMES.get(runtime, runtime)]
+        + [_spread(times[mark]) for mark in ("round 0", "round 1", "exit")]
+        for runtime, times in results.items()
+    ]
     described = " ".join(overrides) or "the defaults"
     lines = [
-        "# From the command to the first result", "",
+        "# From the command to the first result",
+        "",
         f"`fedimb num_rounds=2` with {described}, {args.repeats} calls per runtime, median (min–max); "
-        f"{machine()}.", "",
-        "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-        *("| " + " | ".join(row) + " |" for row in rows), "",
+        f"{machine()}.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(row) + " |" for row in rows),
+        "",
         *step_table(results.get("simulation", {})),
         "Command: `python benchmarks/perf/startup.py " + " ".join(sys.argv[1:]) + "`",
     ]
@@ -133,9 +168,15 @@ def step_table(times: dict[str, list[float]]) -> list[str]:
     if "front end" not in times:
         return []
     rows = [f"| {label} | {_spread(times[key], 2)} |" for label, key in STEPS]
-    return ["Where the simulation's wait goes (s; the first five rows add up to the command-to-round-1 "
-            "time, give or take Flower's 0.5 s log ticks):", "", "| step | median (min–max) |", "|---|---|",
-            *rows, ""]
+    return [
+        "Where the simulation's wait goes (s; the first five rows add up to the command-to-round-1 "
+        "time, give or take Flower's 0.5 s log ticks):",
+        "",
+        "| step | median (min–max) |",
+        "|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def _spread(values: list[float], digits: int = 1) -> str:

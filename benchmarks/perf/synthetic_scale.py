@@ -39,10 +39,21 @@ MEMORY_TARGET_MB = 4096
 
 def overrides(runtime: str, method: str, devices: int, rounds: int) -> list[str]:
     return [
-        f"runtime={runtime}", f"method={method}", "dataset=synthetic", "partition=natural", "model=mclr",
-        "dataset.alpha=1.0", "dataset.beta=1.0", "dataset.data_seed=0", f"num_clients={devices}",
-        f"fraction_fit={SAMPLED / devices}", "dropout=none", f"num_rounds={rounds}", "train.local_epochs=1",
-        "evaluation.local_every=0", "seed=0",
+        f"runtime={runtime}",
+        f"method={method}",
+        "dataset=synthetic",
+        "partition=natural",
+        "model=mclr",
+        "dataset.alpha=1.0",
+        "dataset.beta=1.0",
+        "dataset.data_seed=0",
+        f"num_clients={devices}",
+        f"fraction_fit={SAMPLED / devices}",
+        "dropout=none",
+        f"num_rounds={rounds}",
+        "train.local_epochs=1",
+        "evaluation.local_every=0",
+        "seed=0",
     ]
 
 
@@ -72,34 +83,52 @@ def measure(args) -> list[dict]:
         for method in args.methods.split(","):
             for n in devices:
                 print(f"{runtime} {method} {n} devices ...", flush=True)
-                run = run_measured(overrides(runtime, method, n, args.rounds),
-                                   args.out / "runs" / f"synthetic-{runtime}-{method}-{n}")
+                run = run_measured(
+                    overrides(runtime, method, n, args.rounds),
+                    args.out / "runs" / f"synthetic-{runtime}-{method}-{n}",
+                )
                 discover = per_round(Path(run["run_dir"]), "time", "discover")
-                run.update(runtime=runtime, method=method, devices=n, draw_seconds=draws[n][0], samples=draws[n][1],
-                           discover_seconds=discover.get(1, 0.0), steady=steady(run["round_seconds"]))
+                run.update(
+                    runtime=runtime,
+                    method=method,
+                    devices=n,
+                    draw_seconds=draws[n][0],
+                    samples=draws[n][1],
+                    discover_seconds=discover.get(1, 0.0),
+                    steady=steady(run["round_seconds"]),
+                )
                 results.append(run)
-                print(f"  round 1 {run['round_seconds'][0]:.1f} s, then {run['steady']:.2f} s/round, "
-                      f"peak {run['peak_memory_mb']:.0f} MiB", flush=True)
+                print(
+                    f"  round 1 {run['round_seconds'][0]:.1f} s, then {run['steady']:.2f} s/round, "
+                    f"peak {run['peak_memory_mb']:.0f} MiB",
+                    flush=True,
+                )
     (args.out / "synthetic_scale.json").write_text(json.dumps(results, indent=1))
     return results
 
 
 def table(results: list[dict], args) -> list[str]:
     lines = [
-        "# Synthetic(1, 1) with many devices", "",
+        "# Synthetic(1, 1) with many devices",
+        "",
         f"{SAMPLED} devices sampled per round, 1 local epoch, no dropout, {args.rounds} rounds, mclr. "
-        f"Machine: {machine()}.", "",
+        f"Machine: {machine()}.",
+        "",
         "| runtime | method | devices | samples | generating the draw, once per machine (s) | start-up (s) | round 1 (s) "
         "| of which discovery (s) | s/round (rounds 2+) | of which training (s) | of which global test (s) "
         "| peak memory, all processes (MiB) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        phases = {phase: steady(list(per_round(Path(r["run_dir"]), "time", phase).values())) for phase in ("fit", "test")}
+        phases = {
+            phase: steady(list(per_round(Path(r["run_dir"]), "time", phase).values()))
+            for phase in ("fit", "test")
+        }
         lines.append(
             f"| {r['runtime']} | {r['method']} | {r['devices']:,} | {r['samples']:,} | {r['draw_seconds']:.1f} "
             f"| {r['startup_seconds']:.1f} | {r['round_seconds'][0]:.1f} | {r['discover_seconds']:.1f} "
-            f"| {r['steady']:.2f} | {phases['fit']:.2f} | {phases['test']:.2f} | {r['peak_memory_mb']:.0f} |")
+            f"| {r['steady']:.2f} | {phases['fit']:.2f} | {phases['test']:.2f} | {r['peak_memory_mb']:.0f} |"
+        )
     largest = max(results, key=lambda r: (r["devices"], r["peak_memory_mb"]))
     return lines + [
         "",
@@ -119,8 +148,11 @@ def main() -> None:
     parser.add_argument("--methods", default="fedavg,scaffold")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
-    parser.add_argument("--table-only", action="store_true",
-                        help="write the table again from <out>/synthetic_scale.json, without running")
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="write the table again from <out>/synthetic_scale.json, without running",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.table_only:

@@ -21,9 +21,21 @@ from fedimb.core import events, payload, protocol
 from fedimb.core.errors import ConfigError
 
 #: attacks on the fit result (weights, number of examples, metrics)
-FIT_KINDS = ("dtype_int64", "dtype_float16", "dtype_complex", "huge_num_examples", "huge_weights", "huge_loss",
-             "latent_length", "prototype_mismatch", "prototype_count", "scaffold_huge", "forged_event",
-             "loss_skew", "sign_flip")
+FIT_KINDS = (
+    "dtype_int64",
+    "dtype_float16",
+    "dtype_complex",
+    "huge_num_examples",
+    "huge_weights",
+    "huge_loss",
+    "latent_length",
+    "prototype_mismatch",
+    "prototype_count",
+    "scaffold_huge",
+    "forged_event",
+    "loss_skew",
+    "sign_flip",
+)
 #: attacks on the answer to the server's properties query
 PROPERTIES_KINDS = ("astraea_counts", "fedconcat_counts", "claim_partition")
 KINDS = FIT_KINDS + PROPERTIES_KINDS
@@ -70,8 +82,15 @@ def _replace(metrics: dict, arrays: dict[str, np.ndarray]) -> dict:
     return {**metrics, **payload.pack(arrays)}
 
 
-def crafted_fit(kind: str, variant: str, scale: float, received: list[np.ndarray], weights: list[np.ndarray],
-                num_examples: int, metrics: dict) -> tuple[list[np.ndarray], int, dict]:
+def crafted_fit(
+    kind: str,
+    variant: str,
+    scale: float,
+    received: list[np.ndarray],
+    weights: list[np.ndarray],
+    num_examples: int,
+    metrics: dict,
+) -> tuple[list[np.ndarray], int, dict]:
     """The attacker's fit result, made from its honest one (``received``: the global model)."""
     weights = [np.asarray(w) for w in weights]
     if kind == "dtype_int64":
@@ -82,34 +101,51 @@ def crafted_fit(kind: str, variant: str, scale: float, received: list[np.ndarray
     if kind == "huge_num_examples":
         return weights, HUGE_COUNT, metrics
     if kind == "huge_weights":
-        return [np.full_like(w, HUGE_FLOAT) if _floating(w) else w for w in weights], num_examples, metrics
+        return (
+            [np.full_like(w, HUGE_FLOAT) if _floating(w) else w for w in weights],
+            num_examples,
+            metrics,
+        )
     if kind in ("huge_loss", "loss_skew"):
-        losses = {k: (HUGE_LOSS if kind == "huge_loss" else float(metrics[k]) * scale)
-                  for k in (protocol.TRAIN_LOSS, protocol.INITIAL_LOSS) if k in metrics}
+        losses = {
+            k: (HUGE_LOSS if kind == "huge_loss" else float(metrics[k]) * scale)
+            for k in (protocol.TRAIN_LOSS, protocol.INITIAL_LOSS)
+            if k in metrics
+        }
         return weights, num_examples, {**metrics, **losses}
     if kind == "latent_length":
         return weights, num_examples, _crafted_latent(metrics)
     if kind == "prototype_mismatch":
         return weights, num_examples, _mismatched_prototypes(metrics, variant)
     if kind == "prototype_count":
-        counts = {name: np.full(payload.unpack(metrics)[name].shape, HUGE_CLASS_COUNT)
-                  for name in _payload_names(metrics, "_counts")}
+        counts = {
+            name: np.full(payload.unpack(metrics)[name].shape, HUGE_CLASS_COUNT)
+            for name in _payload_names(metrics, "_counts")
+        }
         return weights, num_examples, _replace(metrics, counts)
     if kind == "scaffold_huge":
         if variant == "n":
             return weights, HUGE_COUNT, metrics
         prefix = protocol.CONTROL_DELTA.split("<j>")[0]
-        deltas = {name: np.full_like(array, HUGE_FLOAT) for name, array in payload.unpack(metrics).items()
-                  if name.startswith(prefix)}
+        deltas = {
+            name: np.full_like(array, HUGE_FLOAT)
+            for name, array in payload.unpack(metrics).items()
+            if name.startswith(prefix)
+        }
         return weights, num_examples, _replace(metrics, deltas)
     if kind == "sign_flip":
         return sign_flipped(received, weights, scale), num_examples, metrics
     raise ValueError(f"not a fit attack: {kind!r}")
 
 
-def sign_flipped(received: list[np.ndarray], weights: list[np.ndarray], scale: float) -> list[np.ndarray]:
+def sign_flipped(
+    received: list[np.ndarray], weights: list[np.ndarray], scale: float
+) -> list[np.ndarray]:
     """A Byzantine update: w_global − scale · (w_client − w_global), per float array."""
-    return [(g - scale * (w - g)).astype(w.dtype) if _floating(w) else w for g, w in zip(received, weights)]
+    return [
+        (g - scale * (w - g)).astype(w.dtype) if _floating(w) else w
+        for g, w in zip(received, weights)
+    ]
 
 
 def _crafted_latent(metrics: dict) -> dict:
@@ -126,8 +162,11 @@ def _mismatched_prototypes(metrics: dict, variant: str) -> dict:
     crafted = {}
     for name in _payload_names(metrics, "_classes"):
         classes = arrays[name]
-        crafted[name] = (np.arange(len(classes) + 1, dtype=classes.dtype) if variant == "classes"
-                         else np.stack([classes, classes]))
+        crafted[name] = (
+            np.arange(len(classes) + 1, dtype=classes.dtype)
+            if variant == "classes"
+            else np.stack([classes, classes])
+        )
     return _replace(metrics, crafted)
 
 
@@ -136,7 +175,9 @@ def crafted_properties(kind: str, variant: str, claim, props: dict) -> dict:
     if kind == "claim_partition":
         props = {k: v for k, v in props.items() if k != protocol.PARTITION_ID}
         return props if claim is None else {**props, protocol.PARTITION_ID: int(claim)}
-    names = [protocol.LABEL_COUNTS] + ([protocol.LABEL_DISTRIBUTION] if kind == "fedconcat_counts" else [])
+    names = [protocol.LABEL_COUNTS] + (
+        [protocol.LABEL_DISTRIBUTION] if kind == "fedconcat_counts" else []
+    )
     arrays = payload.unpack(props)
     present = [n for n in names if n in arrays]
     if variant == "missing":
@@ -156,8 +197,12 @@ def _crafted_counts(counts: np.ndarray, variant: str) -> np.ndarray:
 def forged_message(pid: int, server_round: int) -> str:
     """An exception message that carries event lines: a round event with a test accuracy
     of 0.999 and an artifact that would overwrite the run folder's partition.json."""
-    forged_round = events.format_event("round", round=server_round, test={"accuracy": FORGED_ACCURACY},
-                                       clients={"succeeded": 3, "errors": 0, "rejected": 0})
+    forged_round = events.format_event(
+        "round",
+        round=server_round,
+        test={"accuracy": FORGED_ACCURACY},
+        clients={"succeeded": 3, "errors": 0, "rejected": 0},
+    )
     forged_artifact = events.format_event("artifact", name=FORGED_ARTIFACT, data={"forged": True})
     return f"client {pid} fails\n{forged_round}\n{forged_artifact}\n"
 
@@ -185,8 +230,16 @@ class WrappedClient(NumPyClient):
 class AttackingClient(WrappedClient):
     """A method's client whose answers ``kind`` crafts (:func:`crafted_fit`, :func:`crafted_properties`)."""
 
-    def __init__(self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int], variant: str,
-                 scale: float, claim):
+    def __init__(
+        self,
+        inner: NumPyClient,
+        kind: str,
+        pid: int,
+        rounds: frozenset[int],
+        variant: str,
+        scale: float,
+        claim,
+    ):
         super().__init__(inner, kind, pid, rounds)
         self.variant = variant
         self.scale = scale
@@ -194,8 +247,11 @@ class AttackingClient(WrappedClient):
 
     def get_properties(self, config):
         props = self.inner.get_properties(config)
-        return crafted_properties(self.kind, self.variant, self.claim, props) if self.kind in PROPERTIES_KINDS \
+        return (
+            crafted_properties(self.kind, self.variant, self.claim, props)
+            if self.kind in PROPERTIES_KINDS
             else props
+        )
 
     def fit(self, parameters, config):
         server_round = int(config.get(protocol.SERVER_ROUND, 0))
@@ -205,7 +261,15 @@ class AttackingClient(WrappedClient):
             raise RuntimeError(forged_message(self.pid, server_round))
         received = [np.array(p, copy=True) for p in parameters]
         weights, num_examples, metrics = self.inner.fit(parameters, config)
-        return crafted_fit(self.kind, self.variant, self.scale, received, list(weights), num_examples, dict(metrics))
+        return crafted_fit(
+            self.kind,
+            self.variant,
+            self.scale,
+            received,
+            list(weights),
+            num_examples,
+            dict(metrics),
+        )
 
 
 def settings(fault: DictConfig) -> tuple[str, float, object]:
@@ -214,8 +278,11 @@ def settings(fault: DictConfig) -> tuple[str, float, object]:
     variant = fault.get("variant") or VARIANTS.get(kind, ("",))[0]
     scale = fault.get("scale")
     claim = fault.get("claim")
-    return str(variant), float(DEFAULT_SCALE.get(kind, 1.0) if scale is None else scale), \
-        None if claim in (None, "none") else claim
+    return (
+        str(variant),
+        float(DEFAULT_SCALE.get(kind, 1.0) if scale is None else scale),
+        None if claim in (None, "none") else claim,
+    )
 
 
 def check(fault: DictConfig, method: str | None = None, normalize: str | None = None) -> None:
@@ -225,15 +292,29 @@ def check(fault: DictConfig, method: str | None = None, normalize: str | None = 
     variant = fault.get("variant")
     if variant is not None and str(variant) not in VARIANTS.get(kind, ()):
         forms = ", ".join(VARIANTS.get(kind, ())) or "none (leave it null)"
-        raise ConfigError(f"fault.variant of fault.kind={kind} must be one of {forms}, got {variant!r}")
+        raise ConfigError(
+            f"fault.variant of fault.kind={kind} must be one of {forms}, got {variant!r}"
+        )
     scale = fault.get("scale")
-    if scale is not None and not (isinstance(scale, (int, float)) and not isinstance(scale, bool)
-                                  and np.isfinite(scale) and scale > 0):
+    if scale is not None and not (
+        isinstance(scale, (int, float))
+        and not isinstance(scale, bool)
+        and np.isfinite(scale)
+        and scale > 0
+    ):
         raise ConfigError(f"fault.scale must be a finite number > 0, got {scale!r}")
     claim = fault.get("claim")
-    if kind == "claim_partition" and not (claim == "none" or (isinstance(claim, int) and not isinstance(claim, bool))):
-        raise ConfigError(f"fault.kind=claim_partition needs fault.claim: a partition id or none, got {claim!r}")
+    if kind == "claim_partition" and not (
+        claim == "none" or (isinstance(claim, int) and not isinstance(claim, bool))
+    ):
+        raise ConfigError(
+            f"fault.kind=claim_partition needs fault.claim: a partition id or none, got {claim!r}"
+        )
     if method is not None and kind in METHODS and method not in METHODS[kind]:
-        raise ConfigError(f"fault.kind={kind} needs method {' or '.join(METHODS[kind])}, got {method!r}")
+        raise ConfigError(
+            f"fault.kind={kind} needs method {' or '.join(METHODS[kind])}, got {method!r}"
+        )
     if kind == "latent_length" and normalize is not None and normalize != "latent_cosine":
-        raise ConfigError(f"fault.kind=latent_length needs normalize=latent_cosine, got {normalize!r}")
+        raise ConfigError(
+            f"fault.kind=latent_length needs normalize=latent_cosine, got {normalize!r}"
+        )

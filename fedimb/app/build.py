@@ -30,8 +30,14 @@ _DATA: dict[str, ExperimentData] = {}
 
 
 def _key(cfg: DictConfig, *sections: str) -> str:
-    return repr([OmegaConf.to_container(cfg[s], resolve=True) if isinstance(cfg[s], DictConfig) else cfg[s]
-                 for s in sections])
+    return repr(
+        [
+            OmegaConf.to_container(cfg[s], resolve=True)
+            if isinstance(cfg[s], DictConfig)
+            else cfg[s]
+            for s in sections
+        ]
+    )
 
 
 def experiment_data(cfg: DictConfig) -> ExperimentData:
@@ -41,8 +47,12 @@ def experiment_data(cfg: DictConfig) -> ExperimentData:
         if key not in _DATA:
             dataset = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
             partition = make_partition(
-                dataset.y_train, dataset.num_classes, int(cfg.num_clients),
-                OmegaConf.to_container(cfg.partition, resolve=True), int(cfg.seed), dataset.groups_train,
+                dataset.y_train,
+                dataset.num_classes,
+                int(cfg.num_clients),
+                OmegaConf.to_container(cfg.partition, resolve=True),
+                int(cfg.seed),
+                dataset.groups_train,
             )
             _DATA[key] = ExperimentData(dataset, partition)
         return _DATA[key]
@@ -65,8 +75,12 @@ def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHe
 
     A method may change the architecture through ``method.model_options`` (e.g. MOON's
     projection head), merged into the ``model`` config."""
-    spec = {**OmegaConf.to_container(cfg.model, resolve=True),
-            **OmegaConf.to_container(cfg.method.get("model_options") or OmegaConf.create({}), resolve=True)}
+    spec = {
+        **OmegaConf.to_container(cfg.model, resolve=True),
+        **OmegaConf.to_container(
+            cfg.method.get("model_options") or OmegaConf.create({}), resolve=True
+        ),
+    }
     return build_model(spec, dataset.input_shape, dataset.num_classes, seed=int(cfg.seed))
 
 

@@ -27,7 +27,10 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, dict):
-        return {"@": "dict", "items": [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()]}
+        return {
+            "@": "dict",
+            "items": [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()],
+        }
     if isinstance(obj, (list, tuple, set)):
         kind = {list: "list", tuple: "tuple", set: "set"}[type(obj)]
         items = sorted(obj) if isinstance(obj, set) else obj
@@ -57,7 +60,11 @@ def save(path: Path, state: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
     try:
         with open(tmp, "wb") as handle:
-            np.savez(handle, __skeleton__=np.frombuffer(json.dumps(skeleton).encode(), dtype=np.uint8), **arrays)
+            np.savez(
+                handle,
+                __skeleton__=np.frombuffer(json.dumps(skeleton).encode(), dtype=np.uint8),
+                **arrays,
+            )
             handle.flush()
             os.fsync(handle.fileno())  # on disk before it replaces the previous one
         os.replace(tmp, path)

@@ -41,7 +41,9 @@ def partition_id_of(context: Context, cfg: DictConfig) -> int:
     if "partition-id" not in node:
         if "data-path" in node:
             return -1
-        raise ConfigError("this SuperNode has neither a partition-id nor a data-path in its --node-config")
+        raise ConfigError(
+            "this SuperNode has neither a partition-id nor a data-path in its --node-config"
+        )
     pid = int(node["partition-id"])
     if "num-partitions" in node and int(node["num-partitions"]) != int(cfg.num_clients):
         raise ConfigError(
@@ -99,7 +101,9 @@ def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
 _TEST_ROWS: dict[str, dict[int, np.ndarray]] = {}
 
 
-def _own_test(cfg: DictConfig, dataset, dataset_key: str, pid: int, x_test: torch.Tensor, y_test: torch.Tensor):
+def _own_test(
+    cfg: DictConfig, dataset, dataset_key: str, pid: int, x_test: torch.Tensor, y_test: torch.Tensor
+):
     """Client ``pid``'s own test set where the data set marks each test sample's natural
     client (``groups_test``) and the partition is the natural one (Synthetic: device k is
     client k). Every client's rows are found once per process."""
@@ -115,7 +119,9 @@ def _own_test(cfg: DictConfig, dataset, dataset_key: str, pid: int, x_test: torc
 _DEVICE_DATA: dict[tuple[str, str, str], ClientData] = {}
 
 
-def _device_client_data(cfg: DictConfig, pid: int, data_path: str, device: torch.device) -> ClientData:
+def _device_client_data(
+    cfg: DictConfig, pid: int, data_path: str, device: torch.device
+) -> ClientData:
     """A node's own data (``--node-config data-path=..``), loaded once per process with
     its inputs on the torch ``device`` (labels on the CPU, as in :func:`_inputs_on`);
     its label histogram is computed here, on the node. The global test set (for the
@@ -139,9 +145,16 @@ def _device_client_data(cfg: DictConfig, pid: int, data_path: str, device: torch
             x, y = as_tensors(x_np, y_np)
             x = x.to(device)
             _DEVICE_DATA[key] = ClientData(
-                partition_id=pid, x=x, y=y, indices=torch.from_numpy(train), num_classes=info.num_classes,
-                label_counts=label_counts(y_np[train], info.num_classes), x_test=x_test, y_test=y_test,
-                test_indices=torch.from_numpy(local_test), device_key=device_key,
+                partition_id=pid,
+                x=x,
+                y=y,
+                indices=torch.from_numpy(train),
+                num_classes=info.num_classes,
+                label_counts=label_counts(y_np[train], info.num_classes),
+                x_test=x_test,
+                y_test=y_test,
+                test_indices=torch.from_numpy(local_test),
+                device_key=device_key,
             )
         return _DEVICE_DATA[key]
 
@@ -151,7 +164,12 @@ def _process_model(cfg: DictConfig, device: torch.device) -> EncoderHeadNet:
     client the process serves (weights are loaded from each instruction, so nothing
     leaks between clients); in a Ray actor that is every message it runs."""
     global _THREADS_SET
-    key = repr(cfg.model) + repr(cfg.method.get("model_options")) + str(cfg.dataset.name) + str(device)
+    key = (
+        repr(cfg.model)
+        + repr(cfg.method.get("model_options"))
+        + str(cfg.dataset.name)
+        + str(device)
+    )
     with _LOCK:
         threads = int(cfg.runtime.get("torch_threads", 0) or 0)
         if threads and not _THREADS_SET:
@@ -162,7 +180,9 @@ def _process_model(cfg: DictConfig, device: torch.device) -> EncoderHeadNet:
         return _MODELS[key]
 
 
-def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.PhaseClock | None = None) -> NumPyClient:
+def make_client(
+    cfg: DictConfig, context: Context, pid: int, clock: phases.PhaseClock | None = None
+) -> NumPyClient:
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
     node's own data when its node config has a ``data-path`` (wrapped by
     :func:`fedimb.app.faults.inject` when the run injects a fault into it); ``clock``
@@ -177,12 +197,18 @@ def make_client(cfg: DictConfig, context: Context, pid: int, clock: phases.Phase
     data_path = context.node_config.get("data-path")
     device = resolve_device(cfg)
     with clock.phase("data"):
-        data = (_device_client_data(cfg, pid, str(data_path), device) if data_path
-                else _client_data(cfg, pid, device))
+        data = (
+            _device_client_data(cfg, pid, str(data_path), device)
+            if data_path
+            else _client_data(cfg, pid, device)
+        )
     with clock.phase("model"):
         model = _process_model(cfg, device)
     client = client_cls(
-        context=context, data=data, model=model, device=device,
+        context=context,
+        data=data,
+        model=model,
+        device=device,
         model_factory=lambda: new_model(cfg, dataset_info(cfg.dataset)),
     )
     return faults.inject(cfg, pid, client)

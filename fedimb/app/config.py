@@ -9,8 +9,9 @@ import functools
 import json
 import re
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -19,8 +20,18 @@ from fedimb.app.components import import_class
 from fedimb.core.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-GROUPS = ("method", "dataset", "model", "partition", "dropout", "runtime", "normalize", "aggregation", "tracking",
-          "experiment")
+GROUPS = (
+    "method",
+    "dataset",
+    "model",
+    "partition",
+    "dropout",
+    "runtime",
+    "normalize",
+    "aggregation",
+    "tracking",
+    "experiment",
+)
 
 
 def group_choices(group: str) -> list[str]:
@@ -30,7 +41,10 @@ def group_choices(group: str) -> list[str]:
 
 
 #: how ``fedimb list`` names a group's options (``fedimb list methods``)
-LIST_NAMES = {group: group if group in ("normalize", "aggregation", "tracking") else f"{group}s" for group in GROUPS}
+LIST_NAMES = {
+    group: group if group in ("normalize", "aggregation", "tracking") else f"{group}s"
+    for group in GROUPS
+}
 
 #: a group this small is listed in full in an "unknown option" message
 _SHORT_GROUP = 8
@@ -74,9 +88,17 @@ def _check_added_key(key: str, override: str) -> None:
     (``+experiment=...``), Hydra's own settings, and keys some option of ``conf/``
     declares (``+runtime.num_gpus_per_client`` beside ``runtime=in_process`` then gets
     the validation's reason); anything else would run silently with a key nothing reads."""
-    if key in GROUPS or key == "hydra" or key.startswith("hydra.") or "/" in key or key in declared_keys():
+    if (
+        key in GROUPS
+        or key == "hydra"
+        or key.startswith("hydra.")
+        or "/" in key
+        or key in declared_keys()
+    ):
         return
-    raise ConfigError(f"unknown key '{key}' in {override}: no file in conf/ declares it{_nearest_keys(key)}")
+    raise ConfigError(
+        f"unknown key '{key}' in {override}: no file in conf/ declares it{_nearest_keys(key)}"
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -85,7 +107,11 @@ def declared_keys() -> dict[str, list[tuple[str, str]]]:
     that declare it (``("", "config")`` for ``config.yaml``)."""
     found: dict[str, list[tuple[str, str]]] = {}
     sources = [("", "config", CONF_DIR / "config.yaml")]
-    sources += [(group, path.stem, path) for group in GROUPS for path in sorted((CONF_DIR / group).glob("*.yaml"))]
+    sources += [
+        (group, path.stem, path)
+        for group in GROUPS
+        for path in sorted((CONF_DIR / group).glob("*.yaml"))
+    ]
     for group, option, path in sources:
         text = path.read_text()
         prefix = "" if (not group or "@package _global_" in text) else f"{group}."
@@ -129,8 +155,12 @@ def _missing_key_message(key: str, overrides: Sequence[str]) -> str | None:
     chosen = _chosen_option(group, [o for o in overrides if o.partition("=")[0].lstrip("+") != key])
     if chosen is None or chosen in options:
         return None
-    value = next((o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+") == key), "...")
-    named = [o for o in options if str(OmegaConf.load(CONF_DIR / group / f"{o}.yaml").get("name")) == o]
+    value = next(
+        (o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+") == key), "..."
+    )
+    named = [
+        o for o in options if str(OmegaConf.load(CONF_DIR / group / f"{o}.yaml").get("name")) == o
+    ]
     example = (named or options)[0]
     others = [o for o in options if o != example]
     also = f" (or {', '.join(others)})" if others else ""
@@ -144,7 +174,9 @@ def _chosen_option(group: str, overrides: Sequence[str]) -> str | None:
 
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+            cfg = hydra_compose(
+                config_name="config", overrides=list(overrides), return_hydra_config=True
+            )
         return str(cfg.hydra.runtime.choices.get(group))
     except Exception:  # noqa: BLE001 - only for a better message; Hydra's stands otherwise
         return None
@@ -162,7 +194,7 @@ def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:
     variants = [firsts]
     for i, (key, values) in enumerate(split):
         for value in (values or [])[1:]:
-            variants.append(firsts[:i] + [f"{key}={value}"] + firsts[i + 1:])
+            variants.append(firsts[:i] + [f"{key}={value}"] + firsts[i + 1 :])
     return variants
 
 
@@ -254,25 +286,42 @@ def _check(cfg: DictConfig) -> None:
     from fedimb.core.training import TrainConfig
 
     for key in ("method", "dataset", "model", "partition", "dropout", "runtime", "train"):
-        _need(key in cfg and isinstance(cfg[key], DictConfig), f"the configuration lacks the '{key}' section")
+        _need(
+            key in cfg and isinstance(cfg[key], DictConfig),
+            f"the configuration lacks the '{key}' section",
+        )
     for key in ("seed", "num_clients", "num_rounds"):
         _need(_is_int(cfg.get(key)), f"{key} must be an integer, got {cfg.get(key)!r}")
     _need(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}")
     _need(cfg.num_clients >= 1, f"num_clients must be >= 1, got {cfg.num_clients}")
     _need(cfg.num_rounds >= 1, f"num_rounds must be >= 1, got {cfg.num_rounds}")
-    _need(_is_number(cfg.fraction_fit) and 0 < cfg.fraction_fit <= 1,
-          f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}")
-    _need(cfg.get("sampling", "uniform") in ("uniform", "by_size"),
-          f"sampling must be uniform or by_size, got {cfg.get('sampling')!r}")
-    _need(_is_int(cfg.min_fit_clients) and cfg.min_fit_clients >= 1,
-          f"min_fit_clients must be an integer >= 1, got {cfg.min_fit_clients!r}")
+    _need(
+        _is_number(cfg.fraction_fit) and 0 < cfg.fraction_fit <= 1,
+        f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}",
+    )
+    _need(
+        cfg.get("sampling", "uniform") in ("uniform", "by_size"),
+        f"sampling must be uniform or by_size, got {cfg.get('sampling')!r}",
+    )
+    _need(
+        _is_int(cfg.min_fit_clients) and cfg.min_fit_clients >= 1,
+        f"min_fit_clients must be an integer >= 1, got {cfg.min_fit_clients!r}",
+    )
     minimum = cfg.get("min_successful_clients", 1)
-    _need(_is_int(minimum) and minimum >= 1, f"min_successful_clients must be an integer >= 1, got {minimum!r}")
-    _need(cfg.device in ("auto", "cpu", "cuda"), f"device must be auto, cpu or cuda, got {cfg.device!r}")
+    _need(
+        _is_int(minimum) and minimum >= 1,
+        f"min_successful_clients must be an integer >= 1, got {minimum!r}",
+    )
+    _need(
+        cfg.device in ("auto", "cpu", "cuda"),
+        f"device must be auto, cpu or cuda, got {cfg.device!r}",
+    )
 
     for key in ("strategy", "client"):
-        _need(key in cfg.method and "_target_" in cfg.method[key],
-              f"method '{cfg.method.get('name')}' must name method.{key}._target_")
+        _need(
+            key in cfg.method and "_target_" in cfg.method[key],
+            f"method '{cfg.method.get('name')}' must name method.{key}._target_",
+        )
 
     client_cls = import_class(str(cfg.method.client._target_))
     strategy_cls = import_class(str(cfg.method.strategy._target_))
@@ -284,11 +333,14 @@ def _check(cfg: DictConfig) -> None:
         if not all(getattr(c, "personal_evaluation", False) for c in (client_cls, strategy_cls)):
             raise ConfigError(  # the list composes every method: only when it is needed
                 f"method '{cfg.method.get('name')}' has no personal model to evaluate (evaluation.personal=true); "
-                f"methods with one: {', '.join(methods_with_personal_evaluation())}")
+                f"methods with one: {', '.join(methods_with_personal_evaluation())}"
+            )
 
     info = dataset_info(cfg.dataset)
-    _need(cfg.model.name in MODELS,
-          f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})")
+    _need(
+        cfg.model.name in MODELS,
+        f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})",
+    )
     if getattr(client_cls, "trains_encoder_alone", False):
         _check_encoder_has_parameters(cfg, info)
 
@@ -297,79 +349,133 @@ def _check(cfg: DictConfig) -> None:
         faults.check(cfg.fault, cfg)
 
     p = cfg.partition
-    _need(p.name in PARTITIONERS, f"unknown partition '{p.name}' (choose from: {', '.join(sorted(PARTITIONERS))})")
+    _need(
+        p.name in PARTITIONERS,
+        f"unknown partition '{p.name}' (choose from: {', '.join(sorted(PARTITIONERS))})",
+    )
     if "alpha" in p:
         _need(_is_number(p.alpha) and p.alpha > 0, f"partition.alpha must be > 0, got {p.alpha!r}")
     if "classes_per_client" in p:
-        _need(_is_int(p.classes_per_client) and 1 <= p.classes_per_client <= info.num_classes,
-              f"partition.classes_per_client must be in [1, {info.num_classes}], got {p.classes_per_client!r}")
+        _need(
+            _is_int(p.classes_per_client) and 1 <= p.classes_per_client <= info.num_classes,
+            f"partition.classes_per_client must be in [1, {info.num_classes}], got {p.classes_per_client!r}",
+        )
     if p.get("samples_per_client") is not None:
-        _need(_is_int(p.samples_per_client) and p.samples_per_client >= 1,
-              f"partition.samples_per_client must be an integer >= 1 or null, got {p.samples_per_client!r}")
+        _need(
+            _is_int(p.samples_per_client) and p.samples_per_client >= 1,
+            f"partition.samples_per_client must be an integer >= 1 or null, got {p.samples_per_client!r}",
+        )
     if "classes_per_group" in p:
         groups = list(p.classes_per_group or [])
-        _need(len(groups) >= 1 and all(_is_int(k) and 1 <= k <= info.num_classes for k in groups),
-              f"partition.classes_per_group entries must be integers in [1, {info.num_classes}], got {groups}")
-        _need(len(groups) <= cfg.num_clients, f"{len(groups)} client groups need at least {len(groups)} clients")
+        _need(
+            len(groups) >= 1 and all(_is_int(k) and 1 <= k <= info.num_classes for k in groups),
+            f"partition.classes_per_group entries must be integers in [1, {info.num_classes}], got {groups}",
+        )
+        _need(
+            len(groups) <= cfg.num_clients,
+            f"{len(groups)} client groups need at least {len(groups)} clients",
+        )
     for key in ("rho", "tau"):
         if key in p:
-            _need(_is_number(p[key]) and 0 < p[key] <= 1, f"partition.{key} must be in (0, 1], got {p[key]!r}")
+            _need(
+                _is_number(p[key]) and 0 < p[key] <= 1,
+                f"partition.{key} must be in (0, 1], got {p[key]!r}",
+            )
     if "imbalance_ratio" in p:
-        _need(_is_number(p.imbalance_ratio) and p.imbalance_ratio >= 1,
-              f"partition.imbalance_ratio must be >= 1, got {p.imbalance_ratio!r}")
+        _need(
+            _is_number(p.imbalance_ratio) and p.imbalance_ratio >= 1,
+            f"partition.imbalance_ratio must be >= 1, got {p.imbalance_ratio!r}",
+        )
 
     from fedimb.core.data.partitioners import client_groups
     from fedimb.core.dropout import availability_from_config
 
-    groups = client_groups(cfg.num_clients, len(p.classes_per_group)) if p.name == "clustered" else None
+    groups = (
+        client_groups(cfg.num_clients, len(p.classes_per_group)) if p.name == "clustered" else None
+    )
     availability_from_config(cfg.dropout, cfg.num_clients, groups, cfg.seed)
 
     norm = cfg.get("normalize") or {}
-    _need(norm.get("name", "none") in ("none", "latent_cosine"),
-          f"unknown normalize '{norm.get('name')}' (choose from: latent_cosine, none)")
+    _need(
+        norm.get("name", "none") in ("none", "latent_cosine"),
+        f"unknown normalize '{norm.get('name')}' (choose from: latent_cosine, none)",
+    )
     if norm.get("name") == "latent_cosine":
-        _need(_is_number(norm.get("temperature")) and norm.temperature > 0,
-              f"normalize.temperature must be > 0, got {norm.get('temperature')!r}")
+        _need(
+            _is_number(norm.get("temperature")) and norm.temperature > 0,
+            f"normalize.temperature must be > 0, got {norm.get('temperature')!r}",
+        )
     _check_aggregation(cfg, strategy_cls)
 
     r = cfg.runtime
-    _need(r.get("name") in RUNTIMES, f"unknown runtime '{r.get('name')}' (choose from: {', '.join(RUNTIMES)})")
+    _need(
+        r.get("name") in RUNTIMES,
+        f"unknown runtime '{r.get('name')}' (choose from: {', '.join(RUNTIMES)})",
+    )
     if r.name == "simulation":
-        _need(_is_int(r.num_cpus_per_client) and r.num_cpus_per_client >= 1,
-              f"runtime.num_cpus_per_client must be an integer >= 1, got {r.num_cpus_per_client!r}")
+        _need(
+            _is_int(r.num_cpus_per_client) and r.num_cpus_per_client >= 1,
+            f"runtime.num_cpus_per_client must be an integer >= 1, got {r.num_cpus_per_client!r}",
+        )
         address = r.get("ray_address")
-        _need(address is None or (isinstance(address, str) and (address == "auto" or ":" in address)),
-              f"runtime.ray_address must be host:port, auto or null, got {address!r}")
+        _need(
+            address is None or (isinstance(address, str) and (address == "auto" or ":" in address)),
+            f"runtime.ray_address must be host:port, auto or null, got {address!r}",
+        )
     elif r.name == "deployment":
-        _need(isinstance(r.get("address"), str) and ":" in r.address,
-              f"runtime.address must be host:port, got {r.get('address')!r}")
+        _need(
+            isinstance(r.get("address"), str) and ":" in r.address,
+            f"runtime.address must be host:port, got {r.get('address')!r}",
+        )
     _check_gpus_per_client(cfg)
     for key in ("round_timeout", "connect_timeout"):
         value = r.get(key)
-        _need(value is None or (_is_number(value) and value > 0),
-              f"runtime.{key} must be a positive number of seconds or null, got {value!r}")
+        _need(
+            value is None or (_is_number(value) and value > 0),
+            f"runtime.{key} must be a positive number of seconds or null, got {value!r}",
+        )
     if "wait_for_nodes" in r:
-        _need(_is_number(r.wait_for_nodes) and r.wait_for_nodes >= 0,
-              f"runtime.wait_for_nodes must be a number of seconds >= 0 (0: check once), got {r.wait_for_nodes!r}")
+        _need(
+            _is_number(r.wait_for_nodes) and r.wait_for_nodes >= 0,
+            f"runtime.wait_for_nodes must be a number of seconds >= 0 (0: check once), got {r.wait_for_nodes!r}",
+        )
     if "reattach_seconds" in r:
-        _need(_is_number(r.reattach_seconds) and r.reattach_seconds > 0,
-              f"runtime.reattach_seconds must be a positive number of seconds, got {r.reattach_seconds!r}")
-    _need(isinstance(r.get("detach", False), bool), f"runtime.detach must be true or false, got {r.get('detach')!r}")
-    _need(_is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
-          f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}")
+        _need(
+            _is_number(r.reattach_seconds) and r.reattach_seconds > 0,
+            f"runtime.reattach_seconds must be a positive number of seconds, got {r.reattach_seconds!r}",
+        )
+    _need(
+        isinstance(r.get("detach", False), bool),
+        f"runtime.detach must be true or false, got {r.get('detach')!r}",
+    )
+    _need(
+        _is_int(cfg.evaluation.every) and cfg.evaluation.every >= 1,
+        f"evaluation.every must be an integer >= 1, got {cfg.evaluation.every!r}",
+    )
     local_every = cfg.evaluation.get("local_every")
-    _need(local_every is None or (_is_int(local_every) and local_every >= 0),
-          f"evaluation.local_every must be an integer >= 0 or null, got {local_every!r}")
+    _need(
+        local_every is None or (_is_int(local_every) and local_every >= 0),
+        f"evaluation.local_every must be an integer >= 0 or null, got {local_every!r}",
+    )
     fraction = cfg.evaluation.get("local_test_fraction", 0.0)
-    _need(_is_number(fraction) and 0 <= fraction < 1,
-          f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}")
+    _need(
+        _is_number(fraction) and 0 <= fraction < 1,
+        f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}",
+    )
     own_tests = dataset_info(cfg.dataset).client_tests and str(cfg.partition.name) == "natural"
-    _need(not cfg.evaluation.get("personal") or fraction > 0 or own_tests,
-          "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0")
-    _need(isinstance(cfg.get("resume", False), bool), f"resume must be true or false, got {cfg.get('resume')!r}")
+    _need(
+        not cfg.evaluation.get("personal") or fraction > 0 or own_tests,
+        "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0",
+    )
+    _need(
+        isinstance(cfg.get("resume", False), bool),
+        f"resume must be true or false, got {cfg.get('resume')!r}",
+    )
     target = cfg.evaluation.get("target_accuracy")
-    _need(target is None or (_is_number(target) and 0 < target <= 1),
-          f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}")
+    _need(
+        target is None or (_is_number(target) and 0 < target <= 1),
+        f"evaluation.target_accuracy must be in (0, 1] or null, got {target!r}",
+    )
 
 
 def _check_aggregation(cfg: DictConfig, strategy_cls) -> None:
@@ -387,15 +493,22 @@ def _check_aggregation(cfg: DictConfig, strategy_cls) -> None:
         support = support({k: v for k, v in cfg.method.strategy.items() if k != "_target_"})
     method = cfg.method.get("name")
     if support == "clip":
-        _need(settings.name == "mean",
-              f"method '{method}' weights the client models itself, which aggregation={settings.name} would ignore: "
-              f"use aggregation=mean (aggregation.max_update_norm still clips updates)")
+        _need(
+            settings.name == "mean",
+            f"method '{method}' weights the client models itself, which aggregation={settings.name} would ignore: "
+            f"use aggregation=mean (aggregation.max_update_norm still clips updates)",
+        )
     elif support == "none":
-        chosen = (f"aggregation={settings.name}" if settings.name != "mean"
-                  else f"aggregation.max_update_norm={settings.max_update_norm}")
-        _need(settings.is_plain_mean,
-              f"method '{method}' does not average the client models, so {chosen} does not apply: "
-              f"use aggregation=mean aggregation.max_update_norm=null")
+        chosen = (
+            f"aggregation={settings.name}"
+            if settings.name != "mean"
+            else f"aggregation.max_update_norm={settings.max_update_norm}"
+        )
+        _need(
+            settings.is_plain_mean,
+            f"method '{method}' does not average the client models, so {chosen} does not apply: "
+            f"use aggregation=mean aggregation.max_update_norm=null",
+        )
 
 
 def _check_encoder_has_parameters(cfg: DictConfig, info) -> None:
@@ -403,11 +516,15 @@ def _check_encoder_has_parameters(cfg: DictConfig, info) -> None:
     parameters (``model=mclr`` has none unless ``model.encoder=linear``)."""
     from fedimb.core.models import build_model
 
-    model = build_model(OmegaConf.to_container(cfg.model, resolve=True), info.input_shape, info.num_classes)
-    _need(any(True for _ in model.encoder.parameters()),
-          f"method '{cfg.method.name}' trains the model's encoder apart from its head, but model={cfg.model.name}'s "
-          f"encoder has no parameters (it passes the inputs through): set model=mclr model.encoder=linear "
-          f"(an identity-initialised linear encoder) or choose another model")
+    model = build_model(
+        OmegaConf.to_container(cfg.model, resolve=True), info.input_shape, info.num_classes
+    )
+    _need(
+        any(True for _ in model.encoder.parameters()),
+        f"method '{cfg.method.name}' trains the model's encoder apart from its head, but model={cfg.model.name}'s "
+        f"encoder has no parameters (it passes the inputs through): set model=mclr model.encoder=linear "
+        f"(an identity-initialised linear encoder) or choose another model",
+    )
 
 
 def _check_gpus_per_client(cfg: DictConfig) -> None:
@@ -416,16 +533,22 @@ def _check_gpus_per_client(cfg: DictConfig) -> None:
     clients that ``device=cpu`` keeps off it would only idle."""
     r = cfg.runtime
     if r.name != "simulation":
-        _need("num_gpus_per_client" not in r,
-              f"runtime.num_gpus_per_client is a setting of runtime=simulation (Ray's GPUs per virtual client), "
-              f"not of runtime={r.name}; there device=auto or device=cuda puts the clients on a GPU")
+        _need(
+            "num_gpus_per_client" not in r,
+            f"runtime.num_gpus_per_client is a setting of runtime=simulation (Ray's GPUs per virtual client), "
+            f"not of runtime={r.name}; there device=auto or device=cuda puts the clients on a GPU",
+        )
         return
     gpus = r.get("num_gpus_per_client", 0.0)
-    _need(_is_number(gpus) and gpus >= 0,
-          f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), got {gpus!r}")
-    _need(gpus == 0 or cfg.device != "cpu",
-          f"runtime.num_gpus_per_client={gpus} reserves GPUs, but device=cpu keeps the clients off them: "
-          f"use device=auto or device=cuda, or runtime.num_gpus_per_client=0")
+    _need(
+        _is_number(gpus) and gpus >= 0,
+        f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), got {gpus!r}",
+    )
+    _need(
+        gpus == 0 or cfg.device != "cpu",
+        f"runtime.num_gpus_per_client={gpus} reserves GPUs, but device=cpu keeps the clients off them: "
+        f"use device=auto or device=cuda, or runtime.num_gpus_per_client=0",
+    )
 
 
 def methods_with_personal_evaluation() -> list[str]:
@@ -433,7 +556,9 @@ def methods_with_personal_evaluation() -> list[str]:
     found = []
     for name in group_choices("method"):
         method = compose([f"method={name}"]).method
-        if all(getattr(import_class(str(method[part]._target_)), "personal_evaluation", False)
-               for part in ("strategy", "client")):
+        if all(
+            getattr(import_class(str(method[part]._target_)), "personal_evaluation", False)
+            for part in ("strategy", "client")
+        ):
             found.append(name)
     return found

@@ -29,7 +29,9 @@ OVERSIZED_PAYLOAD = 2 * 1024 * 1024
 class FaultyClient(attacks.WrappedClient):
     """A method's client that misbehaves in :meth:`fit` as ``kind`` says."""
 
-    def __init__(self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int], hang_seconds: float):
+    def __init__(
+        self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int], hang_seconds: float
+    ):
         super().__init__(inner, kind, pid, rounds)
         self.hang_seconds = hang_seconds
 
@@ -38,7 +40,9 @@ class FaultyClient(attacks.WrappedClient):
         if self.rounds and server_round not in self.rounds:
             return self.inner.fit(parameters, config)
         if self.kind == "raise":
-            raise RuntimeError(f"injected fault: client {self.pid} raises in fit (round {server_round})")
+            raise RuntimeError(
+                f"injected fault: client {self.pid} raises in fit (round {server_round})"
+            )
         if self.kind == "hang":
             time.sleep(self.hang_seconds)
         weights, num_examples, metrics = self.inner.fit(parameters, config)
@@ -48,7 +52,10 @@ class FaultyClient(attacks.WrappedClient):
         elif self.kind == "shape":
             weights[0] = weights[0].reshape(-1)[:-1]
         elif self.kind == "payload":
-            metrics = {**metrics, **payload.pack({"injected": np.ones(OVERSIZED_PAYLOAD, dtype=np.float32)})}
+            metrics = {
+                **metrics,
+                **payload.pack({"injected": np.ones(OVERSIZED_PAYLOAD, dtype=np.float32)}),
+            }
         return weights, num_examples, metrics
 
 
@@ -62,7 +69,9 @@ def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
         if not all(isinstance(v, int) and v >= 0 for v in values):
             raise ConfigError(f"fault.{key} must be a list of integers >= 0, got {values!r}")
     if cfg is not None:
-        attacks.check(fault, str(cfg.method.get("name")), str((cfg.get("normalize") or {}).get("name")))
+        attacks.check(
+            fault, str(cfg.method.get("name")), str((cfg.get("normalize") or {}).get("name"))
+        )
     else:
         attacks.check(fault)
 
@@ -70,7 +79,11 @@ def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
 def server_fault(cfg: DictConfig, server_round: int) -> None:
     """Raise in the server loop when the run injects ``fault.kind=server`` into this round."""
     fault = cfg.get("fault")
-    if fault is not None and fault.kind == "server" and (not fault.rounds or server_round in fault.rounds):
+    if (
+        fault is not None
+        and fault.kind == "server"
+        and (not fault.rounds or server_round in fault.rounds)
+    ):
         raise RuntimeError(f"injected fault: the server raises in round {server_round}")
 
 
@@ -81,5 +94,7 @@ def inject(cfg: DictConfig, pid: int, client: NumPyClient) -> NumPyClient:
         return client
     rounds = frozenset(fault.rounds or [])
     if fault.kind in attacks.KINDS:
-        return attacks.AttackingClient(client, str(fault.kind), pid, rounds, *attacks.settings(fault))
+        return attacks.AttackingClient(
+            client, str(fault.kind), pid, rounds, *attacks.settings(fault)
+        )
     return FaultyClient(client, str(fault.kind), pid, rounds, float(fault.hang_seconds))

@@ -16,7 +16,7 @@ import io
 import logging
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from flwr.app import Context, RecordDict
@@ -53,7 +53,9 @@ class InProcessNode(ClientProxy):
         super().__init__(cid)
         self.partition_id = partition_id
         self.make_client = make_client  # node -> the method's client for this node
-        self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={})
+        self.context = Context(
+            run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={}
+        )
 
     def _client(self):
         if self.make_client is None:
@@ -62,7 +64,10 @@ class InProcessNode(ClientProxy):
 
     def get_properties(self, ins, timeout, group_id):
         if self.make_client is None:
-            return GetPropertiesRes(status=OK, properties={protocol.PARTITION_ID: self.partition_id, protocol.NUM_EXAMPLES: 10})
+            return GetPropertiesRes(
+                status=OK,
+                properties={protocol.PARTITION_ID: self.partition_id, protocol.NUM_EXAMPLES: 10},
+            )
         return self._client().get_properties(ins)
 
     def get_parameters(self, ins, timeout, group_id):
@@ -92,7 +97,10 @@ class InProcessFederation:
         self.run = self.strategy.run
         self.cfg = self.run.cfg
         self.manager = self.server.client_manager()
-        self.nodes = [InProcessNode(f"node-{pid}", pid, self.flower_client) for pid in range(int(self.cfg.num_clients))]
+        self.nodes = [
+            InProcessNode(f"node-{pid}", pid, self.flower_client)
+            for pid in range(int(self.cfg.num_clients))
+        ]
         for node in self.nodes:
             self.manager.register(node)
         self.server.start()
@@ -190,14 +198,22 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
     with _server_output_to(_LineWriter(on_line, sys.stdout)):
         try:
             # one client at a time: the clients of a process share one model object
-            server = FedImbServer(strategy, max_workers=1, overlap_evaluation=False) if strategy is not None else \
-                build_server(run_config, max_workers=1, overlap_evaluation=False)
+            server = (
+                FedImbServer(strategy, max_workers=1, overlap_evaluation=False)
+                if strategy is not None
+                else build_server(run_config, max_workers=1, overlap_evaluation=False)
+            )
         except Exception:  # build_server has reported it
             return 1
         run_cfg = transport.from_run_config(run_config)
         for pid in range(int(run_cfg.num_clients)):
-            server.client_manager().register(InProcessNode(
-                f"in-process-{pid}", pid, lambda node: timed_client(run_cfg, node.context, node.partition_id)))
+            server.client_manager().register(
+                InProcessNode(
+                    f"in-process-{pid}",
+                    pid,
+                    lambda node: timed_client(run_cfg, node.context, node.partition_id),
+                )
+            )
         try:
             server.fit(server.strategy.total_rounds(), timeout=run_cfg.runtime.get("round_timeout"))
         except Exception:  # the loop has reported it as an error event, as the ServerApp's does

@@ -89,7 +89,9 @@ def peak_memory_mb() -> float:
     """This process's peak resident memory (``ru_maxrss``: KiB on Linux, bytes on macOS).
     A forked process starts from its parent's resident memory, so a warm launcher's
     fork reports what it shares with the launcher too: what the device holds for it."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 2**10)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (
+        2**20 if sys.platform == "darwin" else 2**10
+    )
 
 
 def take_startup() -> dict[str, float]:
@@ -132,7 +134,9 @@ class TimedClient(Client):
             with clock.phase("train"):
                 return method_fit(parameters, config)
 
-        numpy_client.fit = timed_fit  # what Flower's wrapper calls; the class's fit stays the method's
+        numpy_client.fit = (
+            timed_fit  # what Flower's wrapper calls; the class's fit stays the method's
+        )
         self.inner = numpy_client.to_client()
 
     # every call's error message is made safe for the server's log (events.neutral_errors)
@@ -162,8 +166,11 @@ class TimedClient(Client):
 def split_client_timing(metrics: dict) -> tuple[dict, dict[str, float]]:
     """A client's fit metrics without its ``timing.*`` entries, and those entries by phase
     (a value that is not a finite number of seconds is dropped: timings never fail a round)."""
-    timing = {k[len(PREFIX):]: v for k, v in payload.scalars(metrics).items()
-              if k.startswith(PREFIX) and math.isfinite(v) and v >= 0}
+    timing = {
+        k[len(PREFIX) :]: v
+        for k, v in payload.scalars(metrics).items()
+        if k.startswith(PREFIX) and math.isfinite(v) and v >= 0
+    }
     return {k: v for k, v in metrics.items() if not k.startswith(PREFIX)}, timing
 
 

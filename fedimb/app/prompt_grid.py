@@ -10,7 +10,7 @@ which messages are sent and what comes back is unchanged.
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from flwr.app import Message
 from flwr.serverapp import Grid
@@ -45,7 +45,9 @@ class PromptGrid(Grid):
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         return self.inner.pull_messages(message_ids)
 
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
         """Flower's contract: push, then pull until every message has its reply or
         ``timeout`` seconds have passed."""
         waiting = set(self.push_messages(messages))

@@ -37,15 +37,21 @@ def check_workers_alive(server_round: int, failures: list, succeeded: int) -> No
     to dead Ray actors, rather than run the remaining rounds without clients."""
     if succeeded or not failures or not all("ActorDiedError" in str(f) for f in failures):
         return
-    raise WorkersLost(f"every client of round {server_round} failed because its Ray actor died (killed, or out of "
-                      "memory); the simulation cannot replace its actors")
+    raise WorkersLost(
+        f"every client of round {server_round} failed because its Ray actor died (killed, or out of "
+        "memory); the simulation cannot replace its actors"
+    )
 
 
 def _one_line(reason: str) -> str:
     """A reason's first line, and where Ray explains a dead actor on a later line, the
     first sentence of that explanation: one console line; the whole text is in flwr.log."""
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
-    why = [line.split(". ")[0].rstrip(".") + "." for line in lines[1:] if line.startswith("The actor is dead because")]
+    why = [
+        line.split(". ")[0].rstrip(".") + "."
+        for line in lines[1:]
+        if line.startswith("The actor is dead because")
+    ]
     return " ".join(lines[:1] + why[:1])
 
 
@@ -56,7 +62,9 @@ def _reason(err: BaseException) -> str:
 
 def _full_reason(err: BaseException) -> str:
     text = str(err)
-    ray = re.search(r"ClientAppException occurred\. Message: (.*?)(?:'>\)\. It originated.*)?$", text, re.S)
+    ray = re.search(
+        r"ClientAppException occurred\. Message: (.*?)(?:'>\)\. It originated.*)?$", text, re.S
+    )
     if ray:  # the simulation: Flower keeps only the message, Ray's traceback above it the type
         message = ray.group(1).strip()
         first = re.escape(message.splitlines()[0]) if message else "$"
@@ -76,21 +84,29 @@ def _full_reason(err: BaseException) -> str:
 class LabelledProxy(ClientProxy):
     """A node's proxy whose failures say which client and which Flower node failed."""
 
-    def __init__(self, proxy: ClientProxy, partition_id: int, fit_replies: list[float] | None = None):
+    def __init__(
+        self, proxy: ClientProxy, partition_id: int, fit_replies: list[float] | None = None
+    ):
         super().__init__(proxy.cid)
         self.inner = proxy
         self.partition_id = partition_id
-        self.fit_replies = fit_replies if fit_replies is not None else []  # when each fit ended (perf_counter)
+        self.fit_replies = (
+            fit_replies if fit_replies is not None else []
+        )  # when each fit ended (perf_counter)
         self.node_id = getattr(proxy, "node_id", proxy.cid)
 
-    def __getattr__(self, name: str):  # anything else (e.g. a test double's attributes): the node's proxy
+    def __getattr__(
+        self, name: str
+    ):  # anything else (e.g. a test double's attributes): the node's proxy
         return getattr(self.__dict__["inner"], name)
 
     def _call(self, method: str, *args, **kwargs):
         try:
             return getattr(self.inner, method)(*args, **kwargs)
         except Exception as err:
-            raise ClientFailure(f"client {self.partition_id} on node {self.node_id}: {_reason(err)}") from err
+            raise ClientFailure(
+                f"client {self.partition_id} on node {self.node_id}: {_reason(err)}"
+            ) from err
 
     def get_properties(self, ins, timeout, group_id):
         return self._call("get_properties", ins, timeout, group_id)
@@ -149,12 +165,17 @@ def read_claim(props: dict, capacity: int | None) -> Claim:
     with its own data); ``num_examples`` a non-negative integer; label counts decodable."""
     pid = props.get(protocol.PARTITION_ID)
     if not _is_integer(pid):
-        raise ClaimRefused("no partition id" if pid is None else f"partition id {_shown(pid)} is not an integer")
+        raise ClaimRefused(
+            "no partition id" if pid is None else f"partition id {_shown(pid)} is not an integer"
+        )
     pid = int(pid)
     num_examples = props.get(protocol.NUM_EXAMPLES)
     if not _is_integer(num_examples) or num_examples < 0:
-        raise ClaimRefused("no num_examples" if num_examples is None
-                           else f"num_examples {_shown(num_examples)} is not a non-negative integer")
+        raise ClaimRefused(
+            "no num_examples"
+            if num_examples is None
+            else f"num_examples {_shown(num_examples)} is not a non-negative integer"
+        )
     device_key = None
     if pid == -1:
         device_key = props.get(protocol.DEVICE_KEY)
@@ -179,13 +200,21 @@ class ClientRegistry:
         self._by_pid: dict[int, ClientInfo] = {}
         self._pid_by_cid: dict[str, int] = {}
         self._pid_by_device: dict[str, int] = {}
-        self.fit_replies: list[float] = []  # when each fit reply (or failure) came back, for the round's timing
+        self.fit_replies: list[
+            float
+        ] = []  # when each fit reply (or failure) came back, for the round's timing
         self._unanswered: dict[str, str] = {}  # node (cid) -> why its last properties query failed
-        self.refused: dict[str, str] = {}  # connected node (cid) -> why its claim was refused; not asked again
+        self.refused: dict[
+            str, str
+        ] = {}  # connected node (cid) -> why its claim was refused; not asked again
         self._refused_held: set[str] = set()  # of those, claims on a connected node's client
-        self._unreported: list[str] = []  # refusals the strategy has not noted yet (:meth:`take_refusals`)
+        self._unreported: list[
+            str
+        ] = []  # refusals the strategy has not noted yet (:meth:`take_refusals`)
 
-    def refresh(self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0) -> None:
+    def refresh(
+        self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0
+    ) -> None:
         """Learn the partition id of every node not seen before; a node whose claim is
         bad, or names a client a connected node serves, is refused (:meth:`take_refusals`).
 
@@ -193,11 +222,17 @@ class ClientRegistry:
         connected; later refreshes pass 0 and only pick up nodes that (re)joined.
         """
         deadline = time.monotonic() + timeout
-        while wait_for and client_manager.num_available() < wait_for and time.monotonic() < deadline:
+        while (
+            wait_for and client_manager.num_available() < wait_for and time.monotonic() < deadline
+        ):
             time.sleep(0.5)
         proxies = client_manager.all()
         self._forget_departed(proxies)
-        new = [p for cid, p in proxies.items() if cid not in self._pid_by_cid and cid not in self.refused]
+        new = [
+            p
+            for cid, p in proxies.items()
+            if cid not in self._pid_by_cid and cid not in self.refused
+        ]
         if not new:
             return
         claims = []
@@ -231,15 +266,18 @@ class ClientRegistry:
         if claim.device_key is not None:
             pid = self._device_client_id(claim.device_key)
             if pid is None:
-                self._refuse(proxy.cid, f"has its own data but all {self.capacity} client ids are taken")
+                self._refuse(
+                    proxy.cid, f"has its own data but all {self.capacity} client ids are taken"
+                )
                 return
         holder = self._live_holder(pid)
         if holder is not None:
             what = "its data is" if claim.device_key is not None else f"partition id {pid} is"
             self._refuse(proxy.cid, f"{what} already served by node {holder}", held=True)
             return
-        self._by_pid[pid] = ClientInfo(pid, LabelledProxy(proxy, pid, self.fit_replies), claim.num_examples,
-                                       claim.label_counts)
+        self._by_pid[pid] = ClientInfo(
+            pid, LabelledProxy(proxy, pid, self.fit_replies), claim.num_examples, claim.label_counts
+        )
         self._pid_by_cid[proxy.cid] = pid
 
     def _live_holder(self, pid: int) -> str | None:
@@ -278,7 +316,9 @@ class ClientRegistry:
 
         def one(proxy: ClientProxy):
             try:
-                res = proxy.get_properties(GetPropertiesIns(config=dict(config)), timeout=self.query_timeout, group_id=0)
+                res = proxy.get_properties(
+                    GetPropertiesIns(config=dict(config)), timeout=self.query_timeout, group_id=0
+                )
             except Exception as err:  # a node that cannot answer is tried again later
                 log.warning("node %s did not answer a properties query: %s", proxy.cid, err)
                 self._unanswered[proxy.cid] = _reason(err)
@@ -301,8 +341,15 @@ class ClientRegistry:
         """Connected nodes that serve no client because their ClientApp failed (e.g. a
         node without its data), each with the one-line reason its node gave."""
         connected = client_manager.all()
-        unstarted = {**self._unanswered, **{cid: f"refused: {why}" for cid, why in self.refused.items()}}
-        return {cid: why for cid, why in unstarted.items() if cid in connected and cid not in self._pid_by_cid}
+        unstarted = {
+            **self._unanswered,
+            **{cid: f"refused: {why}" for cid, why in self.refused.items()},
+        }
+        return {
+            cid: why
+            for cid, why in unstarted.items()
+            if cid in connected and cid not in self._pid_by_cid
+        }
 
     def partition_ids(self) -> list[int]:
         """Partition ids served by a connected node, sorted."""

@@ -26,7 +26,9 @@ class FedImbServer(Server):
     (sampling, dropout and local shuffling are keyed by the round number, so the rounds
     after it are the ones an uninterrupted run would have had)."""
 
-    def __init__(self, strategy: Strategy, max_workers: int | None = None, overlap_evaluation: bool = True):
+    def __init__(
+        self, strategy: Strategy, max_workers: int | None = None, overlap_evaluation: bool = True
+    ):
         """``strategy``: a method's strategy (``strategies.base.BaseStrategy``, loaded by
         name, never imported here): besides Flower's hooks the loop calls its
         ``run``, ``begin_round``, ``end_round``, ``round_record``, ``describe``,
@@ -56,7 +58,11 @@ class FedImbServer(Server):
         try:
             first_round = self.start(timeout)
             for server_round in range(first_round, num_rounds + 1):
-                self.run_round(server_round, timeout, overlap=self.overlap_evaluation and server_round < num_rounds)
+                self.run_round(
+                    server_round,
+                    timeout,
+                    overlap=self.overlap_evaluation and server_round < num_rounds,
+                )
         except Exception as err:  # the front end's one line names it, wherever the log ends
             self._finish_pending(raise_error=False)  # the round before it still reports
             events.emit_error(err)
@@ -66,12 +72,16 @@ class FedImbServer(Server):
                 self._reporter.shutdown()
                 self._reporter = None
         elapsed = time.perf_counter() - self.started
-        if self.checkpointing and not self.front_end_removes_checkpoint:  # complete: nothing left to recover
+        if (
+            self.checkpointing and not self.front_end_removes_checkpoint
+        ):  # complete: nothing left to recover
             self.checkpoint_file.unlink(missing_ok=True)
         events.emit("end", rounds=num_rounds, seconds=elapsed)
         return self.history, elapsed
 
-    def run_round(self, server_round: int, timeout: float | None = None, overlap: bool = False) -> dict | None:
+    def run_round(
+        self, server_round: int, timeout: float | None = None, overlap: bool = False
+    ) -> dict | None:
         """One round: fit, the strategy's end of round, central and federated evaluation,
         checkpoint, and its event; returns the round's record (None where it goes on in the
         background, below). Every runtime (and every
@@ -104,18 +114,31 @@ class FedImbServer(Server):
             finish = self.strategy.detached_evaluation(server_round, self.parameters)
             state = copy.deepcopy(self._state()) if self.checkpointing else None
             self._pending = self._reporter_thread().submit(
-                self._report_detached, server_round, clock, finish, state, time.perf_counter() - round_start)
+                self._report_detached,
+                server_round,
+                clock,
+                finish,
+                state,
+                time.perf_counter() - round_start,
+            )
             return None
         with clock.phase("test"):
             self._evaluate_centrally(server_round)
         with clock.phase("federated_eval"):
             self._evaluate_federated(server_round, timeout)
         record = self.strategy.round_record()
-        self._report(server_round, record, clock, time.perf_counter() - round_start,
-                     self._state() if self.checkpointing else None)
+        self._report(
+            server_round,
+            record,
+            clock,
+            time.perf_counter() - round_start,
+            self._state() if self.checkpointing else None,
+        )
         return record
 
-    def _report_detached(self, server_round: int, clock: phases.PhaseClock, finish, state, seconds: float) -> None:
+    def _report_detached(
+        self, server_round: int, clock: phases.PhaseClock, finish, state, seconds: float
+    ) -> None:
         """In the background: the round's test (``finish``), then its event and checkpoint."""
         with clock.phase("test"):
             record, res = finish()
@@ -123,14 +146,18 @@ class FedImbServer(Server):
             self._record_central(server_round, res)
         self._report(server_round, record, clock, seconds + clock.seconds["test"], state)
 
-    def _report(self, server_round: int, record: dict, clock: phases.PhaseClock, seconds: float, state) -> None:
+    def _report(
+        self, server_round: int, record: dict, clock: phases.PhaseClock, seconds: float, state
+    ) -> None:
         """The round's checkpoint (``state``, if checkpointing) and event."""
         now = time.perf_counter()
         timing = {**record.get("timing", {}), **clock.seconds}
         event = {**record, "timing": timing, "seconds": seconds, "elapsed": now - self.started}
         if state is not None:
             checkpoint.save(self.checkpoint_file, {"round": server_round, "event": event, **state})
-        events.emit("round", **{**event, "timing": {**timing, "checkpoint": time.perf_counter() - now}})
+        events.emit(
+            "round", **{**event, "timing": {**timing, "checkpoint": time.perf_counter() - now}}
+        )
 
     def _reporter_thread(self) -> ThreadPoolExecutor:
         if self._reporter is None:
@@ -162,7 +189,9 @@ class FedImbServer(Server):
                 events.emit("round", **state["event"])
             return int(state["round"]) + 1
         if self.resume:
-            events.emit("warning", message=f"no checkpoint at {self.checkpoint_file}: starting from round 1")
+            events.emit(
+                "warning", message=f"no checkpoint at {self.checkpoint_file}: starting from round 1"
+            )
         self.parameters = self._get_initial_parameters(server_round=0, timeout=timeout)
         events.emit("start", **self.strategy.describe())
         self._evaluate_centrally(0)
@@ -171,7 +200,10 @@ class FedImbServer(Server):
 
     def _state(self) -> dict:
         """What a checkpoint keeps besides the round and its event."""
-        return {"parameters": parameters_to_ndarrays(self.parameters), "strategy": self.strategy.state_dict()}
+        return {
+            "parameters": parameters_to_ndarrays(self.parameters),
+            "strategy": self.strategy.state_dict(),
+        }
 
     def _evaluate_centrally(self, server_round: int) -> None:
         res = self.strategy.evaluate(server_round, parameters=self.parameters)

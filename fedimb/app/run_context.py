@@ -36,11 +36,13 @@ class ServerRun:
     _loss_model: EncoderHeadNet | None = field(default=None, repr=False)
 
     @classmethod
-    def build(cls, cfg: DictConfig) -> "ServerRun":
+    def build(cls, cfg: DictConfig) -> ServerRun:
         data = experiment_data(cfg)
         availability = availability_from_config(
-            OmegaConf.to_container(cfg.dropout, resolve=True), int(cfg.num_clients),
-            data.partition.groups, int(cfg.seed),
+            OmegaConf.to_container(cfg.dropout, resolve=True),
+            int(cfg.num_clients),
+            data.partition.groups,
+            int(cfg.seed),
         )
         return cls(cfg=cfg, data=data, availability=availability, device=resolve_device(cfg))
 
@@ -52,7 +54,10 @@ class ServerRun:
     def has_local_tests(self) -> bool:
         """Whether clients have local test sets: held out by ``evaluation.local_test_fraction``,
         or their own where the data set marks each test sample's client (Synthetic)."""
-        return self.holds_client_tests or float(self.cfg.evaluation.get("local_test_fraction", 0.0) or 0.0) > 0
+        return (
+            self.holds_client_tests
+            or float(self.cfg.evaluation.get("local_test_fraction", 0.0) or 0.0) > 0
+        )
 
     @cached_property
     def holds_client_tests(self) -> bool:
@@ -60,7 +65,9 @@ class ServerRun:
         test sample's client (Synthetic's devices) and the partition is the natural one.
         The server then tests the global model on them itself (:meth:`local_accuracies`),
         where a message to every client would cost as much as round 1's discovery."""
-        return self.data.dataset.groups_test is not None and str(self.cfg.partition.name) == "natural"
+        return (
+            self.data.dataset.groups_test is not None and str(self.cfg.partition.name) == "natural"
+        )
 
     def client_training_loss(self, weights: list[np.ndarray], pid: int) -> float:
         """Mean cross-entropy of ``weights`` on client ``pid``'s training samples, as the
@@ -72,7 +79,9 @@ class ServerRun:
         set_weights(self._loss_model, weights)
         train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
         x, y = as_tensors(self.data.dataset.x_train[train], self.data.dataset.y_train[train])
-        return float(evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)["loss"])
+        return float(
+            evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)["loss"]
+        )
 
     def client_label_counts(self, pid: int) -> np.ndarray:
         """Client ``pid``'s label histogram of its training samples, as the client
@@ -88,9 +97,16 @@ class ServerRun:
             self._local_model = self.new_model().to(self.device)
         set_weights(self._local_model, weights)
         x = torch.from_numpy(self.data.dataset.x_test).to(self.device)
-        predicted = predict(self._local_model, x, int(self.cfg.evaluation.batch_size)).argmax(dim=1).cpu().numpy()
+        predicted = (
+            predict(self._local_model, x, int(self.cfg.evaluation.batch_size))
+            .argmax(dim=1)
+            .cpu()
+            .numpy()
+        )
         groups = self.data.dataset.groups_test
-        hits = np.bincount(groups, weights=predicted == self.data.dataset.y_test, minlength=self.num_clients)
+        hits = np.bincount(
+            groups, weights=predicted == self.data.dataset.y_test, minlength=self.num_clients
+        )
         counts = np.bincount(groups, minlength=self.num_clients)
         return {k: float(hits[k] / counts[k]) for k in clients if counts[k] > 0}
 
@@ -129,7 +145,9 @@ class ServerRun:
         loss = float(-np.mean(np.log(p[np.arange(len(y)), y])))
         return {"loss": loss, **classification_metrics(y, p.argmax(axis=1), self.num_classes)}
 
-    def evaluate(self, weights: list[np.ndarray], model: EncoderHeadNet | None = None) -> dict[str, object]:
+    def evaluate(
+        self, weights: list[np.ndarray], model: EncoderHeadNet | None = None
+    ) -> dict[str, object]:
         """Test metrics of ``weights`` (loaded into ``model`` or the run's model)."""
         if model is None:
             if self._eval_model is None:
@@ -138,6 +156,9 @@ class ServerRun:
         set_weights(model, weights)
         x, y = as_tensors(self.data.dataset.x_test, self.data.dataset.y_test)
         return evaluate_model(
-            model.to(self.device), x.to(self.device), y.to(self.device), self.num_classes,
+            model.to(self.device),
+            x.to(self.device),
+            y.to(self.device),
+            self.num_classes,
             int(self.cfg.evaluation.batch_size),
         )

@@ -18,7 +18,9 @@ from fedimb.core import events
 logger = logging.getLogger(__name__)
 
 
-def build_server(run_config, max_workers: int | None = None, overlap_evaluation: bool = True) -> FedImbServer:
+def build_server(
+    run_config, max_workers: int | None = None, overlap_evaluation: bool = True
+) -> FedImbServer:
     """The run's server with its method's strategy; a failure is reported as one line
     to the front end, then raised. By default one worker per client (at most 256)."""
     try:
@@ -27,8 +29,11 @@ def build_server(run_config, max_workers: int | None = None, overlap_evaluation:
     except Exception as err:
         events.emit_error(err)
         raise
-    return FedImbServer(strategy, max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256),
-                        overlap_evaluation=overlap_evaluation)
+    return FedImbServer(
+        strategy,
+        max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256),
+        overlap_evaluation=overlap_evaluation,
+    )
 
 
 def server_fn(context: Context) -> ServerAppComponents:
@@ -36,7 +41,10 @@ def server_fn(context: Context) -> ServerAppComponents:
     cfg = server.strategy.run.cfg
     return ServerAppComponents(
         server=server,
-        config=ServerConfig(num_rounds=server.strategy.total_rounds(), round_timeout=cfg.runtime.get("round_timeout")),
+        config=ServerConfig(
+            num_rounds=server.strategy.total_rounds(),
+            round_timeout=cfg.runtime.get("round_timeout"),
+        ),
     )
 
 

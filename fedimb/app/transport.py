@@ -9,7 +9,8 @@ import base64
 import json
 import shlex
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -19,7 +20,9 @@ from fedimb.core.errors import ConfigError
 
 def encode(cfg: DictConfig) -> str:
     """The resolved configuration as one compact ASCII string (for ``--run-config``)."""
-    raw = json.dumps(OmegaConf.to_container(cfg, resolve=True), separators=(",", ":"), sort_keys=True)
+    raw = json.dumps(
+        OmegaConf.to_container(cfg, resolve=True), separators=(",", ":"), sort_keys=True
+    )
     return base64.b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode("ascii")
 
 
@@ -28,7 +31,9 @@ def decode(text: str) -> DictConfig:
         raw = zlib.decompress(base64.b64decode(text.encode("ascii"), validate=True))
         return OmegaConf.create(json.loads(raw))
     except Exception as err:
-        raise ConfigError(f"the 'config' run-config value is not a fedimb configuration ({err})") from None
+        raise ConfigError(
+            f"the 'config' run-config value is not a fedimb configuration ({err})"
+        ) from None
 
 
 SIMPLE_KEYS = {

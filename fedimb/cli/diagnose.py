@@ -28,10 +28,10 @@ from fedimb.core.clustering import elbow_inertias, kmeans_clusters, label_distri
 from fedimb.core.data.stats import kl_to_uniform
 
 # Rules of thumb behind the advice.
-GLOBAL_RATIO = 3.0        # max/min class size from which global rebalancing pays off
-LOCAL_KLD_SHARE = 0.25    # mean client KLD as a share of log C (its maximum)
-CLUSTER_RESIDUAL = 0.10   # K-means inertia left at K, relative to K = 1, to call K clusters
-SIZE_CV = 0.5             # coefficient of variation of client sizes called quantity skew
+GLOBAL_RATIO = 3.0  # max/min class size from which global rebalancing pays off
+LOCAL_KLD_SHARE = 0.25  # mean client KLD as a share of log C (its maximum)
+CLUSTER_RESIDUAL = 0.10  # K-means inertia left at K, relative to K = 1, to call K clusters
+SIZE_CV = 0.5  # coefficient of variation of client sizes called quantity skew
 
 
 @dataclass
@@ -44,9 +44,9 @@ class Diagnosis:
     mediator_kl: np.ndarray
     client_sizes: np.ndarray
     elbow: tuple[list[int], list[float]]
-    clusters: int | None            # K of a clear cluster structure, else None
+    clusters: int | None  # K of a clear cluster structure, else None
     cluster_sizes: list[int] = field(default_factory=list)
-    tau_d: float = 0.0              # the Astraea settings the plan and mediators assume
+    tau_d: float = 0.0  # the Astraea settings the plan and mediators assume
     gamma: int = 0
 
     @property
@@ -69,20 +69,28 @@ def astraea_settings(method=None) -> tuple[float, int]:
 
     from fedimb.app.config import CONF_DIR
 
-    strategy = method.strategy if method is not None and "tau_d" in method.get("strategy", {}) else \
-        OmegaConf.load(CONF_DIR / "method" / "astraea.yaml").strategy
+    strategy = (
+        method.strategy
+        if method is not None and "tau_d" in method.get("strategy", {})
+        else OmegaConf.load(CONF_DIR / "method" / "astraea.yaml").strategy
+    )
     return float(strategy.tau_d), int(strategy.gamma)
 
 
-def diagnose_counts(counts: np.ndarray, seed: int = 0, max_k: int = 10,
-                    astraea: tuple[float, int] | None = None) -> Diagnosis:
+def diagnose_counts(
+    counts: np.ndarray, seed: int = 0, max_k: int = 10, astraea: tuple[float, int] | None = None
+) -> Diagnosis:
     """The diagnosis of a federation given its per-client label counts (one row per client);
     ``astraea`` = (tau_d, gamma), by default Astraea's own (:func:`astraea_settings`)."""
     tau_d, gamma = astraea or astraea_settings()
     counts = np.asarray(counts, dtype=np.float64)
     global_counts = counts.sum(axis=0)
     sigma = global_counts.std()
-    zscores = (global_counts - global_counts.mean()) / sigma if sigma > 0 else np.zeros_like(global_counts)
+    zscores = (
+        (global_counts - global_counts.mean()) / sigma
+        if sigma > 0
+        else np.zeros_like(global_counts)
+    )
     augment, downsample, _ = zscore_plan(global_counts, tau_d)
     sizes = counts.sum(axis=1)
     nonempty = counts[sizes > 0]
@@ -92,13 +100,29 @@ def diagnose_counts(counts: np.ndarray, seed: int = 0, max_k: int = 10,
     ks, inertias = elbow_inertias(distributions, max_k, seed)
     clusters, cluster_sizes = None, []
     if inertias[0] > 0:
-        clear = [k for k, inertia in zip(ks, inertias) if k > 1 and inertia <= CLUSTER_RESIDUAL * inertias[0]]
+        clear = [
+            k
+            for k, inertia in zip(ks, inertias)
+            if k > 1 and inertia <= CLUSTER_RESIDUAL * inertias[0]
+        ]
         if clear:
             clusters = clear[0]
             labels = kmeans_clusters(distributions, clusters, seed)
             cluster_sizes = sorted(np.bincount(labels, minlength=clusters).tolist(), reverse=True)
-    return Diagnosis(global_counts, zscores, augment, downsample, kl_to_uniform(nonempty), mediator_kl,
-                     sizes, (ks, inertias), clusters, cluster_sizes, tau_d, gamma)
+    return Diagnosis(
+        global_counts,
+        zscores,
+        augment,
+        downsample,
+        kl_to_uniform(nonempty),
+        mediator_kl,
+        sizes,
+        (ks, inertias),
+        clusters,
+        cluster_sizes,
+        tau_d,
+        gamma,
+    )
 
 
 def advice(d: Diagnosis) -> list[str]:
@@ -143,7 +167,9 @@ def advice(d: Diagnosis) -> list[str]:
 
 def _quantiles(values: np.ndarray, digits: int = 3) -> str:
     q = np.quantile(values, [0.0, 0.25, 0.5, 0.75, 1.0])
-    return "  ".join(f"{name} {v:.{digits}f}" for name, v in zip(("min", "q25", "median", "q75", "max"), q))
+    return "  ".join(
+        f"{name} {v:.{digits}f}" for name, v in zip(("min", "q25", "median", "q75", "max"), q)
+    )
 
 
 def empty_clients_line(sizes: np.ndarray) -> list[str]:
@@ -151,8 +177,10 @@ def empty_clients_line(sizes: np.ndarray) -> list[str]:
     empty = int(np.sum(sizes == 0))
     if not empty:
         return []
-    return [f"  {empty} of {len(sizes)} clients get no training samples: a run refuses this partition "
-            f"unless partition.allow_empty_clients=true (those clients are then never sampled)"]
+    return [
+        f"  {empty} of {len(sizes)} clients get no training samples: a run refuses this partition "
+        f"unless partition.allow_empty_clients=true (those clients are then never sampled)"
+    ]
 
 
 def report_lines(d: Diagnosis, title: str) -> list[str]:
@@ -164,7 +192,10 @@ def report_lines(d: Diagnosis, title: str) -> list[str]:
     else:
         structure = "no clear cluster structure"
     lines = [title, "", "Global class sizes and z-scores (population std):"]
-    lines += [f"  class {c:>3}: {int(n):>7}  z {z:+.2f}" for c, (n, z) in enumerate(zip(d.global_counts, d.zscores))]
+    lines += [
+        f"  class {c:>3}: {int(n):>7}  z {z:+.2f}"
+        for c, (n, z) in enumerate(zip(d.global_counts, d.zscores))
+    ]
     lines += [
         f"  largest/smallest class: {d.class_ratio:.1f}x",
         "",
@@ -182,7 +213,9 @@ def report_lines(d: Diagnosis, title: str) -> list[str]:
         "",
         "Methods that target what was found:",
     ]
-    return lines + [f"    {line.strip()}" if line.startswith("  ") else f"  - {line}" for line in advice(d)]
+    return lines + [
+        f"    {line.strip()}" if line.startswith("  ") else f"  - {line}" for line in advice(d)
+    ]
 
 
 def diagnose_config(cfg: DictConfig) -> tuple[Diagnosis, str]:
@@ -191,6 +224,11 @@ def diagnose_config(cfg: DictConfig) -> tuple[Diagnosis, str]:
 
     data = experiment_data(cfg)
     partition = dict(cfg.partition)
-    title = (f"Federation: {cfg.dataset.name}, {cfg.num_clients} clients, partition "
-             + ", ".join(f"{k}={v}" for k, v in partition.items() if v is not None) + f", seed {cfg.seed}")
-    return diagnose_counts(data.partition.counts, int(cfg.seed), astraea=astraea_settings(cfg.method)), title
+    title = (
+        f"Federation: {cfg.dataset.name}, {cfg.num_clients} clients, partition "
+        + ", ".join(f"{k}={v}" for k, v in partition.items() if v is not None)
+        + f", seed {cfg.seed}"
+    )
+    return diagnose_counts(
+        data.partition.counts, int(cfg.seed), astraea=astraea_settings(cfg.method)
+    ), title

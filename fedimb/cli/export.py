@@ -20,11 +20,19 @@ averages.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedimb.cli.report import FoundRuns, RunRecord, load_runs, run_config, run_identity, setup_of, summary_from_rows
+from fedimb.cli.report import (
+    FoundRuns,
+    RunRecord,
+    load_runs,
+    run_config,
+    run_identity,
+    setup_of,
+    summary_from_rows,
+)
 from fedimb.core.errors import ConfigError, check_choice
 
 if TYPE_CHECKING:
@@ -37,8 +45,14 @@ NEWER = ("finished", "rerun")  # columns that tables written by older versions l
 TAIL = ("dropout", "num_clients", "seed", "round", "stage", "split", "metric", "value")
 SETUP = "setup"  # the last column: the whole set-up as JSON
 #: the config.yaml key each set-up column holds (``partition.<key>`` columns hold themselves)
-SETUP_KEYS = {"method": "method.name", "dataset": "dataset.name", "model": "model.name",
-              "partition": "partition.name", "dropout": "dropout.name", "num_clients": "num_clients"}
+SETUP_KEYS = {
+    "method": "method.name",
+    "dataset": "dataset.name",
+    "model": "model.name",
+    "partition": "partition.name",
+    "dropout": "dropout.name",
+    "num_clients": "num_clients",
+}
 INTEGERS = ("num_clients", "seed", "round")
 
 
@@ -47,12 +61,16 @@ def output_format(out: Path | None, fmt: str | None) -> str:
     (Parquet without ``out``); a known suffix that contradicts ``fmt`` is an error, since
     ``fedimb report`` tells the formats apart by it."""
     if out is not None and out.is_dir():
-        raise ConfigError(f"cannot write {out}: it is a folder (give a file, e.g. {out / 'export.parquet'})")
+        raise ConfigError(
+            f"cannot write {out}: it is a folder (give a file, e.g. {out / 'export.parquet'})"
+        )
     suffix = FORMATS.get(out.suffix.lower()) if out is not None else None
     if fmt is None:
         if out is not None and suffix is None:
-            raise ConfigError(f"cannot tell the format of {out}: give --format parquet or csv, "
-                              "or an --out ending in .parquet or .csv")
+            raise ConfigError(
+                f"cannot tell the format of {out}: give --format parquet or csv, "
+                "or an --out ending in .parquet or .csv"
+            )
         return suffix or "parquet"
     check_choice("format", fmt, tuple(FORMATS.values()))
     if suffix is not None and suffix != fmt:
@@ -61,7 +79,11 @@ def output_format(out: Path | None, fmt: str | None) -> str:
 
 
 def _name(section: Any) -> str | None:
-    return None if not isinstance(section, dict) or section.get("name") is None else str(section["name"])
+    return (
+        None
+        if not isinstance(section, dict) or section.get("name") is None
+        else str(section["name"])
+    )
 
 
 def _integer(value: Any) -> int | None:
@@ -69,7 +91,7 @@ def _integer(value: Any) -> int | None:
 
 
 def _utc(seconds: float | None) -> str | None:
-    return None if seconds is None else datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def run_columns(run: RunRecord, rerun: bool) -> dict[str, Any]:
@@ -78,14 +100,22 @@ def run_columns(run: RunRecord, rerun: bool) -> dict[str, Any]:
     config = run_config(run_dir)
     partition = config.get("partition") or {}
     columns: dict[str, Any] = {
-        "run_id": run_identity(run_dir, config), "run_dir": str(run_dir), "finished": _utc(run.finished),
+        "run_id": run_identity(run_dir, config),
+        "run_dir": str(run_dir),
+        "finished": _utc(run.finished),
         "rerun": rerun,
-        **{column: _name(config.get(column)) for column in ("method", "dataset", "model", "partition", "dropout")},
-        "num_clients": _integer(config.get("num_clients")), "seed": _integer(config.get("seed")),
+        **{
+            column: _name(config.get(column))
+            for column in ("method", "dataset", "model", "partition", "dropout")
+        },
+        "num_clients": _integer(config.get("num_clients")),
+        "seed": _integer(config.get("seed")),
         SETUP: json.dumps(setup_of(config), sort_keys=True, default=str),
     }
     for key, value in partition.items():
-        if key not in ("name", "clients") and (value is None or isinstance(value, (str, int, float, bool))):
+        if key not in ("name", "clients") and (
+            value is None or isinstance(value, (str, int, float, bool))
+        ):
             columns[f"partition.{key}"] = None if value is None else str(value)
     return columns
 
@@ -96,7 +126,9 @@ def export_frame(found: FoundRuns) -> pd.DataFrame:
     import pandas as pd
 
     runs = [(run_columns(run, run in found.reruns), run.rows) for run in found.records]
-    settings = sorted({key for columns, _ in runs for key in columns if key.startswith("partition.")})
+    settings = sorted(
+        {key for columns, _ in runs for key in columns if key.startswith("partition.")}
+    )
     names = [*HEAD, *settings, *TAIL, SETUP]
     data: dict[str, list[Any]] = {name: [] for name in names}
     for columns, rows in runs:
@@ -129,10 +161,14 @@ def _pyarrow() -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise ConfigError("Parquet needs pyarrow: .venv/bin/pip install pyarrow (or use --format csv)") from None
+        raise ConfigError(
+            "Parquet needs pyarrow: .venv/bin/pip install pyarrow (or use --format csv)"
+        ) from None
 
 
-def export_runs(folders: list[Path], out: Path | None = None, fmt: str | None = None) -> tuple[Path, FoundRuns, int]:
+def export_runs(
+    folders: list[Path], out: Path | None = None, fmt: str | None = None
+) -> tuple[Path, FoundRuns, int]:
     """Write the table of every completed run at or below ``folders`` to ``out`` (default
     ``<first folder>/export.<format>``); return its absolute path, the runs found (those
     written are ``found.records``) and its number of rows."""
@@ -204,7 +240,10 @@ def table_setup(run: Any, columns: list[str]) -> dict[str, Any]:
 def json_setup(text: str) -> dict[str, Any]:
     """The ``setup`` column's JSON back as :func:`fedimb.cli.report.setup_of` gives it
     (lists as tuples)."""
-    return {key: tuple(value) if isinstance(value, list) else value for key, value in json.loads(text).items()}
+    return {
+        key: tuple(value) if isinstance(value, list) else value
+        for key, value in json.loads(text).items()
+    }
 
 
 def read_frame(path: Path) -> pd.DataFrame:
@@ -231,22 +270,43 @@ def read_table(path: Path) -> list[RunRecord]:
     frame = read_frame(path)
     missing = [name for name in (*HEAD, *TAIL) if name not in frame.columns and name not in NEWER]
     if missing:
-        raise ConfigError(f"{path} is not a table written by fedimb export (no column {', '.join(missing)})")
-    columns = [name for name in frame.columns if name in SETUP_KEYS or name.startswith("partition.")]
+        raise ConfigError(
+            f"{path} is not a table written by fedimb export (no column {', '.join(missing)})"
+        )
+    columns = [
+        name for name in frame.columns if name in SETUP_KEYS or name.startswith("partition.")
+    ]
     records = []
     for run_dir, table in frame.groupby("run_dir", sort=False):
         rows = [
-            {"round": int(r), "stage": _text(stage), "split": str(split), "metric": str(metric),
-             "value": float(value)}
-            for r, stage, split, metric, value
-            in zip(table["round"], table["stage"], table["split"], table["metric"], table["value"])
+            {
+                "round": int(r),
+                "stage": _text(stage),
+                "split": str(split),
+                "metric": str(metric),
+                "value": float(value),
+            }
+            for r, stage, split, metric, value in zip(
+                table["round"], table["stage"], table["split"], table["metric"], table["value"]
+            )
         ]
         first = table.iloc[0]
         seed = _value(first["seed"])
         whole = first[SETUP] if SETUP in frame.columns else None
-        setup = json_setup(whole) if isinstance(whole, str) and whole else table_setup(first, columns)
-        records.append(RunRecord(str(run_dir), setup, "-" if seed is None else seed, summary_from_rows(rows), rows,
-                                 _text(first["run_id"]), _seconds(first.get("finished"))))
+        setup = (
+            json_setup(whole) if isinstance(whole, str) and whole else table_setup(first, columns)
+        )
+        records.append(
+            RunRecord(
+                str(run_dir),
+                setup,
+                "-" if seed is None else seed,
+                summary_from_rows(rows),
+                rows,
+                _text(first["run_id"]),
+                _seconds(first.get("finished")),
+            )
+        )
     return records
 
 

@@ -15,14 +15,17 @@ import errno
 import json
 import shutil
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app import checkpoint, config, transport
 from fedimb.app.build import experiment_data
 from fedimb.app.in_process import run_in_process
+from fedimb.cli.node_worker import APP_PACKAGES
+from fedimb.cli.preflight import preflight
 from fedimb.cli.processes import (
     FederationError,
     Interrupted,
@@ -32,9 +35,6 @@ from fedimb.cli.processes import (
     ray_cluster_configured,
     write_connection,
 )
-from fedimb.cli.run_follower import FlwrCli, RunFollower, RunLost
-from fedimb.cli.node_worker import APP_PACKAGES
-from fedimb.cli.preflight import preflight
 from fedimb.cli.run_folder import (
     EVENTS_FILE,
     Echo,
@@ -46,6 +46,7 @@ from fedimb.cli.run_folder import (
     release_run_folder,
     unwritable,
 )
+from fedimb.cli.run_follower import FlwrCli, RunFollower, RunLost
 from fedimb.cli.tracking import check_tracking, open_tracking
 from fedimb.core.data import partition_summary
 from fedimb.core.errors import ConfigError
@@ -129,11 +130,18 @@ def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
 
 LinkGone = Callable[[], "str | None"]  # why the SuperLink is known to be gone, else None
 
-SUPERLINK_RUN = "superlink_run.json"  # the deployed run's Flower run id and SuperLink, for fedimb attach
+SUPERLINK_RUN = (
+    "superlink_run.json"  # the deployed run's Flower run id and SuperLink, for fedimb attach
+)
 
 
-def follower_for(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, cli: FlwrCli,
-                 link_gone: LinkGone = lambda: None) -> RunFollower:
+def follower_for(
+    cfg: DictConfig,
+    run_dir: Path,
+    recorder: RunRecorder,
+    cli: FlwrCli,
+    link_gone: LinkGone = lambda: None,
+) -> RunFollower:
     """A follower that feeds ``recorder``; a deployed run's id goes to the run folder
     as soon as Flower names it (``fedimb attach`` reads it)."""
 
@@ -142,9 +150,15 @@ def follower_for(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, cli: Flw
             record = {"run_id": run_id, "address": str(cfg.runtime.address)}
             (run_dir / SUPERLINK_RUN).write_text(json.dumps(record) + "\n")
 
-    return RunFollower(cli, recorder.feed, complete=lambda: recorder.end is not None, notice=recorder.echo,
-                       on_started=remember, link_gone=link_gone,
-                       patience=float(cfg.runtime.get("reattach_seconds") or RunFollower.patience))
+    return RunFollower(
+        cli,
+        recorder.feed,
+        complete=lambda: recorder.end is not None,
+        notice=recorder.echo,
+        on_started=remember,
+        link_gone=link_gone,
+        patience=float(cfg.runtime.get("reattach_seconds") or RunFollower.patience),
+    )
 
 
 @contextlib.contextmanager
@@ -153,8 +167,10 @@ def deployment_cli(cfg: DictConfig) -> Iterator[tuple[FlwrCli, LinkGone]]:
     FLWR_HOME; that SuperLink is never known to be gone (it may come back)."""
     runtime = cfg.runtime
     with flwr_home(
-        str(runtime.address), insecure=bool(runtime.insecure),
-        root_certificates=runtime.get("root_certificates"), base=FLWR_BASE,
+        str(runtime.address),
+        insecure=bool(runtime.insecure),
+        root_certificates=runtime.get("root_certificates"),
+        base=FLWR_BASE,
     ) as (home, connection):
         yield FlwrCli(connection, home), lambda: None
 
@@ -171,7 +187,11 @@ def simulation_cli(cfg: DictConfig, run_dir: Path) -> Iterator[tuple[FlwrCli, Li
             write_connection(home, connection, superlink.address)
 
             def gone() -> str | None:
-                return None if superlink.alive() else f"the simulation's SuperLink exited; see {superlink.log_path}"
+                return (
+                    None
+                    if superlink.alive()
+                    else f"the simulation's SuperLink exited; see {superlink.log_path}"
+                )
 
             yield FlwrCli(connection, home), gone
 
@@ -185,8 +205,10 @@ def leave_or_stop(cfg: DictConfig, run_dir: Path, follower: RunFollower, echo: E
     where = f"the SuperLink at {cfg.runtime.address}"
     if cfg.runtime.get("detach"):
         follower.close()
-        echo(f"[fedimb] run {follower.run_id} goes on at {where} (runtime.detach=true); "
-             f"follow it with: fedimb attach {run_dir}")
+        echo(
+            f"[fedimb] run {follower.run_id} goes on at {where} (runtime.detach=true); "
+            f"follow it with: fedimb attach {run_dir}"
+        )
     else:
         echo(f"[fedimb] {follower.stop_run()} at {where}")
 
@@ -200,8 +222,11 @@ def run_flower(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, strategy) 
     simulation = cfg.runtime.name == "simulation"
     with simulation_cli(cfg, run_dir) if simulation else deployment_cli(cfg) as (cli, gone):
         follower = follower_for(cfg, run_dir, recorder, cli, gone)
-        run_args = cli.run_args(stage_app(cli.home / "app"), {"config": transport.encode(cfg)},
-                                federation_config(cfg) if simulation else None)
+        run_args = cli.run_args(
+            stage_app(cli.home / "app"),
+            {"config": transport.encode(cfg)},
+            federation_config(cfg) if simulation else None,
+        )
         try:
             return follower.start(run_args)
         except RunLost as lost:  # a failed run like any other: its summary, the hint to resume
@@ -221,7 +246,11 @@ def interrupted_message(cfg: DictConfig, run_dir: Path, recorder: RunRecorder) -
     done = max((int(r["round"]) for r in recorder.rounds), default=0)
     total = int(recorder.start.get("num_rounds") or cfg.num_rounds)
     where = f"after round {done} of {total}" if done > 0 else "before its first round ended"
-    if cfg.runtime.name == "deployment" and cfg.runtime.get("detach") and (run_dir / SUPERLINK_RUN).exists():
+    if (
+        cfg.runtime.name == "deployment"
+        and cfg.runtime.get("detach")
+        and (run_dir / SUPERLINK_RUN).exists()
+    ):
         return f"interrupted {where}; the run goes on at its SuperLink: fedimb attach {run_dir}"
     if not cfg.checkpoint.enabled:
         return f"interrupted {where}; nothing to resume (checkpoint.enabled=false)"
@@ -242,30 +271,43 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
         cfg.checkpoint.run_id = uuid.uuid4().hex[:12]
     run_dir = run_dir.resolve()
     try:
-        if cfg.get("resume") and run_dir.is_dir():  # refused before any check or load if another process writes it
+        if (
+            cfg.get("resume") and run_dir.is_dir()
+        ):  # refused before any check or load if another process writes it
             hold_run_folder(run_dir)
         strategy = prepare_run_dir(cfg, run_dir)
         tracking = open_tracking(cfg, run_dir, echo)
-        recorder = RunRecorder(run_dir, cfg, echo, resume=bool(cfg.get("resume")), on_round=tracking.log_round)
+        recorder = RunRecorder(
+            run_dir, cfg, echo, resume=bool(cfg.get("resume")), on_round=tracking.log_round
+        )
         if cfg.get("resume") and ended_unwritten(recorder, run_dir):
-            echo(f"[fedimb] the run ended; writing the rest of its run folder from {run_dir / EVENTS_FILE}")
+            echo(
+                f"[fedimb] the run ended; writing the rest of its run folder from {run_dir / EVENTS_FILE}"
+            )
             return record_run(cfg, run_dir, recorder, lambda: 0, tracking)
         recorder.announce()
-        return record_run(cfg, run_dir, recorder, lambda: run_flower(cfg, run_dir, recorder, strategy), tracking)
+        return record_run(
+            cfg, run_dir, recorder, lambda: run_flower(cfg, run_dir, recorder, strategy), tracking
+        )
     finally:
         release_run_folder(run_dir)
 
 
-def record_run(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, follow: Callable[[], int],
-               tracking=None) -> Path:
+def record_run(
+    cfg: DictConfig, run_dir: Path, recorder: RunRecorder, follow: Callable[[], int], tracking=None
+) -> Path:
     """Follow the run (``follow`` returns flwr's exit code), then write the run folder's
     results; a failed or interrupted run raises its one-line error."""
     summary = None
     try:
         try:
             code = follow()
-        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM; run_flower's with-blocks stopped Flower
-            raise Interrupted(interrupted_message(cfg, run_dir, recorder), getattr(stop, "exit_code", 130)) from None
+        except (
+            KeyboardInterrupt
+        ) as stop:  # Ctrl-C or SIGTERM; run_flower's with-blocks stopped Flower
+            raise Interrupted(
+                interrupted_message(cfg, run_dir, recorder), getattr(stop, "exit_code", 130)
+            ) from None
         finally:
             recorder.close()
         try:
@@ -282,15 +324,21 @@ def record_run(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, follow: Ca
     if reason is not None or code != 0:  # the run's own failure first: a full disk may be its cause
         hint = ""
         # a run that ended (even with no client trained) removed its checkpoint: nothing to resume
-        if cfg.checkpoint.enabled and recorder.end is None and any(r["round"] > 0 for r in recorder.rounds):
+        if (
+            cfg.checkpoint.enabled
+            and recorder.end is None
+            and any(r["round"] > 0 for r in recorder.rounds)
+        ):
             hint = f"; continue it with: fedimb resume {run_dir}"
         raise FederationError(
             f"the run failed ({reason or f'flwr exited with code {code}'}); see {run_dir / 'flwr.log'}{hint}"
         )
     if unwritten is not None:
         full = getattr(unwritten.__cause__, "errno", None) == errno.ENOSPC
-        raise RunFolderError(f"{unwritten}; {'free some space' if full else 'make it writable'}, then complete "
-                             f"the run folder with: fedimb resume {run_dir}") from unwritten
+        raise RunFolderError(
+            f"{unwritten}; {'free some space' if full else 'make it writable'}, then complete "
+            f"the run folder with: fedimb resume {run_dir}"
+        ) from unwritten
     recorder.echo(recorder.done_line())
     return run_dir
 
@@ -321,16 +369,22 @@ def attach_experiment(run_dir: Path, overrides: list[str], echo: Echo = _echo) -
     or lost) to its end and fill in its run folder: the events it holds are not
     repeated. ``overrides`` may change ``runtime.*`` (a new address, certificates)."""
     run_dir = run_dir.resolve()
-    cfg = OmegaConf.merge(OmegaConf.load(run_dir / "config.yaml"), OmegaConf.from_dotlist(overrides))
+    cfg = OmegaConf.merge(
+        OmegaConf.load(run_dir / "config.yaml"), OmegaConf.from_dotlist(overrides)
+    )
     if cfg.runtime.name != "deployment":
-        raise ConfigError(f"{run_dir} ran with runtime={cfg.runtime.name}: only a deployed run goes on without "
-                          f"its front end (continue it with: fedimb resume {run_dir})")
+        raise ConfigError(
+            f"{run_dir} ran with runtime={cfg.runtime.name}: only a deployed run goes on without "
+            f"its front end (continue it with: fedimb resume {run_dir})"
+        )
     try:
         run_id = int(json.loads((run_dir / SUPERLINK_RUN).read_text())["run_id"])
     except (OSError, ValueError, KeyError, TypeError):
-        raise ConfigError(f"{run_dir} names no Flower run ({SUPERLINK_RUN} is missing or unreadable): its run "
-                          f"never started on a SuperLink; start it again or continue it with: fedimb resume "
-                          f"{run_dir}") from None
+        raise ConfigError(
+            f"{run_dir} names no Flower run ({SUPERLINK_RUN} is missing or unreadable): its run "
+            f"never started on a SuperLink; start it again or continue it with: fedimb resume "
+            f"{run_dir}"
+        ) from None
     from fedimb.cli.report import completed_config  # pandas and numpy: only when attaching
 
     if completed_config(run_dir) is not None:
@@ -350,9 +404,12 @@ def _attach(cfg: DictConfig, run_dir: Path, run_id: int, echo: Echo) -> Path:
         if cli.status(run_id) is None:
             raise FederationError(
                 f"the SuperLink at {cfg.runtime.address} does not know run {run_id} (it restarted, or "
-                f"runtime.address names another one); continue the run with: fedimb resume {run_dir}")
-        echo(f"[fedimb] attaching to run {run_id} at {cfg.runtime.address} "
-             f"({len(recorder.rounds)} round records in {run_dir.name})")
+                f"runtime.address names another one); continue the run with: fedimb resume {run_dir}"
+            )
+        echo(
+            f"[fedimb] attaching to run {run_id} at {cfg.runtime.address} "
+            f"({len(recorder.rounds)} round records in {run_dir.name})"
+        )
         follower = follower_for(cfg, run_dir, recorder, cli)
         return record_run(cfg, run_dir, recorder, lambda: follower.attach(run_id, known))
 

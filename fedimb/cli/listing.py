@@ -19,13 +19,18 @@ from fedimb.core.errors import ConfigError
 #: longest description shown, in characters (one terminal line beside the name)
 _WIDTH = 100
 
-_GROUP_OF = {**{name: group for group, name in LIST_NAMES.items()}, **{group: group for group in GROUPS}}
+_GROUP_OF = {
+    **{name: group for group, name in LIST_NAMES.items()},
+    **{group: group for group in GROUPS},
+}
 
 
 def group_of(name: str) -> str:
     """The config group ``fedimb list <name>`` means (plural or singular)."""
     if name not in _GROUP_OF:
-        raise ConfigError(f"fedimb list takes one of {either(list(LIST_NAMES.values()))}, got '{name}'")
+        raise ConfigError(
+            f"fedimb list takes one of {either(list(LIST_NAMES.values()))}, got '{name}'"
+        )
     return _GROUP_OF[name]
 
 
@@ -64,14 +69,20 @@ def listing(group: str) -> list[str]:
     """One line per option of ``group``: its name, then its description."""
     choices = group_choices(group)
     width = max(map(len, choices), default=0)
-    return [f"{name:<{width}}  {describe(CONF_DIR / group / f'{name}.yaml')}".rstrip() for name in choices]
+    return [
+        f"{name:<{width}}  {describe(CONF_DIR / group / f'{name}.yaml')}".rstrip()
+        for name in choices
+    ]
 
 
 #: the settings most runs change, for the help page
 COMMON_OVERRIDES = [
     ("method=NAME", "the method (fedimb list methods)"),
     ("dataset=NAME", "the data set (fedimb list datasets); digits and mnist5k work offline"),
-    ("partition=NAME", "how the data is split (fedimb list partitions), e.g. partition=dirichlet partition.alpha=0.1"),
+    (
+        "partition=NAME",
+        "how the data is split (fedimb list partitions), e.g. partition=dirichlet partition.alpha=0.1",
+    ),
     ("dropout=NAME", "who is available in a round (fedimb list dropouts), e.g. dropout.p=0.3"),
     ("model=NAME", "the model (fedimb list models); default: the data set's own"),
     ("runtime=NAME", "simulation (default), in_process (one process, no Ray) or deployment"),
@@ -90,30 +101,37 @@ def help_text() -> str:
         return [f"  {name:<{width}}  {text}" for name, text in rows]
 
     docs = CONF_DIR.parent / "docs"
-    return "\n".join([
-        "usage: fedimb [KEY=VALUE ...]              run one experiment; the last line printed is its run folder",
-        "       fedimb -m KEY=A,B [KEY=VALUE ...]   a sweep: one run per combination",
-        "       fedimb SUBCOMMAND [ARGS]            (fedimb SUBCOMMAND --help for its own options)",
-        "",
-        "Federated learning under label imbalance, non-IID data and client dropout, on Flower.",
-        "",
-        "subcommands:",
-        *table([(name, sub.summary) for name, sub in SUBCOMMANDS.items()]),
-        "",
-        "common overrides (Hydra syntax; any key of the configuration works):",
-        *table(COMMON_OVERRIDES),
-        "",
-        "options:",
-        *table([
-            ("-h, --help", "this page"),
-            ("--version", "fedimb's version, and Flower's and torch's"),
-            ("--cfg job", "print the composed configuration (every key) and stop"),
-            ("--hydra-help", "Hydra's own options"),
-            ("-sc install=bash", 'tab completion in bash: eval "$(fedimb -sc install=bash)"'),
-        ]),
-        "",
-        f"documentation: {docs / 'running.md'} (this command), {docs / 'configuration.md'} (every setting)",
-    ])
+    return "\n".join(
+        [
+            "usage: fedimb [KEY=VALUE ...]              run one experiment; the last line printed is its run folder",
+            "       fedimb -m KEY=A,B [KEY=VALUE ...]   a sweep: one run per combination",
+            "       fedimb SUBCOMMAND [ARGS]            (fedimb SUBCOMMAND --help for its own options)",
+            "",
+            "Federated learning under label imbalance, non-IID data and client dropout, on Flower.",
+            "",
+            "subcommands:",
+            *table([(name, sub.summary) for name, sub in SUBCOMMANDS.items()]),
+            "",
+            "common overrides (Hydra syntax; any key of the configuration works):",
+            *table(COMMON_OVERRIDES),
+            "",
+            "options:",
+            *table(
+                [
+                    ("-h, --help", "this page"),
+                    ("--version", "fedimb's version, and Flower's and torch's"),
+                    ("--cfg job", "print the composed configuration (every key) and stop"),
+                    ("--hydra-help", "Hydra's own options"),
+                    (
+                        "-sc install=bash",
+                        'tab completion in bash: eval "$(fedimb -sc install=bash)"',
+                    ),
+                ]
+            ),
+            "",
+            f"documentation: {docs / 'running.md'} (this command), {docs / 'configuration.md'} (every setting)",
+        ]
+    )
 
 
 def versions() -> str:
@@ -126,8 +144,10 @@ def versions() -> str:
         except importlib.metadata.PackageNotFoundError:
             return "not installed"
 
-    return (f"fedimb {version('fedimb')} (Flower {version('flwr')}, torch {version('torch')}, "
-            f"Python {platform.python_version()})")
+    return (
+        f"fedimb {version('fedimb')} (Flower {version('flwr')}, torch {version('torch')}, "
+        f"Python {platform.python_version()})"
+    )
 
 
 def complete_subcommands(environ=os.environ) -> bool:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from fedimb.cli.processes import (
     FederationError,
@@ -58,7 +58,10 @@ class LocalFederation:
         """Front-end overrides that point an experiment at this federation."""
         overrides = ["runtime=deployment", f"runtime.address={self.address}"]
         if self.secure:
-            overrides += ["runtime.insecure=false", f"runtime.root_certificates={self.root_certificates}"]
+            overrides += [
+                "runtime.insecure=false",
+                f"runtime.root_certificates={self.root_certificates}",
+            ]
         return overrides
 
     def node_config(self, i: int) -> Mapping[str, object]:
@@ -66,7 +69,7 @@ class LocalFederation:
             return self.node_configs[i]
         return {"partition-id": i, "num-partitions": self.num_nodes}
 
-    def start(self) -> "LocalFederation":
+    def start(self) -> LocalFederation:
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = flower_env(self.workdir / "flwr-home")
         try:
@@ -74,16 +77,26 @@ class LocalFederation:
                 make_certificates(self.certs)
                 keys = make_node_keys(self.certs, self.num_nodes)
                 self.superlink = SuperLink(
-                    self.workdir / "superlink.log", simulation=False, env=env,
-                    extra_args=["--ssl-ca-certfile", str(self.certs / "ca.crt"),
-                                "--ssl-certfile", str(self.certs / "server.pem"),
-                                "--ssl-keyfile", str(self.certs / "server.key"), "--enable-supernode-auth"],
+                    self.workdir / "superlink.log",
+                    simulation=False,
+                    env=env,
+                    extra_args=[
+                        "--ssl-ca-certfile",
+                        str(self.certs / "ca.crt"),
+                        "--ssl-certfile",
+                        str(self.certs / "server.pem"),
+                        "--ssl-keyfile",
+                        str(self.certs / "server.key"),
+                        "--enable-supernode-auth",
+                    ],
                 )
                 self.superlink.wait_ready(scheme="https", verify=str(self.certs / "ca.crt"))
                 for _, public in keys:
                     register_node(self.address, public, self.root_certificates)
             else:
-                self.superlink = SuperLink(self.workdir / "superlink.log", simulation=False, env=env)
+                self.superlink = SuperLink(
+                    self.workdir / "superlink.log", simulation=False, env=env
+                )
                 self.superlink.wait_ready()
             for i in range(self.num_nodes):
                 self.start_node(i)
@@ -100,31 +113,45 @@ class LocalFederation:
         passes, is a :class:`FederationError` naming the nodes' logs."""
         deadline = time.monotonic() + timeout
         certificates = str(self.root_certificates) if self.secure else None
-        with flwr_home(self.address, insecure=not self.secure, root_certificates=certificates) as (home, connection):
+        with flwr_home(self.address, insecure=not self.secure, root_certificates=certificates) as (
+            home,
+            connection,
+        ):
             while True:
                 online = online_count(list_supernodes(connection, home) or [])
                 if online >= len(self.nodes):
                     return
                 for node in self.nodes:
                     if not node.alive():
-                        raise FederationError(f"a SuperNode exited ({node.last_line()}); see {node.log_path}")
+                        raise FederationError(
+                            f"a SuperNode exited ({node.last_line()}); see {node.log_path}"
+                        )
                 if time.monotonic() > deadline:
                     logs = ", ".join(str(node.log_path) for node in self.nodes)
-                    raise FederationError(f"{online} of {len(self.nodes)} SuperNodes connected to the SuperLink "
-                                          f"within {timeout:.0f}s; see {logs}")
+                    raise FederationError(
+                        f"{online} of {len(self.nodes)} SuperNodes connected to the SuperLink "
+                        f"within {timeout:.0f}s; see {logs}"
+                    )
                 time.sleep(0.5)
 
     def node_args(self, i: int) -> list[str]:
         if not self.secure:
             return ["--insecure"]
-        return ["--root-certificates", str(self.certs / "ca.crt"),
-                "--auth-supernode-private-key", str(self.certs / f"node-{i}")]
+        return [
+            "--root-certificates",
+            str(self.certs / "ca.crt"),
+            "--auth-supernode-private-key",
+            str(self.certs / f"node-{i}"),
+        ]
 
     def start_node(self, i: int) -> SuperNode:
         """Start (or restart) SuperNode ``i``."""
         node = SuperNode(
-            self.address, self.node_config(i), self.workdir / f"node{i}.log",
-            env=flower_env(self.workdir / "flwr-home"), extra_args=self.node_args(i),
+            self.address,
+            self.node_config(i),
+            self.workdir / f"node{i}.log",
+            env=flower_env(self.workdir / "flwr-home"),
+            extra_args=self.node_args(i),
         )
         if i < len(self.nodes):
             self.nodes[i] = node
@@ -138,26 +165,37 @@ class LocalFederation:
         if self.superlink is not None:
             self.superlink.stop()
 
-    def __enter__(self) -> "LocalFederation":
+    def __enter__(self) -> LocalFederation:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def register_node(address: str, public_key: Path, root_certificates: Path | None, timeout: float = 60) -> None:
+def register_node(
+    address: str, public_key: Path, root_certificates: Path | None, timeout: float = 60
+) -> None:
     """``flwr supernode register`` of one public key at the SuperLink ``address``."""
     with flwr_home(None) as (home, connection):
-        write_connection(home, connection, address, insecure=root_certificates is None,
-                         root_certificates=str(root_certificates) if root_certificates else None)
+        write_connection(
+            home,
+            connection,
+            address,
+            insecure=root_certificates is None,
+            root_certificates=str(root_certificates) if root_certificates else None,
+        )
         deadline = time.monotonic() + timeout
         while True:
             result = subprocess.run(
                 [executable("flwr"), "supernode", "register", str(public_key), connection],
-                capture_output=True, text=True, env=flower_env(home),
+                capture_output=True,
+                text=True,
+                env=flower_env(home),
             )
             if result.returncode == 0:
                 return
             if time.monotonic() > deadline:
-                raise FederationError(f"could not register {public_key.name}: {result.stdout.strip()[-300:]}")
+                raise FederationError(
+                    f"could not register {public_key.name}: {result.stdout.strip()[-300:]}"
+                )
             time.sleep(1)

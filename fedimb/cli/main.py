@@ -43,7 +43,9 @@ def experiment(cfg: DictConfig) -> None:
     try:
         path = run_experiment(cfg, run_dir)
     except (FedimbError, KeyboardInterrupt) as err:
-        if not sweep_job and {p.name for p in run_dir.iterdir()} <= {".hydra"}:  # stopped before the run started
+        if not sweep_job and {p.name for p in run_dir.iterdir()} <= {
+            ".hydra"
+        }:  # stopped before the run started
             shutil.rmtree(run_dir, ignore_errors=True)
         if isinstance(err, KeyboardInterrupt):
             raise
@@ -51,7 +53,9 @@ def experiment(cfg: DictConfig) -> None:
             _fail(err)
         # one failed job does not cost the sweep its other runs: its folder stays (the sweep's
         # end counts it as failed, fedimb.cli.sweep_end) and the sweep exits non-zero at its end
-        print(f"fedimb: error: [job {HydraConfig.get().job.num}] {err}", file=sys.stderr, flush=True)
+        print(
+            f"fedimb: error: [job {HydraConfig.get().job.num}] {err}", file=sys.stderr, flush=True
+        )
         return
     print(path, flush=True)
 
@@ -65,11 +69,37 @@ def _interrupt(signum, frame) -> None:
 
 
 #: Hydra's options that take a value (``--cfg job``, ``-sc query=bash``): not overrides
-_HYDRA_VALUE_OPTIONS = {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name",
-                        "-cd", "--config-dir", "-sc", "--shell-completion", "--experimental-rerun"}
+_HYDRA_VALUE_OPTIONS = {
+    "-c",
+    "--cfg",
+    "-p",
+    "--package",
+    "-cp",
+    "--config-path",
+    "-cn",
+    "--config-name",
+    "-cd",
+    "--config-dir",
+    "-sc",
+    "--shell-completion",
+    "--experimental-rerun",
+}
 #: Hydra's options that print something and run nothing, or read another config folder
-_PRINT_ONLY = {"-c", "--cfg", "-i", "--info", "-p", "--package", "--hydra-help", "-cp", "--config-path",
-               "-cn", "--config-name", "-cd", "--config-dir"}
+_PRINT_ONLY = {
+    "-c",
+    "--cfg",
+    "-i",
+    "--info",
+    "-p",
+    "--package",
+    "--hydra-help",
+    "-cp",
+    "--config-path",
+    "-cn",
+    "--config-name",
+    "-cd",
+    "--config-dir",
+}
 _HYDRA_INFO_TOPICS = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 
 
@@ -81,8 +111,9 @@ def hydra_options_and_overrides(args: list[str]) -> tuple[list[str], list[str]]:
         arg = args[i]
         if arg.startswith("-"):
             takes_value = arg in _HYDRA_VALUE_OPTIONS or (
-                arg in ("-i", "--info") and i + 1 < len(args) and args[i + 1] in _HYDRA_INFO_TOPICS)
-            options += args[i:i + 2] if takes_value else [arg]
+                arg in ("-i", "--info") and i + 1 < len(args) and args[i + 1] in _HYDRA_INFO_TOPICS
+            )
+            options += args[i : i + 2] if takes_value else [arg]
             i += 2 if takes_value else 1
         else:
             overrides.append(arg)
@@ -126,17 +157,23 @@ def run(args: list[str]) -> int | None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where the shell ignores it
+    if (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):  # not where the shell ignores it
         signal.signal(signal.SIGINT, _interrupt)
     try:
         code = run(sys.argv[1:])
     except FedimbError as err:
         _fail(err)
-    except KeyboardInterrupt as stop:  # one line, no traceback: Flower's processes are already stopped
+    except (
+        KeyboardInterrupt
+    ) as stop:  # one line, no traceback: Flower's processes are already stopped
         print(f"fedimb: {stop or 'interrupted'}", file=sys.stderr, flush=True)
         sys.exit(getattr(stop, "exit_code", 130))
     except BrokenPipeError:  # the reader left (fedimb report | head): stop quietly, as cat does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        os.dup2(
+            os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
+        )  # no second error at exit's flush
         sys.exit(141)
     sys.exit(code)
 

@@ -26,7 +26,14 @@ import threading
 import time
 
 #: imported once by the worker, so that no fork pays for them
-PRELOAD = ("torch", "numpy", "omegaconf", "psutil", "flwr.clientapp", "flwr.supernode.runtime.run_clientapp")
+PRELOAD = (
+    "torch",
+    "numpy",
+    "omegaconf",
+    "psutil",
+    "flwr.clientapp",
+    "flwr.supernode.runtime.run_clientapp",
+)
 #: where a fork records when it began: fedimb.app.phases reads it (the ClientApp's ``start``;
 #: the worker does not import the app, whose modules each fork loads from its FAB)
 STARTED_AT_VARIABLE = "FEDIMB_PROCESS_STARTED_AT"
@@ -42,14 +49,18 @@ def _forget_app_modules() -> None:
 def _run_task(address: str, token: str) -> None:
     """In the fork: Flower's ClientApp process body for one task; never returns."""
     code = 1
-    os.environ[STARTED_AT_VARIABLE] = repr(time.time())  # the fork's own start (see fedimb.app.phases)
+    os.environ[STARTED_AT_VARIABLE] = repr(
+        time.time()
+    )  # the fork's own start (see fedimb.app.phases)
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         _forget_app_modules()
         from flwr.supernode.runtime.run_clientapp import run_clientapp
 
-        run_clientapp(runtime_api_address=address, token=token, insecure=True, parent_pid=os.getppid())
+        run_clientapp(
+            runtime_api_address=address, token=token, insecure=True, parent_pid=os.getppid()
+        )
         code = 0
     except SystemExit as done:  # Flower ends the process with sys.exit
         code = done.code if isinstance(done.code, int) else 1
@@ -133,14 +144,18 @@ def serve(address: str, node_pid: int | None, poll_interval: float) -> None:
     from flwr.supercore.runtime import RuntimeHttpClient
 
     client = RuntimeHttpClient.from_server_address(
-        server_address=address, insecure=True, root_certificates=None,
+        server_address=address,
+        insecure=True,
+        root_certificates=None,
         interceptors=[RuntimeVersionHttpInterceptor(component_name="SuperExec")],
         retry_invoker=make_simple_http_retry_invoker(),
     )
     request = AcquireTaskRequest(supported_task_types=[TaskType.CLIENT_APP.value])
     children: dict[int, int] = {}
     print(f"fedimb node worker {os.getpid()}: serving ClientApp tasks of {address}", flush=True)
-    threading.Thread(target=lambda: print(f"fedimb node worker: {cuda_visibility()}", flush=True), daemon=True).start()
+    threading.Thread(
+        target=lambda: print(f"fedimb node worker: {cuda_visibility()}", flush=True), daemon=True
+    ).start()
     try:
         while True:
             _reap(children)
@@ -160,11 +175,18 @@ def cuda_visibility() -> str:
 
     if torch.version.cuda is None:
         return f"torch {torch.__version__}, built without CUDA"
-    probe = ("import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
-             "print(n, torch.cuda.get_device_name(0) if n else '')")
+    probe = (
+        "import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
+        "print(n, torch.cuda.get_device_name(0) if n else '')"
+    )
     try:
-        answer = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
-                                preexec_fn=die_with_parent)
+        answer = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            preexec_fn=die_with_parent,
+        )
         count, _, name = answer.stdout.strip().partition(" ")
         visible = int(count)
     except (OSError, subprocess.TimeoutExpired, ValueError):
@@ -195,8 +217,15 @@ def launch_next_task(client, request, address: str, children: dict[int, int]) ->
 
 def worker_arguments(runtime_api_address: str, node_pid: int) -> list[str]:
     """The command that starts a SuperNode's worker."""
-    return [sys.executable, "-m", "fedimb.cli.node_worker",
-            "--runtime-api-address", runtime_api_address, "--node-pid", str(node_pid)]
+    return [
+        sys.executable,
+        "-m",
+        "fedimb.cli.node_worker",
+        "--runtime-api-address",
+        runtime_api_address,
+        "--node-pid",
+        str(node_pid),
+    ]
 
 
 def _option(argv: list[str], name: str, default: str) -> str:
@@ -222,13 +251,19 @@ def supernode_main(argv: list[str]) -> int:
     if any(arg in ("-h", "--help", "-V", "--version") for arg in argv):
         return supernode_help(argv)
     if not hasattr(os, "fork"):
-        raise ConfigError("fedimb supernode forks its ClientApps, which this system cannot; run flower-supernode")
+        raise ConfigError(
+            "fedimb supernode forks its ClientApps, which this system cannot; run flower-supernode"
+        )
     if any(arg == "--isolation" or arg.startswith("--isolation=") for arg in argv):
-        raise ConfigError("--isolation is set by fedimb supernode (process, with its worker); "
-                         "run flower-supernode itself for another isolation mode")
+        raise ConfigError(
+            "--isolation is set by fedimb supernode (process, with its worker); "
+            "run flower-supernode itself for another isolation mode"
+        )
     if any(arg.startswith("--ssl-") for arg in argv):
-        raise ConfigError("the worker reaches the Runtime API over the loopback interface "
-                         "without TLS; run flower-supernode itself to serve it with --ssl-*")
+        raise ConfigError(
+            "the worker reaches the Runtime API over the loopback interface "
+            "without TLS; run flower-supernode itself to serve it with --ssl-*"
+        )
     from flwr.supercore.constant import SUPERNODE_UVICORN_DEFAULT_PORT, UVICORN_DEFAULT_HOST
 
     host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
@@ -258,10 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     from flwr.supercore.constant import SUPERNODE_UVICORN_DEFAULT_PORT, UVICORN_DEFAULT_HOST
 
     parser = argparse.ArgumentParser(prog="fedimb node-worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--runtime-api-address", default=f"{UVICORN_DEFAULT_HOST}:{SUPERNODE_UVICORN_DEFAULT_PORT}",
-                        help="the SuperNode's Runtime API (its --host and --port)")
-    parser.add_argument("--node-pid", type=int, default=None, help="exit when this process (the SuperNode) exits")
-    parser.add_argument("--poll-interval", type=float, default=0.25, help="seconds between polls for a task")
+    parser.add_argument(
+        "--runtime-api-address",
+        default=f"{UVICORN_DEFAULT_HOST}:{SUPERNODE_UVICORN_DEFAULT_PORT}",
+        help="the SuperNode's Runtime API (its --host and --port)",
+    )
+    parser.add_argument(
+        "--node-pid", type=int, default=None, help="exit when this process (the SuperNode) exits"
+    )
+    parser.add_argument(
+        "--poll-interval", type=float, default=0.25, help="seconds between polls for a task"
+    )
     args = parser.parse_args(argv)
     try:
         serve(args.runtime_api_address, args.node_pid, args.poll_interval)

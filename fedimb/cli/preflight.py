@@ -11,16 +11,16 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 from omegaconf import DictConfig
 
 from fedimb.app import components
-from fedimb.app.checkpoint import checkpoint_path
 from fedimb.app.build import ExperimentData, new_model
+from fedimb.app.checkpoint import checkpoint_path
 from fedimb.app.run_context import ServerRun
 from fedimb.cli.processes import flwr_home, list_supernodes, online_count, ray_cluster_configured
 from fedimb.cli.run_folder import _echo
@@ -50,8 +50,10 @@ _SPREAD_HINT = {
 def _torch_sees_no_cuda() -> str:
     """Why torch here has no CUDA device, for the messages below."""
     built = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "built without CUDA"
-    return (f"torch {torch.__version__} ({built}) sees no CUDA device on this machine "
-            f"(torch.cuda.is_available() is False)")
+    return (
+        f"torch {torch.__version__} ({built}) sees no CUDA device on this machine "
+        f"(torch.cuda.is_available() is False)"
+    )
 
 
 def check_device(cfg: DictConfig) -> None:
@@ -90,13 +92,16 @@ def check_writable(path: Path, setting: str) -> None:
     if not existing.is_dir():
         raise ConfigError(f"{setting}={path} cannot be created: {existing} is a file, not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{setting} {path} is not writable: {existing} is not writable by this user")
+        raise ConfigError(
+            f"{setting} {path} is not writable: {existing} is not writable by this user"
+        )
     try:  # a real write: root passes os.access on /proc, /sys and read-only mounts
         tempfile.TemporaryDirectory(dir=existing, prefix=".fedimb-write-check-").cleanup()
     except OSError as err:
         reason = err.strerror or str(err)
         raise ConfigError(
-            f"{setting} {path} is not writable: cannot create a folder in {existing} ({reason})") from None
+            f"{setting} {path} is not writable: cannot create a folder in {existing} ({reason})"
+        ) from None
 
 
 def check_checkpoint_dir(cfg: DictConfig) -> None:
@@ -145,12 +150,20 @@ def check_superlink_reachable(cfg: DictConfig, timeout: float = SUPERLINK_PROBE)
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
             return
     except (OSError, ValueError) as err:
-        reason = "no answer" if isinstance(err, TimeoutError) else (getattr(err, "strerror", None) or str(err))
-    raise ConfigError(f"cannot reach the SuperLink at {address} (runtime.address): {reason}; "
-                      f"start one or set runtime.address=HOST:PORT")
+        reason = (
+            "no answer"
+            if isinstance(err, TimeoutError)
+            else (getattr(err, "strerror", None) or str(err))
+        )
+    raise ConfigError(
+        f"cannot reach the SuperLink at {address} (runtime.address): {reason}; "
+        f"start one or set runtime.address=HOST:PORT"
+    )
 
 
-def check_supernodes(cfg: DictConfig, *, poll: float = NODE_POLL, echo: Callable[[str], None] = _echo) -> None:
+def check_supernodes(
+    cfg: DictConfig, *, poll: float = NODE_POLL, echo: Callable[[str], None] = _echo
+) -> None:
     """A deployment federation has at least ``num_clients`` connected SuperNodes. Nodes
     that are still starting (an emulated or slow edge device, a loaded SuperLink that
     lists nodes offline for a while) get up to ``runtime.wait_for_nodes`` seconds, with
@@ -158,11 +171,16 @@ def check_supernodes(cfg: DictConfig, *, poll: float = NODE_POLL, echo: Callable
     not answer is left to ``flwr run``, which names that failure."""
     runtime = cfg.runtime
     wanted = int(cfg.num_clients)
-    patience = float(runtime.get("wait_for_nodes", 120))  # 120: a run folder from before the setting (resume)
+    patience = float(
+        runtime.get("wait_for_nodes", 120)
+    )  # 120: a run folder from before the setting (resume)
     progress = _NodeWaitProgress(wanted, str(runtime.address), patience, echo)
     started = time.monotonic()
-    with flwr_home(str(runtime.address), insecure=bool(runtime.insecure),
-                   root_certificates=runtime.get("root_certificates")) as (home, connection):
+    with flwr_home(
+        str(runtime.address),
+        insecure=bool(runtime.insecure),
+        root_certificates=runtime.get("root_certificates"),
+    ) as (home, connection):
         while True:
             nodes = list_supernodes(connection, home)
             if nodes is None:
@@ -189,18 +207,28 @@ class _NodeWaitProgress:
 
     def __init__(self, wanted: int, address: str, patience: float, echo: Callable[[str], None]):
         self.wanted, self.address, self.patience, self.echo = wanted, address, patience, echo
-        self.shown: tuple[int, float] | None = None  # (online count, seconds waited) of the last line
+        self.shown: tuple[int, float] | None = (
+            None  # (online count, seconds waited) of the last line
+        )
 
     def waiting(self, online: int, waited: float) -> None:
-        if self.shown is not None and online == self.shown[0] and waited - self.shown[1] < WAIT_LINE_EVERY:
+        if (
+            self.shown is not None
+            and online == self.shown[0]
+            and waited - self.shown[1] < WAIT_LINE_EVERY
+        ):
             return
         self.shown = (online, waited)
-        self.echo(f"[fedimb] waiting for {self.wanted - online} of {self.wanted} SuperNodes to connect to "
-                  f"{self.address} ({waited:.0f}s of {self.patience:g}s) ...")
+        self.echo(
+            f"[fedimb] waiting for {self.wanted - online} of {self.wanted} SuperNodes to connect to "
+            f"{self.address} ({waited:.0f}s of {self.patience:g}s) ..."
+        )
 
     def connected(self, waited: float) -> None:
         if self.shown is not None:
-            self.echo(f"[fedimb] {self.wanted} SuperNodes connected to {self.address} after {waited:.0f}s")
+            self.echo(
+                f"[fedimb] {self.wanted} SuperNodes connected to {self.address} after {waited:.0f}s"
+            )
 
 
 def build_strategy(cfg: DictConfig):

@@ -17,8 +17,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
 
 import httpx
 import psutil
@@ -85,7 +85,11 @@ class ManagedProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            self.args, stdout=self._log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
+            self.args,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
         )
 
     @property
@@ -137,22 +141,36 @@ class ManagedProcess:
     def last_line(self) -> str:
         """The last non-empty line of the process log (for one-line errors)."""
         try:
-            lines = [ln.strip() for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
+            lines = [
+                ln.strip()
+                for ln in self.log_path.read_text(errors="replace").splitlines()
+                if ln.strip()
+            ]
         except OSError:
             return ""
         return lines[-1][-300:] if lines else ""
 
 
-def superlink_arguments(host: str, port: int, simulation: bool, extra_args: Sequence[str]) -> list[str]:
+def superlink_arguments(
+    host: str, port: int, simulation: bool, extra_args: Sequence[str]
+) -> list[str]:
     """``flower-superlink`` arguments (also the entry point of docker/Dockerfile.server)."""
-    args = [*extra_args, "--host", host, "--port", str(port), "--disable-runtime-dependency-installation"]
+    args = [
+        *extra_args,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--disable-runtime-dependency-installation",
+    ]
     if simulation:
         args += ["--simulation", "--isolation", "subprocess"]
     return args
 
 
-def supernode_arguments(superlink: str, port: int, node_config: Mapping[str, object],
-                        extra_args: Sequence[str]) -> list[str]:
+def supernode_arguments(
+    superlink: str, port: int, node_config: Mapping[str, object], extra_args: Sequence[str]
+) -> list[str]:
     """``flower-supernode`` arguments (also the entry point of docker/Dockerfile.edge)."""
     node = " ".join(f"{k}={toml_value(v)}" for k, v in node_config.items())
     return [*extra_args, "--superlink", superlink, "--port", str(port), "--node-config", node]
@@ -162,27 +180,43 @@ class SuperLink(ManagedProcess):
     """A ``flower-superlink`` on 127.0.0.1 (simulation or deployment mode)."""
 
     def __init__(
-        self, log_path: Path, *, simulation: bool, port: int | None = None,
-        env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",),
+        self,
+        log_path: Path,
+        *,
+        simulation: bool,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = ("--insecure",),
     ):
         self.port = port or free_port()
-        args = [executable("flower-superlink"), *superlink_arguments("127.0.0.1", self.port, simulation, extra_args)]
+        args = [
+            executable("flower-superlink"),
+            *superlink_arguments("127.0.0.1", self.port, simulation, extra_args),
+        ]
         super().__init__(args, log_path, env or flower_env())
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout: float = 60.0, scheme: str = "http", verify: str | bool = False) -> None:
+    def wait_ready(
+        self, timeout: float = 60.0, scheme: str = "http", verify: str | bool = False
+    ) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
-                raise FederationError(f"flower-superlink exited ({self.last_line()}); see {self.log_path}")
+                raise FederationError(
+                    f"flower-superlink exited ({self.last_line()}); see {self.log_path}"
+                )
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{scheme}://{self.address}/health", timeout=1.0, verify=verify).is_success:
+                if httpx.get(
+                    f"{scheme}://{self.address}/health", timeout=1.0, verify=verify
+                ).is_success:
                     return
             time.sleep(0.2)
-        raise FederationError(f"flower-superlink did not become ready within {timeout:.0f}s; see {self.log_path}")
+        raise FederationError(
+            f"flower-superlink did not become ready within {timeout:.0f}s; see {self.log_path}"
+        )
 
 
 def ray_cluster_configured(env: Mapping[str, str]) -> bool:
@@ -206,21 +240,29 @@ class SuperNode(ManagedProcess):
     fresh process each."""
 
     def __init__(
-        self, superlink: str, node_config: Mapping[str, object], log_path: Path, *,
-        env: Mapping[str, str] | None = None, extra_args: Sequence[str] = ("--insecure",),
+        self,
+        superlink: str,
+        node_config: Mapping[str, object],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = ("--insecure",),
         warm: bool = hasattr(os, "fork"),
     ):
         self.port = free_port()
         env = env or flower_env()
         isolation = ["--isolation", "process"] if warm else []
-        args = [executable("flower-supernode"),
-                *supernode_arguments(superlink, self.port, node_config, [*extra_args, *isolation])]
+        args = [
+            executable("flower-supernode"),
+            *supernode_arguments(superlink, self.port, node_config, [*extra_args, *isolation]),
+        ]
         super().__init__(args, log_path, env)
         self.worker: ManagedProcess | None = None
         if warm:
             self.worker = ManagedProcess(
                 worker_arguments(f"127.0.0.1:{self.port}", self.pid),
-                log_path.with_name(log_path.stem + "-worker.log"), env,
+                log_path.with_name(log_path.stem + "-worker.log"),
+                env,
             )
 
     def stop(self, grace: float = 10.0) -> None:
@@ -240,7 +282,10 @@ def toml_value(value: object) -> str:
 
 @contextlib.contextmanager
 def flwr_home(
-    address: str | None, *, insecure: bool = True, root_certificates: str | None = None,
+    address: str | None,
+    *,
+    insecure: bool = True,
+    root_certificates: str | None = None,
     base: Path | None = None,
 ) -> Iterator[tuple[Path, str]]:
     """A throw-away ``FLWR_HOME`` whose config.toml names one SuperLink connection.
@@ -254,7 +299,9 @@ def flwr_home(
     home = Path(tempfile.mkdtemp(prefix="flwr-home-", dir=base))
     name = "fedimb"
     if address is not None:
-        write_connection(home, name, address, insecure=insecure, root_certificates=root_certificates)
+        write_connection(
+            home, name, address, insecure=insecure, root_certificates=root_certificates
+        )
     try:
         yield home, name
     finally:
@@ -262,9 +309,20 @@ def flwr_home(
 
 
 def write_connection(
-    home: Path, name: str, address: str, *, insecure: bool = True, root_certificates: str | None = None
+    home: Path,
+    name: str,
+    address: str,
+    *,
+    insecure: bool = True,
+    root_certificates: str | None = None,
 ) -> None:
-    lines = ["[superlink]", f'default = "{name}"', "", f"[superlink.{name}]", f'address = "{address}"']
+    lines = [
+        "[superlink]",
+        f'default = "{name}"',
+        "",
+        f"[superlink.{name}]",
+        f'address = "{address}"',
+    ]
     if insecure:
         lines.append("insecure = true")
     elif root_certificates:
@@ -277,8 +335,13 @@ def list_supernodes(connection: str, home: Path, timeout: float = 60.0) -> list[
     (each with its ``status``: online, offline, registered, ...); None when the SuperLink
     does not answer."""
     try:
-        listed = subprocess.run([executable("flwr"), "supernode", "list", connection, "--format", "json"],
-                                capture_output=True, text=True, env=flower_env(home), timeout=timeout)
+        listed = subprocess.run(
+            [executable("flwr"), "supernode", "list", connection, "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=flower_env(home),
+            timeout=timeout,
+        )
         nodes = json.loads(listed.stdout).get("nodes")
     except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):
         return None

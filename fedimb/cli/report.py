@@ -33,9 +33,10 @@ import fnmatch
 import json
 import os
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,16 @@ from fedimb.core.errors import ConfigError
 
 # Settings that say where or how a run was executed, not what it computed.
 # (A file partition is told apart by its digest, not by its index lists.)
-NOT_SETUP = ("seed", "output.", "runtime.", "checkpoint.", "resume", "device", "partition.clients", "tracking.")
+NOT_SETUP = (
+    "seed",
+    "output.",
+    "runtime.",
+    "checkpoint.",
+    "resume",
+    "device",
+    "partition.clients",
+    "tracking.",
+)
 #: what tells an exported table (``fedimb report <file>``) from a folder
 TABLE_SUFFIXES = (".parquet", ".csv")
 #: the folders, below output.root, where trackers keep copies of run folders (MLflow's
@@ -94,7 +104,12 @@ def completed_config(run_dir: Path) -> dict[str, Any] | None:
         if json.loads((run_dir / "summary.json").read_text()).get("completed"):
             config = run_config(run_dir)
             return config if isinstance(config, dict) else None
-    except (OSError, ValueError, AttributeError, yaml.YAMLError):  # AttributeError: JSON that is no object
+    except (
+        OSError,
+        ValueError,
+        AttributeError,
+        yaml.YAMLError,
+    ):  # AttributeError: JSON that is no object
         pass
     return None
 
@@ -194,9 +209,15 @@ class RunRecord:
     @classmethod
     def from_folder(cls, run_dir: Path) -> RunRecord:
         config = run_config(run_dir)
-        return cls(str(run_dir), setup_of(config), config.get("seed", "-"), _summary(run_dir),
-                   read_metrics_csv(run_dir / "metrics.csv"), run_identity(run_dir, config),
-                   (run_dir / "summary.json").stat().st_mtime)
+        return cls(
+            str(run_dir),
+            setup_of(config),
+            config.get("seed", "-"),
+            _summary(run_dir),
+            read_metrics_csv(run_dir / "metrics.csv"),
+            run_identity(run_dir, config),
+            (run_dir / "summary.json").stat().st_mtime,
+        )
 
     @property
     def identity(self) -> str:
@@ -221,7 +242,11 @@ def summary_from_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
     the last tested round's accuracy and macro-F1, and the best accuracy."""
     tested = [r for r in rows if r["split"] == "test" and r["metric"] == "accuracy"]
     final = tested[-1] if tested else None
-    f1 = {(r["round"], r["stage"]): r["value"] for r in rows if r["split"] == "test" and r["metric"] == "macro_f1"}
+    f1 = {
+        (r["round"], r["stage"]): r["value"]
+        for r in rows
+        if r["split"] == "test" and r["metric"] == "macro_f1"
+    }
     return {
         "final_accuracy": final["value"] if final else None,
         "best_accuracy": max(r["value"] for r in tested) if tested else None,
@@ -261,13 +286,17 @@ class FoundRuns:
         """One line: how many runs were found, how many left out as copies or not completed,
         and what became of the reruns (``reruns``: "left out", "averaged in", ...)."""
         found = len(self.records) + self.copies + self.incomplete
-        return (f"{_plural(found, 'run')} found; left out: {_plural(self.copies, 'copy', 'copies')} (in a "
-                f"tracker's store, or a second folder of a run id), {self.incomplete} not completed; "
-                f"{_plural(len(self.reruns), 'rerun')} of the same set-up and seed {reruns}.")
+        return (
+            f"{_plural(found, 'run')} found; left out: {_plural(self.copies, 'copy', 'copies')} (in a "
+            f"tracker's store, or a second folder of a run id), {self.incomplete} not completed; "
+            f"{_plural(len(self.reruns), 'rerun')} of the same set-up and seed {reruns}."
+        )
 
     def rerun_warning(self, what: str) -> str:
         """One line naming every rerun and ``what`` became of them."""
-        named = ", ".join(f"`{r.name}` ({r.setup.get('method.name')}, seed {r.seed})" for r in self.reruns)
+        named = ", ".join(
+            f"`{r.name}` ({r.setup.get('method.name')}, seed {r.seed})" for r in self.reruns
+        )
         return f"Warning: {_plural(len(self.reruns), 'rerun')} of the same set-up and seed {what}: {named}."
 
 
@@ -316,8 +345,10 @@ def group_runs(run_dirs: list[Run]) -> tuple[dict[str, list[Run]], dict[str, str
         """Settings of the one kind that all ``runs`` have and that differ between them."""
         common = set.intersection(*(set(setups[r]) for r in runs))
         return sorted(
-            k for k in common
-            if k.startswith("method.") == method_keys and k != "method.name"
+            k
+            for k in common
+            if k.startswith("method.") == method_keys
+            and k != "method.name"
             and len({repr(setups[r][k]) for r in runs}) > 1
         )
 
@@ -330,7 +361,9 @@ def group_runs(run_dirs: list[Run]) -> tuple[dict[str, list[Run]], dict[str, str
         settings = ", ".join(f"{k}={setup[k]}" for k in shared)
         letter = letters.setdefault(settings, chr(ord("A") + len(letters)) if shared else "")
         details = ", ".join(f"{k.removeprefix('method.')}={setup[k]}" for k in own[name])
-        label = f"{name}" + (f" ({details})" if details else "") + (f" [{letter}]" if letter else "")
+        label = (
+            f"{name}" + (f" ({details})" if details else "") + (f" [{letter}]" if letter else "")
+        )
         labelled.setdefault(label, []).append(run)
     return labelled, {letter: settings for settings, letter in letters.items() if letter}
 
@@ -347,7 +380,8 @@ def _records(groups: dict[str, list[Run]]) -> dict[str, list[RunRecord]]:
 def own_scores(run: Run) -> dict[str, float]:
     """The last value of each of the method's own scores (see the module docstring)."""
     return {
-        r["metric"]: r["value"] for r in _rows(run, "extra")
+        r["metric"]: r["value"]
+        for r in _rows(run, "extra")
         if r["metric"].endswith(("accuracy", "f1")) or r["metric"].startswith("T_")
     }
 
@@ -364,7 +398,9 @@ def extra_means(run: Run, keys: list[str]) -> dict[str, float]:
 def extra_range(run: Run, pattern: str) -> tuple[float, float] | None:
     """(min, max) over every round of the 'extra' metrics matching the shell pattern
     ``pattern`` (e.g. ``q`` or ``contribution.*``); None if the run has none."""
-    values = [row["value"] for row in _rows(run, "extra") if fnmatch.fnmatchcase(row["metric"], pattern)]
+    values = [
+        row["value"] for row in _rows(run, "extra") if fnmatch.fnmatchcase(row["metric"], pattern)
+    ]
     return (min(values), max(values)) if values else None
 
 
@@ -390,7 +426,10 @@ def comparison_table(
     their smallest and largest value over every round of every run of the row."""
     groups = _records(groups)
     summaries = {label: [r.summary for r in runs] for label, runs in groups.items()}
-    target = next((s["target_accuracy"] for v in summaries.values() for s in v if s.get("target_accuracy")), None)
+    target = next(
+        (s["target_accuracy"] for v in summaries.values() for s in v if s.get("target_accuracy")),
+        None,
+    )
     scores = {label: [own_scores(r) for r in runs] for label, runs in groups.items()}
     score_keys = sorted({k for per_run in scores.values() for s in per_run for k in s})
     header = "| method | runs | final accuracy (%) | best accuracy (%) | final macro-F1 (%) |"
@@ -431,11 +470,19 @@ def per_run_table(groups: dict[str, list[Run]], at_rounds: list[int] = ()) -> li
         for run in sorted(runs, key=lambda r: str(r.seed).zfill(9)):
             s = run.summary
             accuracy, loss = metric_curve(run), metric_curve(run, "loss")
-            best_round = min((r for r in accuracy if accuracy[r] == max(accuracy.values())), default="-")
-            row = (f"| {label} | {run.seed} | {100 * s['final_accuracy']:.2f} | "
-                   f"{100 * s['best_accuracy']:.2f} | {best_round} | {_percent(s['final_macro_f1'])} |")
+            best_round = min(
+                (r for r in accuracy if accuracy[r] == max(accuracy.values())), default="-"
+            )
+            row = (
+                f"| {label} | {run.seed} | {100 * s['final_accuracy']:.2f} | "
+                f"{100 * s['best_accuracy']:.2f} | {best_round} | {_percent(s['final_macro_f1'])} |"
+            )
             for r in at_rounds:
-                row += f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |" if r in accuracy and r in loss else " - |"
+                row += (
+                    f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |"
+                    if r in accuracy and r in loss
+                    else " - |"
+                )
             lines.append(row)
     return lines
 
@@ -471,22 +518,42 @@ def heading(found: FoundRuns, rows: int, keep_reruns: bool) -> list[str]:
     """What the report counts: the runs per row (n), what was left out, and a warning
     naming the reruns of a set-up and seed (left out, or with ``keep_reruns`` averaged in)."""
     counted = len(found.counted(keep_reruns))
-    per_seed = ("one per run, so a rerun counts its seed again" if keep_reruns and found.reruns
-                else "one per seed")
-    lines = [f"{_plural(counted, 'run')} in {_plural(rows, 'row')}: a row gives mean ± sample std over its "
-             f"n runs (column runs), {per_seed}; a value from a single run reads \"(n = 1)\".",
-             found.tally("averaged in" if keep_reruns else "left out")]
+    per_seed = (
+        "one per run, so a rerun counts its seed again"
+        if keep_reruns and found.reruns
+        else "one per seed"
+    )
+    lines = [
+        f"{_plural(counted, 'run')} in {_plural(rows, 'row')}: a row gives mean ± sample std over its "
+        f'n runs (column runs), {per_seed}; a value from a single run reads "(n = 1)".',
+        found.tally("averaged in" if keep_reruns else "left out"),
+    ]
     if found.reruns and keep_reruns:  # a paragraph of its own, so it is seen
-        lines += ["", found.rerun_warning("averaged in (--keep-reruns), so those seeds count more than once"), ""]
+        lines += [
+            "",
+            found.rerun_warning("averaged in (--keep-reruns), so those seeds count more than once"),
+            "",
+        ]
     elif found.reruns:
-        lines += ["", found.rerun_warning(
-            "left out, the newest run of each kept (pass --keep-reruns to average them in)"), ""]
+        lines += [
+            "",
+            found.rerun_warning(
+                "left out, the newest run of each kept (pass --keep-reruns to average them in)"
+            ),
+            "",
+        ]
     return lines
 
 
 def write_report(
-    folders: list[Path], out: Path, title: str = "Comparison", mean_keys: list[str] = (),
-    range_keys: list[str] = (), per_run: bool = False, at_rounds: list[int] = (), keep_reruns: bool = False,
+    folders: list[Path],
+    out: Path,
+    title: str = "Comparison",
+    mean_keys: list[str] = (),
+    range_keys: list[str] = (),
+    per_run: bool = False,
+    at_rounds: list[int] = (),
+    keep_reruns: bool = False,
 ) -> Path:
     """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``
     (run or sweep folders, or tables written by ``fedimb export``), each run once and, unless
@@ -498,8 +565,15 @@ def write_report(
         raise ConfigError(f"no completed runs (summary.json) in {', '.join(map(str, folders))}")
     groups, legend = group_runs(runs)
     out.mkdir(parents=True, exist_ok=True)
-    lines = [f"# {title}", "", *heading(found, len(groups), keep_reruns),
-             f"Machine: {machine()}.", "", *comparison_table(groups, mean_keys, range_keys), ""]
+    lines = [
+        f"# {title}",
+        "",
+        *heading(found, len(groups), keep_reruns),
+        f"Machine: {machine()}.",
+        "",
+        *comparison_table(groups, mean_keys, range_keys),
+        "",
+    ]
     lines += [f"- [{letter}]: {settings}" for letter, settings in legend.items()]
     from fedimb.cli.report_clients import clients_table  # it builds on this module
 

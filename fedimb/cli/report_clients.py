@@ -10,6 +10,7 @@ from typing import Any
 
 from fedimb.cli.report import RunRecord, mean_std
 from fedimb.core.metrics import DISTRIBUTION_STATS as STATS
+
 MODELS = {"global": "", "personal": "personal_"}  # the prefix of each model's metrics
 
 
@@ -17,14 +18,20 @@ def last_local(run: RunRecord, model: str = "global") -> dict[str, Any] | None:
     """The run's last local evaluation of ``model``: its statistics and each client's
     accuracy (``clients``), or None where the run has none."""
     prefix = MODELS[model]
-    rows = [r for r in run.rows if r["split"] == "local" and r["metric"].startswith(f"{prefix}accuracy_")]
+    rows = [
+        r
+        for r in run.rows
+        if r["split"] == "local" and r["metric"].startswith(f"{prefix}accuracy_")
+    ]
     if not prefix:
         rows = [r for r in rows if not r["metric"].startswith("personal_")]
     if not rows:
         return None
     last = max(r["round"] for r in rows)
-    values = {r["metric"][len(prefix):]: r["value"] for r in rows if r["round"] == last}
-    clients = {int(k.rsplit("_", 1)[1]): v for k, v in values.items() if k.startswith("accuracy_client_")}
+    values = {r["metric"][len(prefix) :]: r["value"] for r in rows if r["round"] == last}
+    clients = {
+        int(k.rsplit("_", 1)[1]): v for k, v in values.items() if k.startswith("accuracy_client_")
+    }
     return {**{stat: values.get(f"accuracy_{stat}") for stat in STATS}, "clients": clients}
 
 
@@ -60,17 +67,29 @@ def clients_table(groups: dict[str, list[RunRecord]]) -> list[str]:
                 continue
             cells = [mean_std([local[stat] for _, local in locals_]) for stat in STATS[:3]]
             cells.append(mean_std([local["variance"] for _, local in locals_], scale=1.0, digits=1))
-            below = [share_below(local["clients"], reference[key]) for run, local in locals_
-                     if (key := (_without_method(run.setup), run.seed)) in reference]
+            below = [
+                share_below(local["clients"], reference[key])
+                for run, local in locals_
+                if (key := (_without_method(run.setup), run.seed)) in reference
+            ]
             below = [b for b in below if b is not None]
             cells.append(mean_std(below, scale=100.0, digits=1) if below else "-")
             name = label if model == "global" else f"{label} (personal)"
             lines.append(f"| {name} | {len(locals_)} | " + " | ".join(cells) + " |")
     if not lines:
         return []
-    header = ("| method | runs | average (%) | worst 10% (%) | best 10% (%) | variance (%²) "
-              "| clients below FedAvg (%) |")
-    return ["## Accuracy over clients", "",
-            "The final model on each client's local test set (the last local evaluation); mean ± std over "
-            "the n runs of a row (column runs; \"(n = 1)\": a single run, no spread). Below FedAvg: the share "
-            "of clients on which the row's model is less accurate than FedAvg's (same set-up and seed).", "", header, "|" + "---|" * 7, *lines]
+    header = (
+        "| method | runs | average (%) | worst 10% (%) | best 10% (%) | variance (%²) "
+        "| clients below FedAvg (%) |"
+    )
+    return [
+        "## Accuracy over clients",
+        "",
+        "The final model on each client's local test set (the last local evaluation); mean ± std over "
+        'the n runs of a row (column runs; "(n = 1)": a single run, no spread). Below FedAvg: the share '
+        "of clients on which the row's model is less accurate than FedAvg's (same set-up and seed).",
+        "",
+        header,
+        "|" + "---|" * 7,
+        *lines,
+    ]

@@ -7,15 +7,28 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fedimb.core.metrics import DISTRIBUTION_STATS
 
-
 #: the run folder's own files (without suffix), which no artifact may replace
-FRONT_END_FILES = frozenset({"config", "partition", "summary", "metrics", "events", "curves", "flwr", "superlink",
-                             "superlink_run", "tracking", "report"})
+FRONT_END_FILES = frozenset(
+    {
+        "config",
+        "partition",
+        "summary",
+        "metrics",
+        "events",
+        "curves",
+        "flwr",
+        "superlink",
+        "superlink_run",
+        "tracking",
+        "report",
+    }
+)
 
 
 def write_artifact(run_dir: Path, name: str, data: Any) -> None:
@@ -25,7 +38,11 @@ def write_artifact(run_dir: Path, name: str, data: Any) -> None:
     if safe.lower() in FRONT_END_FILES:  # never one of the files the front end writes
         safe = f"artifact-{safe}"
     (run_dir / f"{safe}.json").write_text(json.dumps(data, indent=1) + "\n")
-    if isinstance(data, dict) and isinstance(data.get("x"), list) and isinstance(data.get("y"), list):
+    if (
+        isinstance(data, dict)
+        and isinstance(data.get("x"), list)
+        and isinstance(data.get("y"), list)
+    ):
         import matplotlib
 
         matplotlib.use("Agg")
@@ -33,7 +50,11 @@ def write_artifact(run_dir: Path, name: str, data: Any) -> None:
 
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.plot(data["x"], data["y"], marker="o")
-        ax.set(xlabel=data.get("xlabel", ""), ylabel=data.get("ylabel", ""), title=data.get("title", safe))
+        ax.set(
+            xlabel=data.get("xlabel", ""),
+            ylabel=data.get("ylabel", ""),
+            title=data.get("title", safe),
+        )
         ax.grid(alpha=0.3)
         fig.tight_layout()
         fig.savefig(run_dir / f"{safe}.png", dpi=110)
@@ -80,7 +101,9 @@ def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
             rows.append(("local", f"{prefix}accuracy_client_{client}", accuracy))
     if r.get("seconds") is not None:
         rows.append(("system", "seconds", r["seconds"]))
-    for phase, seconds in (r.get("timing") or {}).items():  # where the round's time went (fedimb.app.phases)
+    for phase, seconds in (
+        r.get("timing") or {}
+    ).items():  # where the round's time went (fedimb.app.phases)
         rows.append(("time", phase, seconds))
     return [(s, m, float(v)) for s, m, v in rows if v is not None and math.isfinite(float(v))]
 
@@ -97,7 +120,8 @@ def write_metrics_csv(path: Path, rounds: list[dict[str, Any]]) -> None:
 def read_metrics_csv(path: Path) -> list[dict[str, Any]]:
     with open(path, newline="", encoding="utf-8") as fh:
         return [
-            {**row, "round": int(row["round"]), "value": float(row["value"])} for row in csv.DictReader(fh)
+            {**row, "round": int(row["round"]), "value": float(row["value"])}
+            for row in csv.DictReader(fh)
         ]
 
 

@@ -16,15 +16,22 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
-from fedimb.cli.run_files import CLIENT_OUTCOMES, plot_curves, traffic_to_target, write_artifact, write_metrics_csv
+from fedimb.cli.run_files import (
+    CLIENT_OUTCOMES,
+    plot_curves,
+    traffic_to_target,
+    write_artifact,
+    write_metrics_csv,
+)
 from fedimb.core.errors import FedimbError
-from fedimb.core.metrics import DISTRIBUTION_STATS
 from fedimb.core.events import lost_clients_cause, parse_event
+from fedimb.core.metrics import DISTRIBUTION_STATS
 
 Echo = Callable[[str], None]
 
@@ -144,7 +151,7 @@ def boxed_message(lines: list[str]) -> str | None:
     if not starts:
         return None
     text = []
-    for line in lines[starts[-1] + 1:]:
+    for line in lines[starts[-1] + 1 :]:
         if line.lstrip().startswith("╰"):
             break
         text.append(line.strip().strip("│").strip())
@@ -157,7 +164,9 @@ class RunFolderError(FedimbError, OSError):
 
 def unwritable(run_dir: Path, err: OSError, files: str) -> RunFolderError:
     """The one-line error for ``err`` while writing ``files`` of the run folder."""
-    return RunFolderError(f"cannot write the run folder {run_dir}: {err.strerror or err} ({err.filename or files})")
+    return RunFolderError(
+        f"cannot write the run folder {run_dir}: {err.strerror or err} ({err.filename or files})"
+    )
 
 
 def _writes_run_folder(files: str):
@@ -196,8 +205,10 @@ def read_events(path: Path, warn: Echo | None = None) -> list[dict[str, Any]]:
             damaged.append(number)
     if damaged and warn is not None:
         shown = ", ".join(map(str, damaged[:10])) + (", ..." if len(damaged) > 10 else "")
-        warn(f"[fedimb] warning: skipped {len(damaged)} damaged line{'' if len(damaged) == 1 else 's'} "
-             f"of {path} (line{'' if len(damaged) == 1 else 's'} {shown})")
+        warn(
+            f"[fedimb] warning: skipped {len(damaged)} damaged line{'' if len(damaged) == 1 else 's'} "
+            f"of {path} (line{'' if len(damaged) == 1 else 's'} {shown})"
+        )
     return found
 
 
@@ -229,8 +240,10 @@ def hold_run_folder(run_dir: Path) -> None:
         handle.seek(0)
         holder = handle.read().strip()
         handle.close()
-        raise RunFolderInUse(f"run folder {run_dir} is in use by process {holder or '(unknown)'} (a fedimb run, "
-                             f"resume or attach writing it); wait for it to end or stop it") from None
+        raise RunFolderInUse(
+            f"run folder {run_dir} is in use by process {holder or '(unknown)'} (a fedimb run, "
+            f"resume or attach writing it); wait for it to end or stop it"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
@@ -254,9 +267,15 @@ def _result_of(round_event: dict) -> dict:
 class RunRecorder:
     """Consumes ``flwr run --stream`` lines for one run."""
 
-    def __init__(self, run_dir: Path, cfg: DictConfig, echo: Echo = _echo, resume: bool = False,
-                 on_round: Callable[[dict[str, Any]], None] | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        run_dir: Path,
+        cfg: DictConfig,
+        echo: Echo = _echo,
+        resume: bool = False,
+        on_round: Callable[[dict[str, Any]], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self._clock = clock  # elapsed time and ETA on the progress lines
         self._launched = clock()
         self.run_dir = run_dir
@@ -267,20 +286,30 @@ class RunRecorder:
         self.rounds: list[dict[str, Any]] = []
         self.end: dict[str, Any] | None = None
         self.errors: list[str] = []
-        self.lost: dict[str, Any] = {}  # the clients the run went on without (a ``clients_lost`` warning)
-        self.flower_status: Any = None  # the SuperLink's status of a run that ended without its final event
+        self.lost: dict[
+            str, Any
+        ] = {}  # the clients the run went on without (a ``clients_lost`` warning)
+        self.flower_status: Any = (
+            None  # the SuperLink's status of a run that ended without its final event
+        )
         self._recent: list[str] = []
         events = run_dir / EVENTS_FILE
-        if resume and events.exists():  # the interrupted attempt's rounds, until the server says where it resumes
+        if (
+            resume and events.exists()
+        ):  # the interrupted attempt's rounds, until the server says where it resumes
             for event in read_events(events, echo):
                 self._replay(event)
         mode = "a" if resume else "w"
         log = run_dir / "flwr.log"
-        self._log_lines = len(log.read_text(errors="replace").splitlines()) if resume and log.exists() else 0
+        self._log_lines = (
+            len(log.read_text(errors="replace").splitlines()) if resume and log.exists() else 0
+        )
         self._log = open(run_dir / "flwr.log", mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._events = open(events, mode, encoding="utf-8")  # noqa: SIM115 - closed in close()
         if resume and events.stat().st_size and not events.read_bytes().endswith(b"\n"):
-            self._events.write("\n")  # a line cut short stays one damaged line, not the start of the next
+            self._events.write(
+                "\n"
+            )  # a line cut short stays one damaged line, not the start of the next
         self._t0 = time.perf_counter()
 
     def _replay(self, event: dict[str, Any]) -> None:
@@ -349,7 +378,9 @@ class RunRecorder:
             head += f" [sync round {r['extra']['sync_round']}]"
         parts = [head]
         if test:
-            parts.append(f"acc {_fmt(test.get('accuracy'))} f1 {_fmt(test.get('macro_f1'))} loss {_fmt(test.get('loss'))}")
+            parts.append(
+                f"acc {_fmt(test.get('accuracy'))} f1 {_fmt(test.get('macro_f1'))} loss {_fmt(test.get('loss'))}"
+            )
         clients = r.get("clients")
         if clients and r["round"] > 0:
             parts.append(clients_outcome(clients))
@@ -374,21 +405,27 @@ class RunRecorder:
             return f"{done}: no test accuracy"
         final = tested[-1]
         best = max(tested, key=lambda r: r["test"]["accuracy"])
-        return (f"{done}: final accuracy {final['test']['accuracy']:.4f} (round {final['round']}), "
-                f"best {best['test']['accuracy']:.4f} (round {best['round']})")
+        return (
+            f"{done}: final accuracy {final['test']['accuracy']:.4f} (round {final['round']}), "
+            f"best {best['test']['accuracy']:.4f} (round {best['round']})"
+        )
 
     def trained_nothing(self) -> bool:
         """Whether the run had rounds to train and no client's update was accepted in any
         of them: its model is the initial one, whatever its accuracy says."""
         trained = [r for r in self.rounds if r["round"] > 0]
-        return bool(trained) and not any((r.get("clients") or {}).get("succeeded", 0) > 0 for r in trained)
+        return bool(trained) and not any(
+            (r.get("clients") or {}).get("succeeded", 0) > 0 for r in trained
+        )
 
     def untrained_cause(self) -> str:
         """Why no client trained: the clients lost at the start, else the last round's
         first failure, else its counts (every sampled client dropped out, or none sampled)."""
         if self.lost:
-            return lost_clients_cause(int(self.lost.get("num_clients", self.cfg.num_clients)),
-                                      self.lost.get("clients_lost_reasons") or {})
+            return lost_clients_cause(
+                int(self.lost.get("num_clients", self.cfg.num_clients)),
+                self.lost.get("clients_lost_reasons") or {},
+            )
         last = [r for r in self.rounds if r["round"] > 0][-1]
         if last.get("messages"):
             return str(last["messages"][0])
@@ -398,7 +435,11 @@ class RunRecorder:
     def failure_reason(self) -> str | None:
         """Why the run did not complete, or None if it did."""
         if self.end is not None:
-            return f"no client trained in any round: {self.untrained_cause()}" if self.trained_nothing() else None
+            return (
+                f"no client trained in any round: {self.untrained_cause()}"
+                if self.trained_nothing()
+                else None
+            )
         flower = f"; Flower: run {self.flower_status}" if self.flower_status is not None else ""
         if self.errors:
             return self.errors[-1] + flower
@@ -424,7 +465,11 @@ class RunRecorder:
         write_metrics_csv(self.run_dir / "metrics.csv", self.rounds)
         summary = self.summary()
         if self.rounds:
-            plot_curves(self.run_dir / "curves.png", self.rounds, title=f"{summary['method']} on {summary['dataset']}")
+            plot_curves(
+                self.run_dir / "curves.png",
+                self.rounds,
+                title=f"{summary['method']} on {summary['dataset']}",
+            )
         partial = self.run_dir / ".summary.json.partial"
         try:
             partial.write_text(json.dumps(summary, indent=2) + "\n")
@@ -475,7 +520,9 @@ class RunRecorder:
             "wall_seconds": round(time.perf_counter() - self._t0, 3),
             "server_seconds": round(self.end["seconds"], 3) if self.end else None,
             "first_round_seconds": round(seconds[0], 3) if seconds else None,
-            "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3) if len(seconds) > 1 else None,
+            "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3)
+            if len(seconds) > 1
+            else None,
             **self.local_summary(),
             "run_dir": str(self.run_dir),
         }
@@ -487,5 +534,6 @@ class RunRecorder:
         last = next((r["local"] for r in reversed(self.rounds) if r.get("local")), {})
         return {
             f"local_{'' if model == 'global' else model + '_'}accuracy_{stat}": stats.get(stat)
-            for model, stats in last.items() for stat in DISTRIBUTION_STATS
+            for model, stats in last.items()
+            for stat in DISTRIBUTION_STATS
         }

@@ -22,11 +22,11 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
-from fedimb.cli.processes import FederationError, toml_value, executable, flower_env
+from fedimb.cli.processes import FederationError, executable, flower_env, toml_value
 from fedimb.core.events import parse_event
 
 Notice = Callable[[str], None]
@@ -73,19 +73,31 @@ class FlwrCli:
 
     def _call(self, *args: str) -> subprocess.CompletedProcess | None:
         try:
-            return subprocess.run([executable("flwr"), *args, self.connection], capture_output=True, text=True,
-                                  env=flower_env(self.home), timeout=self.timeout)
+            return subprocess.run(
+                [executable("flwr"), *args, self.connection],
+                capture_output=True,
+                text=True,
+                env=flower_env(self.home),
+                timeout=self.timeout,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
 
-    def run_args(self, app_dir: Path, run_config: Mapping[str, object],
-                 federation_config: Mapping[str, object] | None = None) -> list[str]:
+    def run_args(
+        self,
+        app_dir: Path,
+        run_config: Mapping[str, object],
+        federation_config: Mapping[str, object] | None = None,
+    ) -> list[str]:
         """``flwr run <app> <connection> --stream`` with the run's config."""
         args = [executable("flwr"), "run", str(app_dir), self.connection, "--stream"]
         for key, value in run_config.items():
             args += ["--run-config", f"{key}={toml_value(value)}"]
         if federation_config:
-            args += ["--federation-config", " ".join(f"{k}={toml_value(v)}" for k, v in federation_config.items())]
+            args += [
+                "--federation-config",
+                " ".join(f"{k}={toml_value(v)}" for k, v in federation_config.items()),
+            ]
         return args
 
     def log_args(self, run_id: int) -> list[str]:
@@ -133,7 +145,9 @@ class LogCursor:
         self._index += 1
         is_event = parse_event(line) is not None
         self._events += is_event
-        past_events = self._events > self.events_known or (not is_event and self._events >= self.events_known)
+        past_events = self._events > self.events_known or (
+            not is_event and self._events >= self.events_known
+        )
         if self._index <= self.lines_seen or not past_events:
             return False
         self.lines_seen = self._index
@@ -152,8 +166,14 @@ class _Stream:
 
     def __post_init__(self) -> None:
         self.proc = subprocess.Popen(
-            list(self.args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=flower_env(self.home),
-            text=True, errors="replace", start_new_session=True, bufsize=1,
+            list(self.args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=flower_env(self.home),
+            text=True,
+            errors="replace",
+            start_new_session=True,
+            bufsize=1,
         )
         self._open = 2
         for name, pipe in (("out", self.proc.stdout), ("err", self.proc.stderr)):
@@ -210,7 +230,9 @@ class RunFollower:
     complete: Callable[[], bool]
     notice: Notice
     on_started: Callable[[int], None] | None = None  # gets the run's id as soon as Flower names it
-    link_gone: Callable[[], str | None] = lambda: None  # why a SuperLink of the front end's own is gone, if it is
+    link_gone: Callable[[], str | None] = lambda: (
+        None
+    )  # why a SuperLink of the front end's own is gone, if it is
     patience: float = 600.0  # seconds without a new line and without the run's stream
     status_every: float = STATUS_EVERY
     cursor: LogCursor = field(init=False)
@@ -283,8 +305,11 @@ class RunFollower:
             if seen_finished:
                 self._say("finished", f"run {self.run_id} is {status}; reading the rest of its log")
             else:
-                self._say("reattach", f"the log stream of run {self.run_id} ended while the run is {status.status}; "
-                                      f"re-attaching (flwr log {self.run_id} --stream)")
+                self._say(
+                    "reattach",
+                    f"the log stream of run {self.run_id} ended while the run is {status.status}; "
+                    f"re-attaching (flwr log {self.run_id} --stream)",
+                )
             before = self.cursor.lines_seen
             code = self._pump(self.cli.log_args(self.run_id), started=True)
             if self.cursor.lines_seen == before and not self.complete() and not seen_finished:
@@ -295,9 +320,14 @@ class RunFollower:
     def _give_up_after(self, why: str) -> None:
         waited = time.monotonic() - self.cursor.last_new
         if waited > self.patience:
-            raise RunLost(f"lost run {self.run_id}: no new log line for {waited:.0f}s and {why} "
-                          f"(runtime.reattach_seconds={self.patience:g})")
-        self._say(why, f"waiting for run {self.run_id}: {why} ({waited:.0f}s of {self.patience:g}s without a new line)")
+            raise RunLost(
+                f"lost run {self.run_id}: no new log line for {waited:.0f}s and {why} "
+                f"(runtime.reattach_seconds={self.patience:g})"
+            )
+        self._say(
+            why,
+            f"waiting for run {self.run_id}: {why} ({waited:.0f}s of {self.patience:g}s without a new line)",
+        )
 
     def _say(self, kind: str, text: str) -> None:
         """A progress line; one of each kind at most every ``status_every`` seconds."""
@@ -327,8 +357,11 @@ class RunFollower:
                 status = self.cli.status(self.run_id)
                 if status is not None:
                     unanswered_since = now
-                if (status is not None and status.finished and finished_seen) or \
-                        now - unanswered_since > self.patience or (status is None and self.link_gone()):
+                if (
+                    (status is not None and status.finished and finished_seen)
+                    or now - unanswered_since > self.patience
+                    or (status is None and self.link_gone())
+                ):
                     break
                 finished_seen = status is not None and status.finished
                 continue
@@ -365,9 +398,15 @@ class RunFollower:
             self._stream = None
 
 
-def flwr_run(app_dir: Path, connection: str, home: Path, *, run_config: Mapping[str, object],
-             federation_config: Mapping[str, object] | None = None,
-             on_line: Callable[[str], None]) -> int:
+def flwr_run(
+    app_dir: Path,
+    connection: str,
+    home: Path,
+    *,
+    run_config: Mapping[str, object],
+    federation_config: Mapping[str, object] | None = None,
+    on_line: Callable[[str], None],
+) -> int:
     """``flwr run <app> <connection> --stream`` with every output line to ``on_line``,
     for an app without fedimb's events (benchmarks of Flower itself): its exit code."""
     cli = FlwrCli(connection, home)

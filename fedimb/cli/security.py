@@ -20,8 +20,8 @@ import datetime as dt
 import ipaddress
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -48,8 +48,11 @@ def _write(path: Path, data: bytes, secret: bool = False) -> None:
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
 
 
 def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
@@ -65,25 +68,43 @@ def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
 def make_certificates(out: Path, hosts: Iterable[str] = (), days: int = 3650) -> dict[str, Path]:
     """CA and SuperLink certificate (with subjectAltNames for ``hosts``)."""
     out.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP384R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedimb CA")])
     ca_cert = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .sign(ca_key, hashes.SHA384())
     )
     server_key = ec.generate_private_key(ec.SECP384R1())
     server_cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedimb SuperLink")]))
-        .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+        .issuer_name(ca_name)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(_san(hosts), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -105,9 +126,21 @@ def make_node_keys(out: Path, count: int, prefix: str = "node") -> list[tuple[Pa
         key = ec.generate_private_key(ec.SECP384R1())
         private = out / f"{prefix}-{i}"
         public = out / f"{prefix}-{i}.pub"
-        _write(private, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                          serialization.NoEncryption()), secret=True)
-        _write(public, key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                                     serialization.PublicFormat.OpenSSH) + b"\n")
+        _write(
+            private,
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.OpenSSH,
+                serialization.NoEncryption(),
+            ),
+            secret=True,
+        )
+        _write(
+            public,
+            key.public_key().public_bytes(
+                serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+            )
+            + b"\n",
+        )
         pairs.append((private, public))
     return pairs

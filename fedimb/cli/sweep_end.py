@@ -48,7 +48,9 @@ class SweepEnd(Callback):
         self.sweep_dir: Path | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self.sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()  # before any job changes the cwd
+        self.sweep_dir = Path(
+            str(config.hydra.sweep.dir)
+        ).resolve()  # before any job changes the cwd
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         global failed_runs

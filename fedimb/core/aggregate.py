@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -34,7 +34,9 @@ def weighted_average(updates: Sequence[Arrays], weights: Sequence[float]) -> lis
         for wk, arr in zip(w, layer):
             acc += wk * arr
         dtype = layer[0].dtype
-        out.append(np.rint(acc).astype(dtype) if np.issubdtype(dtype, np.integer) else acc.astype(dtype))
+        out.append(
+            np.rint(acc).astype(dtype) if np.issubdtype(dtype, np.integer) else acc.astype(dtype)
+        )
     return out
 
 
@@ -79,7 +81,9 @@ def aggregate_prototypes(
     return {c: (sums[c] / totals[c]).astype(np.float32) for c in sorted(sums)}
 
 
-def zscore_plan(class_counts: Sequence[float], tau_d: float) -> tuple[list[int], list[int], np.ndarray]:
+def zscore_plan(
+    class_counts: Sequence[float], tau_d: float
+) -> tuple[list[int], list[int], np.ndarray]:
     """Astraea Algorithm 2: z-score augmentation and downsampling plan from global counts.
 
     With μ and σ the mean and population standard deviation (ddof = 0) of the class
@@ -176,7 +180,11 @@ def loss_power_weights(losses: Sequence[float], q: float) -> np.ndarray:
 
 
 def qffl_update(
-    global_weights: Arrays, local_weights: Sequence[Arrays], losses: Sequence[float], q: float, lr: float
+    global_weights: Arrays,
+    local_weights: Sequence[Arrays],
+    losses: Sequence[float],
+    q: float,
+    lr: float,
 ) -> list[np.ndarray]:
     """q-FFL (Li et al., ICLR 2020, Algorithm 2, q-FedAvg): with Δw_k = L·(w − w_k),
     L = 1/lr, h_k = q·F_k^(q−1)·‖Δw_k‖² + L·F_k^q, the update is
@@ -185,15 +193,24 @@ def qffl_update(
         raise ValueError("need one loss per local model and at least one model")
     L = 1.0 / float(lr)
     F = np.asarray(losses, dtype=np.float64)
-    deltas = [[L * (np.asarray(g, np.float64) - np.asarray(w, np.float64)) for g, w in zip(global_weights, local)]
-              for local in local_weights]
+    deltas = [
+        [
+            L * (np.asarray(g, np.float64) - np.asarray(w, np.float64))
+            for g, w in zip(global_weights, local)
+        ]
+        for local in local_weights
+    ]
     norms = np.array([sum(float(np.sum(d * d)) for d in delta) for delta in deltas])
     h = q * np.power(F, q - 1) * norms + L * np.power(F, q)
     out = []
     for i, g in enumerate(global_weights):
         step = sum(np.power(F[k], q) * deltas[k][i] for k in range(len(deltas))) / h.sum()
         new = np.asarray(g, np.float64) - step
-        out.append(np.rint(new).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else new.astype(g.dtype))
+        out.append(
+            np.rint(new).astype(g.dtype)
+            if np.issubdtype(g.dtype, np.integer)
+            else new.astype(g.dtype)
+        )
     return out
 
 
@@ -218,7 +235,10 @@ def fednova_normaliser(local_steps: int, momentum: float) -> float:
 
 
 def fednova_update(
-    global_weights: Arrays, local_weights: Sequence[Arrays], sizes: Sequence[float], normalisers: Sequence[float]
+    global_weights: Arrays,
+    local_weights: Sequence[Arrays],
+    sizes: Sequence[float],
+    normalisers: Sequence[float],
 ) -> list[np.ndarray]:
     """FedNova: x ← x − τ_eff Σ_i p_i (x − y_i)/a_i with p_i = n_i/n, τ_eff = Σ_i p_i a_i."""
     p = normalised_weights(sizes)
@@ -227,9 +247,16 @@ def fednova_update(
     out = []
     for layer, g in enumerate(global_weights):
         g64 = np.asarray(g, np.float64)
-        step = sum(p[i] * (g64 - np.asarray(local[layer], np.float64)) / a[i] for i, local in enumerate(local_weights))
+        step = sum(
+            p[i] * (g64 - np.asarray(local[layer], np.float64)) / a[i]
+            for i, local in enumerate(local_weights)
+        )
         new = g64 - tau_eff * step
-        out.append(np.rint(new).astype(g.dtype) if np.issubdtype(g.dtype, np.integer) else new.astype(g.dtype))
+        out.append(
+            np.rint(new).astype(g.dtype)
+            if np.issubdtype(g.dtype, np.integer)
+            else new.astype(g.dtype)
+        )
     return out
 
 
@@ -242,13 +269,16 @@ class ServerMomentum:
         self.velocity: list[np.ndarray] | None = None
 
     def step(self, weights: Arrays, average: Arrays) -> list[np.ndarray]:
-        deltas = [np.asarray(w, np.float64) - np.asarray(m, np.float64) for w, m in zip(weights, average)]
+        deltas = [
+            np.asarray(w, np.float64) - np.asarray(m, np.float64) for w, m in zip(weights, average)
+        ]
         if self.velocity is None:
             self.velocity = deltas
         else:
             self.velocity = [self.momentum * v + d for v, d in zip(self.velocity, deltas)]
         return [
-            np.rint(w - self.lr * v).astype(w.dtype) if np.issubdtype(w.dtype, np.integer)
+            np.rint(w - self.lr * v).astype(w.dtype)
+            if np.issubdtype(w.dtype, np.integer)
             else (np.asarray(w, np.float64) - self.lr * v).astype(w.dtype)
             for w, v in zip(weights, self.velocity)
         ]

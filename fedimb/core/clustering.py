@@ -16,16 +16,22 @@ def label_distribution(counts: np.ndarray) -> np.ndarray:
 def noisy_distribution(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
     """The label distribution after the Laplace mechanism with budget ``epsilon`` on the
     class counts (sensitivity 1), clipped at zero and renormalised."""
-    noisy = np.asarray(counts, dtype=np.float64) + rng.laplace(0.0, 1.0 / float(epsilon), size=np.shape(counts))
+    noisy = np.asarray(counts, dtype=np.float64) + rng.laplace(
+        0.0, 1.0 / float(epsilon), size=np.shape(counts)
+    )
     return label_distribution(np.clip(noisy, 0.0, None))
 
 
 @torch.no_grad()
-def inferred_distribution(model: torch.nn.Module, input_shape: tuple[int, ...], samples: int, seed: int) -> np.ndarray:
+def inferred_distribution(
+    model: torch.nn.Module, input_shape: tuple[int, ...], samples: int, seed: int
+) -> np.ndarray:
     """Eq. 3 (FedConcat-ID): the mean softmax of ``model`` over ``samples`` random
     standard-normal inputs (our inputs are standardised, so N(0, 1) covers their range)."""
     generator = torch.Generator().manual_seed(int(seed))
-    x = torch.randn(int(samples), *input_shape, generator=generator)  # drawn on the CPU: the same on any device
+    x = torch.randn(
+        int(samples), *input_shape, generator=generator
+    )  # drawn on the CPU: the same on any device
     model.eval()
     device = next(model.parameters()).device
     return torch.softmax(model(x.to(device)), dim=1).mean(dim=0).double().cpu().numpy()
@@ -41,10 +47,14 @@ def kmeans_clusters(distributions: np.ndarray, k: int, seed: int) -> np.ndarray:
     k = min(int(k), len(distributions))
     with warnings.catch_warnings():  # identical distributions give fewer distinct clusters
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return KMeans(n_clusters=k, n_init=10, random_state=int(seed)).fit_predict(np.asarray(distributions))
+        return KMeans(n_clusters=k, n_init=10, random_state=int(seed)).fit_predict(
+            np.asarray(distributions)
+        )
 
 
-def elbow_inertias(distributions: np.ndarray, max_k: int, seed: int) -> tuple[list[int], list[float]]:
+def elbow_inertias(
+    distributions: np.ndarray, max_k: int, seed: int
+) -> tuple[list[int], list[float]]:
     """Within-cluster sum of squares for K = 1..max_k (the elbow method for choosing K)."""
     import warnings
 
@@ -54,6 +64,10 @@ def elbow_inertias(distributions: np.ndarray, max_k: int, seed: int) -> tuple[li
     ks = list(range(1, min(int(max_k), len(distributions)) + 1))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        inertias = [float(KMeans(n_clusters=k, n_init=10, random_state=int(seed)).fit(distributions).inertia_)
-                    for k in ks]
+        inertias = [
+            float(
+                KMeans(n_clusters=k, n_init=10, random_state=int(seed)).fit(distributions).inertia_
+            )
+            for k in ks
+        ]
     return ks, inertias

@@ -15,8 +15,9 @@ def trainable(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def hessian_vector_product(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
-                           vector: list[torch.Tensor]) -> list[torch.Tensor]:
+def hessian_vector_product(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, vector: list[torch.Tensor]
+) -> list[torch.Tensor]:
     """∇²f(w; x, y)·v for the mean cross-entropy f, by differentiating ⟨∇f, v⟩."""
     params = trainable(model)
     grads = torch.autograd.grad(nn.functional.cross_entropy(model(x), y), params, create_graph=True)
@@ -24,8 +25,9 @@ def hessian_vector_product(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
     return [h.detach() for h in torch.autograd.grad(dot, params)]
 
 
-def top_hessian_eigenvalue(model: nn.Module, x: torch.Tensor, y: torch.Tensor, iterations: int = 30,
-                           seed: int = 0) -> float:
+def top_hessian_eigenvalue(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, iterations: int = 30, seed: int = 0
+) -> float:
     """The Hessian eigenvalue of largest magnitude of the mean cross-entropy on (x, y),
     by power iteration from a seeded random vector (the Rayleigh quotient of the last
     iterate). The model is evaluated in its current mode."""
@@ -34,7 +36,7 @@ def top_hessian_eigenvalue(model: nn.Module, x: torch.Tensor, y: torch.Tensor, i
     vector = [torch.randn(p.shape, generator=generator).to(p.device) for p in params]
     estimate = 0.0
     for _ in range(iterations):
-        norm = torch.sqrt(sum((v ** 2).sum() for v in vector))
+        norm = torch.sqrt(sum((v**2).sum() for v in vector))
         vector = [v / norm for v in vector]
         product = hessian_vector_product(model, x, y, vector)
         estimate = float(sum((h * v).sum() for h, v in zip(product, vector)))

@@ -8,7 +8,8 @@ clients were sampled, on timing, or on the order of calls.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -70,10 +71,14 @@ def availability_from_config(
     elif per_group is not None:
         probs = _probabilities(per_group, "dropout.p_per_group")
         if groups is None:
-            raise ConfigError("dropout.p_per_group needs a partition with client groups (partition=clustered)")
+            raise ConfigError(
+                "dropout.p_per_group needs a partition with client groups (partition=clustered)"
+            )
         n_groups = int(np.max(groups)) + 1
         if len(probs) != n_groups:
-            raise ConfigError(f"dropout.p_per_group has {len(probs)} values for {n_groups} client groups")
+            raise ConfigError(
+                f"dropout.p_per_group has {len(probs)} values for {n_groups} client groups"
+            )
         p = probs[np.asarray(groups, dtype=np.int64)]
     else:
         value = spec.get("p", 1.0)
@@ -87,7 +92,9 @@ def _probabilities(values: Any, what: str) -> np.ndarray:
     try:
         arr = np.asarray(list(values), dtype=np.float64)
     except (TypeError, ValueError):
-        raise ConfigError(f"{what} must be a number or a list of numbers in [0, 1], got {values!r}") from None
+        raise ConfigError(
+            f"{what} must be a number or a list of numbers in [0, 1], got {values!r}"
+        ) from None
     if arr.size == 0 or not np.all((arr >= 0) & (arr <= 1)):
         raise ConfigError(f"{what} must lie in [0, 1], got {values!r}")
     return arr

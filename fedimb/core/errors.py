@@ -19,11 +19,17 @@ def check_choice(key: str, value, choices) -> None:
         raise ConfigError(f"unknown {key} {value!r} (choose from: {', '.join(map(str, choices))})")
 
 
-def check_number(key: str, value, low: float, *, strict: bool = False, integer: bool = False) -> None:
+def check_number(
+    key: str, value, low: float, *, strict: bool = False, integer: bool = False
+) -> None:
     """One-line :class:`ConfigError` when setting ``key`` is not a number (an integer with
     ``integer``) at least ``low`` (above it with ``strict``)."""
     kind = int if integer else (int, float)
-    ok = isinstance(value, kind) and not isinstance(value, bool) and (value > low if strict else value >= low)
+    ok = (
+        isinstance(value, kind)
+        and not isinstance(value, bool)
+        and (value > low if strict else value >= low)
+    )
     if not ok:
         what = f"{'an integer ' if integer else ''}{'>' if strict else '>='} {low}"
         raise ConfigError(f"{key} must be {what}, got {value!r}")

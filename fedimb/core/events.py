@@ -12,7 +12,8 @@ import math
 import re
 import sys
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 TAG = "FEDIMB-EVENT "
 
@@ -56,7 +57,9 @@ def emit_error(err: BaseException) -> None:
 
     message = str(err) if isinstance(err, FedimbError) else f"{type(err).__name__}: {err}"
     frames = traceback.extract_tb(err.__traceback__)
-    ours = [f for f in frames if any(m in f.filename for m in _PACKAGES)]  # the innermost line of fedimb's code
+    ours = [
+        f for f in frames if any(m in f.filename for m in _PACKAGES)
+    ]  # the innermost line of fedimb's code
     frame = (ours or frames or [None])[-1]
     where = f"{_short_path(frame.filename)}:{frame.lineno}" if frame else None
     emit("error", message=message, where=where)
@@ -81,7 +84,9 @@ def lost_clients_cause(num_clients: int, reasons: dict[str, int]) -> str:
     lost = sum(reasons.values())
     if len(reasons) == 1:
         return f"{lost} of {num_clients} clients {next(iter(reasons))}"
-    return f"{lost} of {num_clients} clients lost: " + "; ".join(f"{n} {why}" for why, n in reasons.items())
+    return f"{lost} of {num_clients} clients lost: " + "; ".join(
+        f"{n} {why}" for why, n in reasons.items()
+    )
 
 
 def emit_clients_lost(num_clients: int, reasons: dict[str, int]) -> None:
@@ -92,8 +97,13 @@ def emit_clients_lost(num_clients: int, reasons: dict[str, int]) -> None:
     for why, count in reasons.items():
         safe[neutral(why)] = safe.get(neutral(why), 0) + count
     reasons = safe
-    emit("warning", message=f"{lost_clients_cause(num_clients, reasons)}; continuing without them",
-         num_clients=num_clients, clients_lost=sum(reasons.values()), clients_lost_reasons=reasons)
+    emit(
+        "warning",
+        message=f"{lost_clients_cause(num_clients, reasons)}; continuing without them",
+        num_clients=num_clients,
+        clients_lost=sum(reasons.values()),
+        clients_lost_reasons=reasons,
+    )
 
 
 def parse_event(line: str) -> dict[str, Any] | None:
@@ -105,7 +115,7 @@ def parse_event(line: str) -> dict[str, Any] | None:
     if not text.startswith(TAG):
         return None
     try:
-        event = json.loads(text[len(TAG):])
+        event = json.loads(text[len(TAG) :])
     except json.JSONDecodeError:
         return None
     return event if isinstance(event, dict) and "event" in event else None
@@ -114,7 +124,9 @@ def parse_event(line: str) -> dict[str, Any] | None:
 #: the longest client-provided text a round note keeps
 NEUTRAL_LIMIT = 300
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # every character str.splitlines() breaks at
+_CONTROL = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+"
+)  # every character str.splitlines() breaks at
 _TAG_ANYWHERE = re.compile(re.escape(TAG.strip()), re.IGNORECASE)
 
 
@@ -125,7 +137,7 @@ def neutral(text: object, limit: int = NEUTRAL_LIMIT) -> str:
     exception message, a payload name) passes through here."""
     flat = _CONTROL.sub(" ", str(text)).strip()
     flat = _TAG_ANYWHERE.sub("FEDIMB_EVENT", flat)
-    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 @contextlib.contextmanager

@@ -28,7 +28,9 @@ def prior_adjusted_logits(logits: Tensor, prior: Tensor) -> Tensor:
     return logits + log_prior
 
 
-def relaxed_balanced_softmax_loss(logits: Tensor, targets: Tensor, class_counts, eps: float) -> Tensor:
+def relaxed_balanced_softmax_loss(
+    logits: Tensor, targets: Tensor, class_counts, eps: float
+) -> Tensor:
     """ReBaFL eq. 9 with the smoothed prior of eq. 10, averaged over the batch.
 
     ``eps = 1`` is the plain cross-entropy (uniform prior); ``eps = 0`` is the balanced
@@ -43,7 +45,9 @@ def restricted_softmax_logits(logits: Tensor, class_counts, alpha: float) -> Ten
     does not hold are scaled by ``alpha`` in [0, 1]; held classes are unchanged. The
     paper scales w_c·h; our head has a bias, so we scale the whole logit."""
     present = _as_counts(class_counts, logits) > 0
-    scale = torch.where(present, torch.ones_like(logits[0]), torch.full_like(logits[0], float(alpha)))
+    scale = torch.where(
+        present, torch.ones_like(logits[0]), torch.full_like(logits[0], float(alpha))
+    )
     return logits * scale
 
 

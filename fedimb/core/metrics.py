@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> dict[str, object]:
+def classification_metrics(
+    y_true: np.ndarray, y_pred: np.ndarray, num_classes: int
+) -> dict[str, object]:
     """Accuracy, macro-F1 and per-class recall.
 
     Macro-F1 averages over the classes present in ``y_true`` (on a balanced test set:
@@ -21,8 +23,11 @@ def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, num_classes: 
     with np.errstate(divide="ignore", invalid="ignore"):
         recall = np.where(support > 0, tp / support, np.nan)
         precision = np.where(predicted > 0, tp / predicted, 0.0)
-        f1 = np.where(precision + np.nan_to_num(recall) > 0,
-                      2 * precision * recall / (precision + recall), 0.0)
+        f1 = np.where(
+            precision + np.nan_to_num(recall) > 0,
+            2 * precision * recall / (precision + recall),
+            0.0,
+        )
     present = support > 0
     return {
         "accuracy": float(tp.sum() / max(len(y_true), 1)),

@@ -37,7 +37,9 @@ def _mark_guards_done() -> None:
         method = getattr(torch.optim.Optimizer, name, None)
         inner = getattr(method, "__wrapped__", None)
         if getattr(method, "__code__", None) is wrapper_code and inner is not None:
-            inner.__dynamo_disable = inner  # what the wrapper would have cached after importing dynamo
+            inner.__dynamo_disable = (
+                inner  # what the wrapper would have cached after importing dynamo
+            )
 
 
 def _update_function(optimizer_class: type):

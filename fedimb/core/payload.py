@@ -7,7 +7,7 @@ parameter list.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from flwr.common import bytes_to_ndarray, ndarray_to_bytes
@@ -23,7 +23,7 @@ def pack(arrays: Mapping[str, np.ndarray]) -> dict[str, bytes]:
 def unpack(record: Mapping[str, object]) -> dict[str, np.ndarray]:
     """All named arrays in a config/metrics dict, keyed by their names."""
     return {
-        key[len(PREFIX):]: bytes_to_ndarray(value)
+        key[len(PREFIX) :]: bytes_to_ndarray(value)
         for key, value in record.items()
         if key.startswith(PREFIX) and isinstance(value, bytes)
     }

@@ -39,7 +39,7 @@ STAGE = "stage"
 SEED = "seed"
 REPORT_LATENT = "report_latent"
 PERSONAL_EVAL = "personal_eval"
-LOCAL_EVAL = "local_eval"        # test the received model on the client's local test set
+LOCAL_EVAL = "local_eval"  # test the received model on the client's local test set
 RETURN_PROBS = "return_probs"
 
 # client -> server
@@ -76,17 +76,35 @@ CONTROL_BOUND = 1e6
 LATENT_PAYLOAD = PayloadSpec(LATENT_MEAN, UP, "float", ("feature_dim",))
 BASE_PAYLOADS = (LATENT_PAYLOAD,)
 # label histogram in a properties answer: non-negative integers summing to the answer's num_examples
-LABEL_COUNTS_PAYLOAD = PayloadSpec(LABEL_COUNTS, ANSWER, "integer", ("num_classes",), nonnegative=True,
-                                   total="num_examples", required=True)
+LABEL_COUNTS_PAYLOAD = PayloadSpec(
+    LABEL_COUNTS,
+    ANSWER,
+    "integer",
+    ("num_classes",),
+    nonnegative=True,
+    total="num_examples",
+    required=True,
+)
 
 # ReBaFL: class prototypes as (classes, vectors, counts); global ones sent without counts
 PROTOTYPES = "prototypes"
-PROTOTYPE_CLASSES, PROTOTYPE_VECTORS, PROTOTYPE_COUNTS = (f"{PROTOTYPES}_{part}"
-                                                         for part in ("classes", "vectors", "counts"))
+PROTOTYPE_CLASSES, PROTOTYPE_VECTORS, PROTOTYPE_COUNTS = (
+    f"{PROTOTYPES}_{part}" for part in ("classes", "vectors", "counts")
+)
 REBAFL_PAYLOADS = BASE_PAYLOADS + (
-    PayloadSpec(PROTOTYPE_CLASSES, UP, "integer", ("k",), nonnegative=True, bound="max_class", required=True),
+    PayloadSpec(
+        PROTOTYPE_CLASSES, UP, "integer", ("k",), nonnegative=True, bound="max_class", required=True
+    ),
     PayloadSpec(PROTOTYPE_VECTORS, UP, "float", ("k", "feature_dim"), required=True),
-    PayloadSpec(PROTOTYPE_COUNTS, UP, "integer", ("k",), nonnegative=True, total="num_examples", required=True),
+    PayloadSpec(
+        PROTOTYPE_COUNTS,
+        UP,
+        "integer",
+        ("k",),
+        nonnegative=True,
+        total="num_examples",
+        required=True,
+    ),
     PayloadSpec(PROTOTYPE_CLASSES, DOWN, "integer", ("k",)),
     PayloadSpec(PROTOTYPE_VECTORS, DOWN, "float", ("k", "feature_dim")),
 )
@@ -110,15 +128,32 @@ ASTRAEA_PAYLOADS = BASE_PAYLOADS + (
 LABEL_DISTRIBUTION = "label_distribution"
 INFERRED_DISTRIBUTION = "inferred_distribution"
 LAPLACE_EPSILON = "laplace_epsilon"
-ENCODERS = "encoder."  # the frozen encoders, encoder.<k>.<j> (fedimb.core.models.concat), server -> client
+ENCODERS = (
+    "encoder."  # the frozen encoders, encoder.<k>.<j> (fedimb.core.models.concat), server -> client
+)
 FEDCONCAT_PAYLOADS = BASE_PAYLOADS + (
     PayloadSpec(INFERRED_DISTRIBUTION, UP, "float", ("num_classes",), nonnegative=True, total=1.0),
-    PayloadSpec(LABEL_DISTRIBUTION, ANSWER, "float", ("num_classes",), nonnegative=True, total=1.0, required=True),
+    PayloadSpec(
+        LABEL_DISTRIBUTION,
+        ANSWER,
+        "float",
+        ("num_classes",),
+        nonnegative=True,
+        total=1.0,
+        required=True,
+    ),
     LABEL_COUNTS_PAYLOAD,
 )
 
 # personal evaluation (GRP-FED, local-only ...): the personal model's global-test probabilities
 PERSONAL_PAYLOADS = BASE_PAYLOADS + (
-    PayloadSpec(GLOBAL_TEST_PROBS, ANSWER, "float", ("num_test", "num_classes"), nonnegative=True, bound=1.0,
-                required=True),
+    PayloadSpec(
+        GLOBAL_TEST_PROBS,
+        ANSWER,
+        "float",
+        ("num_test", "num_classes"),
+        nonnegative=True,
+        bound=1.0,
+        required=True,
+    ),
 )

@@ -6,7 +6,7 @@ parameter list.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -16,8 +16,12 @@ from fedimb.core import payload
 
 @torch.no_grad()
 def class_prototypes(
-    encoder: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, indices: torch.Tensor,
-    batch_size: int = 500, device: torch.device | None = None,
+    encoder: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor,
+    batch_size: int = 500,
+    device: torch.device | None = None,
 ) -> tuple[dict[int, np.ndarray], dict[int, int]]:
     """ReBaFL eq. 21: mean feature of each class present in ``indices``, and its count.
 
@@ -27,7 +31,7 @@ def class_prototypes(
     sums: dict[int, torch.Tensor] = {}
     counts: dict[int, int] = {}
     for start in range(0, len(indices), batch_size):
-        idx = indices[start: start + batch_size]
+        idx = indices[start : start + batch_size]
         xb = x[idx] if device is None else x[idx].to(device)
         features = encoder(xb).double().cpu()
         labels = y[idx]
@@ -40,8 +44,11 @@ def class_prototypes(
 
 
 def transfer_features(
-    features: torch.Tensor, labels: torch.Tensor, prototypes: torch.Tensor,
-    targets: torch.Tensor, lam: float,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    prototypes: torch.Tensor,
+    targets: torch.Tensor,
+    lam: float,
 ) -> torch.Tensor:
     """ReBaFL eq. 15: h̃ = p_target + λ·(h − p_label) for every row of ``features``."""
     return prototypes[targets] + lam * (features - prototypes[labels])
@@ -53,20 +60,25 @@ def cyclic_targets(batch_size: int, classes: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------ payload format
-def to_payload(prefix: str, prototypes: Mapping[int, np.ndarray], counts: Mapping[int, int] | None = None) -> dict:
+def to_payload(
+    prefix: str, prototypes: Mapping[int, np.ndarray], counts: Mapping[int, int] | None = None
+) -> dict:
     """Named arrays ``<prefix>_classes``, ``<prefix>_vectors`` (and ``<prefix>_counts``)."""
     classes = sorted(prototypes)
     arrays = {
         f"{prefix}_classes": np.asarray(classes, dtype=np.int64),
         f"{prefix}_vectors": np.stack([prototypes[c] for c in classes]).astype(np.float32)
-        if classes else np.zeros((0, 0), dtype=np.float32),
+        if classes
+        else np.zeros((0, 0), dtype=np.float32),
     }
     if counts is not None:
         arrays[f"{prefix}_counts"] = np.asarray([counts[c] for c in classes], dtype=np.int64)
     return payload.pack(arrays)
 
 
-def from_payload(prefix: str, record: Mapping[str, object]) -> tuple[dict[int, np.ndarray], dict[int, int]]:
+def from_payload(
+    prefix: str, record: Mapping[str, object]
+) -> tuple[dict[int, np.ndarray], dict[int, int]]:
     """Inverse of :func:`to_payload`; empty dicts when the record carries none."""
     arrays = payload.unpack(record)
     if f"{prefix}_classes" not in arrays:

@@ -4,7 +4,7 @@ majority classes and add augmented copies of minority-class samples."""
 from __future__ import annotations
 
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -36,8 +36,12 @@ def _stochastic_round(value: float, rng: np.random.Generator) -> int:
 
 
 def apply_plan(
-    x: torch.Tensor, y: torch.Tensor, indices: torch.Tensor, ratios: np.ndarray,
-    augment_params: Mapping[str, float], seed: int,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor,
+    ratios: np.ndarray,
+    augment_params: Mapping[str, float],
+    seed: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The client's rebalanced data set: inputs and labels (originals first).
 
@@ -64,7 +68,9 @@ def apply_plan(
         keep.append(members)
         extra = _stochastic_round((ratio - 1.0) * len(members), rng) if ratio > 1.0 else 0
         if extra > 0:
-            reps = np.concatenate([rng.permutation(members) for _ in range(int(np.ceil(extra / len(members))))])
+            reps = np.concatenate(
+                [rng.permutation(members) for _ in range(int(np.ceil(extra / len(members))))]
+            )
             sources.append(reps[:extra])
     kept = torch.from_numpy(np.sort(np.concatenate(keep)).astype(np.int64))
     x_out, y_out = [x[kept]], [y[kept]]
@@ -75,8 +81,9 @@ def apply_plan(
     return torch.cat(x_out).contiguous(), torch.cat(y_out)
 
 
-def _augmented_copies(x: torch.Tensor, source: torch.Tensor, augment_params: Mapping[str, float],
-                      seed: int) -> torch.Tensor:
+def _augmented_copies(
+    x: torch.Tensor, source: torch.Tensor, augment_params: Mapping[str, float], seed: int
+) -> torch.Tensor:
     """One copy of each ``x[source]``: affinely transformed for images, exact otherwise."""
     if x.dim() != 4:
         return x[source].clone()

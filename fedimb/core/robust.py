@@ -27,8 +27,9 @@ the reason); a smaller federation than that is refused with the configuration.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from flwr.server.strategy.aggregate import (
@@ -59,8 +60,12 @@ class RobustSettings:
     def from_config(cls, section: Mapping[str, Any] | None) -> RobustSettings:
         """Settings from the configuration's ``aggregation`` section (absent: plain mean)."""
         section = section or {}
-        return cls(name=section.get("name", "mean"), f=section.get("f", 0), beta=section.get("beta", 0.0),
-                   max_update_norm=section.get("max_update_norm"))
+        return cls(
+            name=section.get("name", "mean"),
+            f=section.get("f", 0),
+            beta=section.get("beta", 0.0),
+            max_update_norm=section.get("max_update_norm"),
+        )
 
     @property
     def is_plain_mean(self) -> bool:
@@ -71,20 +76,30 @@ class RobustSettings:
 def check(settings: RobustSettings, num_clients: int) -> None:
     """One-line :class:`ConfigError` for the first setting out of range."""
     if settings.name not in RULES:
-        raise ConfigError(f"unknown aggregation '{settings.name}' (choose from: {', '.join(RULES)})")
+        raise ConfigError(
+            f"unknown aggregation '{settings.name}' (choose from: {', '.join(RULES)})"
+        )
     if not (isinstance(settings.f, int) and not isinstance(settings.f, bool) and settings.f >= 0):
         raise ConfigError(f"aggregation.f must be an integer >= 0, got {settings.f!r}")
     beta = settings.beta
     if not (isinstance(beta, (int, float)) and not isinstance(beta, bool) and 0 <= beta < 0.5):
         raise ConfigError(f"aggregation.beta must be in [0, 0.5), got {beta!r}")
     bound = settings.max_update_norm
-    if bound is not None and not (isinstance(bound, (int, float)) and not isinstance(bound, bool)
-                                  and math.isfinite(bound) and bound > 0):
-        raise ConfigError(f"aggregation.max_update_norm must be a positive number or null, got {bound!r}")
+    if bound is not None and not (
+        isinstance(bound, (int, float))
+        and not isinstance(bound, bool)
+        and math.isfinite(bound)
+        and bound > 0
+    ):
+        raise ConfigError(
+            f"aggregation.max_update_norm must be a positive number or null, got {bound!r}"
+        )
     need = minimum_updates(settings)
     if num_clients < need:
-        raise ConfigError(f"aggregation={settings.name} with f={settings.f} needs at least {need} updates a round, "
-                          f"but the federation has {num_clients} clients")
+        raise ConfigError(
+            f"aggregation={settings.name} with f={settings.f} needs at least {need} updates a round, "
+            f"but the federation has {num_clients} clients"
+        )
 
 
 def minimum_updates(settings: RobustSettings) -> int:
@@ -96,13 +111,16 @@ def minimum_updates(settings: RobustSettings) -> int:
     return 1
 
 
-def clip_update(arrays: Sequence[np.ndarray], global_weights: Sequence[np.ndarray],
-                max_norm: float) -> list[np.ndarray]:
+def clip_update(
+    arrays: Sequence[np.ndarray], global_weights: Sequence[np.ndarray], max_norm: float
+) -> list[np.ndarray]:
     """The client model whose update Δ = w − w_global has L2 norm at most ``max_norm``
     over all floating-point arrays (integer buffers are counters, not weights, and are
     kept). A model within the bound is returned unchanged, to the bit."""
     floats = [i for i, a in enumerate(arrays) if np.issubdtype(a.dtype, np.floating)]
-    squared = sum(float(np.sum((arrays[i].astype(np.float64) - global_weights[i]) ** 2)) for i in floats)
+    squared = sum(
+        float(np.sum((arrays[i].astype(np.float64) - global_weights[i]) ** 2)) for i in floats
+    )
     norm = math.sqrt(squared)
     if norm <= max_norm:
         return list(arrays)
@@ -114,9 +132,12 @@ def clip_update(arrays: Sequence[np.ndarray], global_weights: Sequence[np.ndarra
     return clipped
 
 
-def combine(updates_arrays: Sequence[Sequence[np.ndarray]], weights: Sequence[float],
-            global_weights: Sequence[np.ndarray] | None,
-            settings: RobustSettings) -> tuple[list[np.ndarray] | None, str | None]:
+def combine(
+    updates_arrays: Sequence[Sequence[np.ndarray]],
+    weights: Sequence[float],
+    global_weights: Sequence[np.ndarray] | None,
+    settings: RobustSettings,
+) -> tuple[list[np.ndarray] | None, str | None]:
     """The new global weights from the client models under ``settings``, or None and the
     one-line reason the round keeps the previous model. ``weights`` are the method's
     aggregation weights; only ``mean`` and ``multikrum`` use them."""
@@ -129,8 +150,10 @@ def combine(updates_arrays: Sequence[Sequence[np.ndarray]], weights: Sequence[fl
         return weighted_average(arrays, weights), None
     need = minimum_updates(settings)
     if len(arrays) < need:
-        return None, (f"aggregation={settings.name} with f={settings.f} needs at least {need} updates, "
-                      f"got {len(arrays)}: global model unchanged")
+        return None, (
+            f"aggregation={settings.name} with f={settings.f} needs at least {need} updates, "
+            f"got {len(arrays)}: global model unchanged"
+        )
     results = list(zip(arrays, normalised_weights(weights)))
     return _in_model_dtypes(_flower_rule(results, settings), arrays[0]), None
 
@@ -146,11 +169,15 @@ def _flower_rule(results: list, settings: RobustSettings) -> list[np.ndarray]:
     if settings.name == "multikrum":
         return aggregate_krum(results, num_malicious=f, to_keep=len(results) - f)
     if settings.name == "bulyan":  # Flower's Bulyan removes the models it selects from the list
-        return aggregate_bulyan(list(results), num_malicious=f, aggregation_rule=aggregate_krum, to_keep=0)
+        return aggregate_bulyan(
+            list(results), num_malicious=f, aggregation_rule=aggregate_krum, to_keep=0
+        )
     raise ValueError(f"unknown aggregation '{settings.name}'")
 
 
-def _in_model_dtypes(layers: Sequence[np.ndarray], reference: Sequence[np.ndarray]) -> list[np.ndarray]:
+def _in_model_dtypes(
+    layers: Sequence[np.ndarray], reference: Sequence[np.ndarray]
+) -> list[np.ndarray]:
     """Each layer in the dtype the clients' models have (integers rounded, as
     :func:`fedimb.core.aggregate.weighted_average` does)."""
     out = []

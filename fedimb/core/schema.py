@@ -16,16 +16,16 @@ names such as ``control_delta.<j>``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
 #: how a rejection for NaN/Inf values ends, so that it is counted apart (``nonfinite``)
 NONFINITE = "holds NaN or Inf"
 
-UP = "up"          # a fit result, client -> server
-DOWN = "down"      # an instruction, server -> client
+UP = "up"  # a fit result, client -> server
+DOWN = "down"  # an instruction, server -> client
 ANSWER = "answer"  # an answer to a properties query or an evaluation, client -> server
 
 
@@ -65,8 +65,9 @@ def shown(name: str) -> str:
     return repr(name[:40] + ("…" if len(name) > 40 else ""))
 
 
-def check(named: Mapping[str, np.ndarray], specs, sizes: Mapping[str, object],
-          direction: str = UP) -> str | None:
+def check(
+    named: Mapping[str, np.ndarray], specs, sizes: Mapping[str, object], direction: str = UP
+) -> str | None:
     """Why ``named`` (one reply's arrays) breaks ``specs``, in one line, or None.
 
     ``sizes`` gives the run's sizes by name (``num_classes``, ``feature_dim``,
@@ -88,8 +89,14 @@ def check(named: Mapping[str, np.ndarray], specs, sizes: Mapping[str, object],
     return None
 
 
-def check_array(name: str, arr: np.ndarray, spec: PayloadSpec, j: int, sizes: Mapping[str, object],
-                letters: dict[str, int]) -> str | None:
+def check_array(
+    name: str,
+    arr: np.ndarray,
+    spec: PayloadSpec,
+    j: int,
+    sizes: Mapping[str, object],
+    letters: dict[str, int],
+) -> str | None:
     """Why one array breaks its spec, or None (``letters`` binds the free sizes)."""
     wanted = np.floating if spec.kind == "float" else np.integer
     if not np.issubdtype(arr.dtype, wanted):
@@ -112,8 +119,9 @@ def check_array(name: str, arr: np.ndarray, spec: PayloadSpec, j: int, sizes: Ma
     return None
 
 
-def shape_problem(shape: tuple, spec: PayloadSpec, j: int, sizes: Mapping[str, object],
-                  letters: dict[str, int]) -> str | None:
+def shape_problem(
+    shape: tuple, spec: PayloadSpec, j: int, sizes: Mapping[str, object], letters: dict[str, int]
+) -> str | None:
     if spec.shape == "model":
         model = list(sizes.get("model", ()))
         if j >= len(model):

@@ -3,8 +3,9 @@ benchmarks (so the framework and the plain-loop reference run identical steps)."
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,7 +29,7 @@ class TrainConfig:
     optimizer: str
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "TrainConfig":
+    def from_mapping(cls, values: Mapping[str, Any]) -> TrainConfig:
         missing = [f.name for f in fields(cls) if f.name not in values]
         if missing:
             raise ConfigError(f"training settings lack {missing}")
@@ -67,7 +68,9 @@ class TrainConfig:
             if value is None or not ok(value):
                 raise ConfigError(f"train.{key} must be {what}, got {values[key]!r}")
         if values["optimizer"] not in OPTIMIZERS:
-            raise ConfigError(f"unknown train.optimizer '{values['optimizer']}' (choose from: {', '.join(OPTIMIZERS)})")
+            raise ConfigError(
+                f"unknown train.optimizer '{values['optimizer']}' (choose from: {', '.join(OPTIMIZERS)})"
+            )
 
 
 #: the training settings every fit instruction carries (``train`` in conf/config.yaml)
@@ -78,10 +81,15 @@ OPTIMIZERS = ("sgd", "adam")
 def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
     """Every optimiser fedimb trains with; none imports TorchDynamo (:mod:`fedimb.core.no_dynamo`)."""
     if cfg.optimizer == "sgd":
-        return without_dynamo(lambda: torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum,
-                                                      weight_decay=cfg.weight_decay))
+        return without_dynamo(
+            lambda: torch.optim.SGD(
+                params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
+            )
+        )
     if cfg.optimizer == "adam":
-        return without_dynamo(lambda: torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay))
+        return without_dynamo(
+            lambda: torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        )
     raise ConfigError(f"unknown optimizer '{cfg.optimizer}' (choose from: {', '.join(OPTIMIZERS)})")
 
 
@@ -91,7 +99,7 @@ def batch_indices(
     """One shuffled pass over ``indices`` in mini-batches (the last one may be short)."""
     order = indices[torch.randperm(len(indices), generator=generator)]
     for start in range(0, len(order), batch_size):
-        yield order[start: start + batch_size]
+        yield order[start : start + batch_size]
 
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -149,7 +157,7 @@ def train_epochs(
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
     """Logits of ``model`` on ``x`` in evaluation mode."""
     model.eval()
-    return torch.cat([model(x[i: i + batch_size]) for i in range(0, len(x), batch_size)])
+    return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
 
 
 def evaluate_model(
@@ -159,7 +167,9 @@ def evaluate_model(
     labels may stay on the CPU while the model and inputs are on a GPU."""
     logits = predict(model, x, batch_size)
     loss = float(nn.functional.cross_entropy(logits, y.to(logits.device)))
-    metrics = classification_metrics(y.cpu().numpy(), logits.argmax(dim=1).cpu().numpy(), num_classes)
+    metrics = classification_metrics(
+        y.cpu().numpy(), logits.argmax(dim=1).cpu().numpy(), num_classes
+    )
     return {"loss": loss, **metrics}
 
 

@@ -8,4 +8,11 @@ from strategies.base.round_log import ClientUpdate, RoundLog
 from strategies.base.strategy import BaseStrategy
 from strategies.base.updates import NONFINITE, parameters_nbytes
 
-__all__ = ["BaseStrategy", "ClientUpdate", "NONFINITE", "PersonalEvaluation", "RoundLog", "parameters_nbytes"]
+__all__ = [
+    "BaseStrategy",
+    "ClientUpdate",
+    "NONFINITE",
+    "PersonalEvaluation",
+    "RoundLog",
+    "parameters_nbytes",
+]

@@ -26,7 +26,10 @@ class PersonalEvaluation:
 
     def payload_sizes(self, num_examples=None):
         """The base sizes and ``num_test``: the global test set the probabilities cover."""
-        return {**super().payload_sizes(num_examples), "num_test": len(self.run.data.dataset.y_test)}
+        return {
+            **super().payload_sizes(num_examples),
+            "num_test": len(self.run.data.dataset.y_test),
+        }
 
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
@@ -37,22 +40,32 @@ class PersonalEvaluation:
         (Evaluation is a measurement: dropout does not apply.)"""
         personal = self.run.cfg.evaluation.get("personal") or self.ensemble_global_test
         if not personal or server_round == 0 or not self.should_evaluate(server_round):
-            return super().configure_evaluate(server_round, parameters, client_manager)  # the local evaluation
-        config = {**self.fit_config(server_round), protocol.PERSONAL_EVAL: True,
-                  protocol.RETURN_PROBS: self.ensemble_global_test,
-                  protocol.LOCAL_EVAL: self.clients_test_locally(server_round, parameters)}
+            return super().configure_evaluate(
+                server_round, parameters, client_manager
+            )  # the local evaluation
+        config = {
+            **self.fit_config(server_round),
+            protocol.PERSONAL_EVAL: True,
+            protocol.RETURN_PROBS: self.ensemble_global_test,
+            protocol.LOCAL_EVAL: self.clients_test_locally(server_round, parameters),
+        }
         ins = EvaluateIns(parameters, config)
         return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
 
-    def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
-                           failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
-                           ) -> tuple[float | None, dict[str, Scalar]]:
+    def aggregate_evaluate(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, EvaluateRes]],
+        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+    ) -> tuple[float | None, dict[str, Scalar]]:
         """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores,
         and the distributions of the clients' local accuracies."""
         if failures:
             first = next((f for f in failures if isinstance(f, BaseException)), None)
-            self.round_log.note(f"personal evaluation: {len(failures)} clients failed"
-                                + (f" ({first})" if first is not None else ""))
+            self.round_log.note(
+                f"personal evaluation: {len(failures)} clients failed"
+                + (f" ({first})" if first is not None else "")
+            )
         if not results:
             return None, {}
         self.record_local(results)
@@ -61,14 +74,25 @@ class PersonalEvaluation:
         t_p = [s[protocol.PERSONAL_LOCAL_F1] for s in scores if protocol.PERSONAL_LOCAL_F1 in s]
         t_r = [s[protocol.PERSONAL_GLOBAL_F1] for s in scores if protocol.PERSONAL_GLOBAL_F1 in s]
         if self.ensemble_global_test:
-            replies = {i if pid is None else int(pid): (1, res.metrics)  # a count the probabilities do not use
-                       for i, (pid, res) in enumerate((self.registry.partition_of(p), r) for p, r in results)}
+            replies = {
+                i if pid is None else int(pid): (
+                    1,
+                    res.metrics,
+                )  # a count the probabilities do not use
+                for i, (pid, res) in enumerate(
+                    (self.registry.partition_of(p), r) for p, r in results
+                )
+            }
             probs = self.valid_answers(replies, protocol.GLOBAL_TEST_PROBS, "the ensemble")
             if probs:
-                self.round_log.test = self.run.score_probabilities(np.mean(list(probs.values()), axis=0))
+                self.round_log.test = self.run.score_probabilities(
+                    np.mean(list(probs.values()), axis=0)
+                )
         metrics = {"T_g": self.round_log.test.get("macro_f1")}
         if t_p and t_r:
             tp, tr = float(np.mean(t_p)), float(np.mean(t_r))
             metrics.update(T_p=tp, T_r=tr, T_l=2 * tp * tr / (tp + tr) if tp + tr > 0 else 0.0)
         self.round_log.extra.update({k: v for k, v in metrics.items() if v is not None})
-        return float(np.mean([res.loss for _, res in results])), {k: v for k, v in metrics.items() if v is not None}
+        return float(np.mean([res.loss for _, res in results])), {
+            k: v for k, v in metrics.items() if v is not None
+        }

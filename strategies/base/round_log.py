@@ -58,7 +58,9 @@ class RoundLog:
     local: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)  # the server's phases (seconds)
-    client_timing: dict[int, dict[str, float]] = field(default_factory=dict)  # each replying client's phases
+    client_timing: dict[int, dict[str, float]] = field(
+        default_factory=dict
+    )  # each replying client's phases
 
     @property
     def failures(self) -> int:
@@ -78,26 +80,30 @@ class RoundLog:
         record: dict[str, Any] = {"round": self.round, "stage": self.stage, "test": self.test}
         if self.round == 0:  # the initial evaluation: nothing was trained
             return record
-        record.update({
-            "clients": {
-                "sampled": self.sampled,
-                "dropped": self.dropped,
-                "succeeded": self.succeeded,
-                "errors": self.errors,
-                "rejected": self.rejected,
-                "nonfinite": self.nonfinite,
-                "failures": self.failures,
-            },
-            "bytes": {"down": self.bytes_down, "up": self.bytes_up},
-            "weight_diversity": self.weight_diversity,
-            "train": self.client_metrics,
-        })
+        record.update(
+            {
+                "clients": {
+                    "sampled": self.sampled,
+                    "dropped": self.dropped,
+                    "succeeded": self.succeeded,
+                    "errors": self.errors,
+                    "rejected": self.rejected,
+                    "nonfinite": self.nonfinite,
+                    "failures": self.failures,
+                },
+                "bytes": {"down": self.bytes_down, "up": self.bytes_up},
+                "weight_diversity": self.weight_diversity,
+                "train": self.client_metrics,
+            }
+        )
         timing = {**self.timing, **summarise_clients(list(self.client_timing.values()))}
         if timing:
             record["timing"] = timing
         if 0 < len(self.client_timing) <= CLIENT_TIMING_LIMIT:
-            record["timing_by_client"] = {str(pid): {k: round(v, 4) for k, v in t.items()}
-                                          for pid, t in sorted(self.client_timing.items())}
+            record["timing_by_client"] = {
+                str(pid): {k: round(v, 4) for k, v in t.items()}
+                for pid, t in sorted(self.client_timing.items())
+            }
         if self.extra:
             record["extra"] = self.extra
         if self.local:

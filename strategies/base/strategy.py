@@ -67,7 +67,9 @@ class BaseStrategy(UpdateChecks, Strategy):
         self.run = run
         cfg = run.cfg
         # a node's first answer includes starting its ClientApp: allow the connect timeout
-        self.registry = ClientRegistry(query_timeout=cfg.runtime.get("connect_timeout"), capacity=int(cfg.num_clients))
+        self.registry = ClientRegistry(
+            query_timeout=cfg.runtime.get("connect_timeout"), capacity=int(cfg.num_clients)
+        )
         self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
         self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
         clash = set(self.train_hparams) & set(self.client_hparams)
@@ -114,8 +116,10 @@ class BaseStrategy(UpdateChecks, Strategy):
     checkpoint_attributes: tuple[str, ...] = ()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"current_weights": self.current_weights,
-                **{name: getattr(self, name) for name in self.checkpoint_attributes}}
+        return {
+            "current_weights": self.current_weights,
+            **{name: getattr(self, name) for name in self.checkpoint_attributes},
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
@@ -145,7 +149,9 @@ class BaseStrategy(UpdateChecks, Strategy):
     ) -> list[tuple[ClientProxy, FitIns]]:
         began = time.perf_counter()
         self._refresh_clients(client_manager)
-        self.round_log.timing["discover"] = time.perf_counter() - began  # round 1: the clients' start-up
+        self.round_log.timing["discover"] = (
+            time.perf_counter() - began
+        )  # round 1: the clients' start-up
         began = time.perf_counter()
         sampled = self.sample_clients(server_round)
         available = self.run.availability.filter(server_round, sampled)
@@ -153,14 +159,20 @@ class BaseStrategy(UpdateChecks, Strategy):
         self.round_log.dropped = len(sampled) - len(available)
         instructions = self.fit_instructions(server_round, parameters, available)
         self._sent_models = {}
-        layout_of: dict[int, list[tuple[tuple[int, ...], np.dtype]]] = {}  # decode each distinct model once
+        layout_of: dict[
+            int, list[tuple[tuple[int, ...], np.dtype]]
+        ] = {}  # decode each distinct model once
         out = []
         for pid, ins in instructions.items():
             key = id(ins.parameters)
             if key not in layout_of:
-                layout_of[key] = [(a.shape, a.dtype) for a in parameters_to_ndarrays(ins.parameters)]
+                layout_of[key] = [
+                    (a.shape, a.dtype) for a in parameters_to_ndarrays(ins.parameters)
+                ]
             self._sent_models[pid] = layout_of[key]
-            self.round_log.bytes_down += parameters_nbytes(ins.parameters) + payload.nbytes(ins.config)
+            self.round_log.bytes_down += parameters_nbytes(ins.parameters) + payload.nbytes(
+                ins.config
+            )
             out.append((self.registry.proxy(pid), ins))
         self.registry.fit_replies.clear()
         self._sent_at = time.perf_counter()
@@ -170,18 +182,24 @@ class BaseStrategy(UpdateChecks, Strategy):
     def _refresh_clients(self, client_manager: ClientManager) -> None:
         runtime = self.run.cfg.runtime
         wait = 0 if self._discovered else self.run.num_clients
-        self.registry.refresh(client_manager, wait_for=wait, timeout=float(runtime.connect_timeout or 120))
+        self.registry.refresh(
+            client_manager, wait_for=wait, timeout=float(runtime.connect_timeout or 120)
+        )
         for refusal in self.registry.take_refusals():  # a bad or duplicate identity claim
             self.round_log.note(refusal)
         if not self._discovered:
             missing = self.run.num_clients - len(self.registry.partition_ids())
             if missing > 0:
                 unstarted = list(self.registry.unstarted_nodes(client_manager).values())
-                events.emit_clients_lost(self.run.num_clients, lost_client_reasons(missing, unstarted))
+                events.emit_clients_lost(
+                    self.run.num_clients, lost_client_reasons(missing, unstarted)
+                )
             own = [pid for pid in self.registry.partition_ids() if self.registry.has_own_data(pid)]
             if own:
-                self.round_log.note(f"clients {', '.join(map(str, own))} bring their own data: their sample counts "
-                                    "are bounded by the sizes they announced on joining, which the server cannot check")
+                self.round_log.note(
+                    f"clients {', '.join(map(str, own))} bring their own data: their sample counts "
+                    "are bounded by the sizes they announced on joining, which the server cannot check"
+                )
             self._discovered = True
 
     def trainable_clients(self) -> list[int]:
@@ -197,9 +215,13 @@ class BaseStrategy(UpdateChecks, Strategy):
         if not known:
             return []
         cfg = self.run.cfg
-        k = max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients)))
+        k = max(
+            int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients))
+        )
         sizes = self.run.data.partition.counts[known].sum(axis=1)
-        return draw_clients(self.run.seed, server_round, known, k, str(cfg.get("sampling", "uniform")), sizes)
+        return draw_clients(
+            self.run.seed, server_round, known, k, str(cfg.get("sampling", "uniform")), sizes
+        )
 
     def fit_config(self, server_round: int) -> dict[str, Scalar]:
         """Settings every client receives: round, stage, training and method settings."""
@@ -232,25 +254,35 @@ class BaseStrategy(UpdateChecks, Strategy):
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
         began = time.perf_counter()
         replies = self.registry.fit_replies
-        if replies and self._sent_at is not None:  # from the instructions to the first and the last reply
-            self.round_log.timing.update(first_reply=min(replies) - self._sent_at,
-                                         last_reply=max(replies) - self._sent_at)
+        if (
+            replies and self._sent_at is not None
+        ):  # from the instructions to the first and the last reply
+            self.round_log.timing.update(
+                first_reply=min(replies) - self._sent_at, last_reply=max(replies) - self._sent_at
+            )
         try:
             return self._aggregate_fit(server_round, results, failures)
         finally:
             self.round_log.timing["aggregate"] = time.perf_counter() - began
 
-    def _aggregate_fit(self, server_round, results, failures) -> tuple[Parameters | None, dict[str, Scalar]]:
+    def _aggregate_fit(
+        self, server_round, results, failures
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
         updates = self.accept_updates(results, failures)
         check_workers_alive(server_round, failures, len(results))
         minimum = int(self.run.cfg.get("min_successful_clients", 1))
         if len(updates) < minimum:
             if updates:
-                self.round_log.note(f"only {len(updates)} of the {minimum} updates a round needs "
-                                    "(min_successful_clients): global model unchanged")
+                self.round_log.note(
+                    f"only {len(updates)} of the {minimum} updates a round needs "
+                    "(min_successful_clients): global model unchanged"
+                )
             return None, {}
-        if updates[0].arrays and all(len(u.arrays) == len(updates[0].arrays) and
-               all(a.shape == b.shape for a, b in zip(u.arrays, updates[0].arrays)) for u in updates):
+        if updates[0].arrays and all(
+            len(u.arrays) == len(updates[0].arrays)
+            and all(a.shape == b.shape for a, b in zip(u.arrays, updates[0].arrays))
+            for u in updates
+        ):
             self.round_log.weight_diversity = weight_diversity([u.arrays for u in updates])
         self.round_log.client_metrics = self.aggregate_metrics(updates)
         new_weights = self.aggregate(server_round, updates)
@@ -288,7 +320,9 @@ class BaseStrategy(UpdateChecks, Strategy):
             return base
         return self.contribution_weighted(base, latents, [u.partition_id for u in updates])
 
-    def average_models(self, arrays_list: list[list[np.ndarray]], weights) -> list[np.ndarray] | None:
+    def average_models(
+        self, arrays_list: list[list[np.ndarray]], weights
+    ) -> list[np.ndarray] | None:
         """The client models combined by the configured ``aggregation`` rule (default: the
         weighted mean, unchanged), each update first clipped where ``max_update_norm`` says;
         None (and a note why) when the round has too few updates for the rule, so that the
@@ -332,15 +366,22 @@ class BaseStrategy(UpdateChecks, Strategy):
         where clients have local test sets (``evaluation.local_test_fraction`` or a data set
         that gives each client its own, Synthetic), every ``evaluation.local_every`` rounds
         and after the last (null: with every central test; 0: never)."""
-        if not (self.local_evaluation and self.run.has_local_tests) or server_round == 0 or not parameters.tensors:
+        if (
+            not (self.local_evaluation and self.run.has_local_tests)
+            or server_round == 0
+            or not parameters.tensors
+        ):
             return False
         every = self.run.cfg.evaluation.get("local_every")
         if every is None:
             return self.should_evaluate(server_round)
-        return int(every) > 0 and (server_round % int(every) == 0 or server_round == self.total_rounds())
+        return int(every) > 0 and (
+            server_round % int(every) == 0 or server_round == self.total_rounds()
+        )
 
-    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager: ClientManager
-                           ) -> list[tuple[ClientProxy, EvaluateIns]]:
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
         """The federated evaluation: in rounds :meth:`local_evaluation_due`, the global model
         to every connected client with training data, to test on its local test set
         (a measurement: dropout does not apply); where the server holds those test sets
@@ -358,12 +399,18 @@ class BaseStrategy(UpdateChecks, Strategy):
             return False
         if not self.run.holds_client_tests:
             return True
-        self.log_local("global", self.run.local_accuracies(parameters_to_ndarrays(parameters), self.trainable_clients()))
+        self.log_local(
+            "global",
+            self.run.local_accuracies(parameters_to_ndarrays(parameters), self.trainable_clients()),
+        )
         return False
 
-    def aggregate_evaluate(self, server_round: int, results: list[tuple[ClientProxy, EvaluateRes]],
-                           failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
-                           ) -> tuple[float | None, dict[str, Scalar]]:
+    def aggregate_evaluate(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, EvaluateRes]],
+        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+    ) -> tuple[float | None, dict[str, Scalar]]:
         """The distribution of the clients' local accuracies (:meth:`record_local`)."""
         self.record_local(results)
         return None, {}
@@ -371,7 +418,10 @@ class BaseStrategy(UpdateChecks, Strategy):
     def record_local(self, results: list[tuple[ClientProxy, EvaluateRes]]) -> None:
         """Each client's local accuracy of the global model (and of its personal model,
         where the round also tested those), with their distribution, in the round's log."""
-        for key, name in ((protocol.LOCAL_ACCURACY, "global"), (protocol.PERSONAL_LOCAL_ACCURACY, "personal")):
+        for key, name in (
+            (protocol.LOCAL_ACCURACY, "global"),
+            (protocol.PERSONAL_LOCAL_ACCURACY, "personal"),
+        ):
             accuracies = {}
             for proxy, res in results:
                 value = payload.scalars(res.metrics).get(key)
@@ -383,13 +433,18 @@ class BaseStrategy(UpdateChecks, Strategy):
     def log_local(self, model: str, accuracies: dict[int, float]) -> None:
         """The round's local accuracies of ``model`` ("global" or "personal"), each
         client's and their distribution."""
-        self.round_log.local[model] = {**accuracy_distribution(accuracies), "accuracy": dict(sorted(accuracies.items()))}
+        self.round_log.local[model] = {
+            **accuracy_distribution(accuracies),
+            "accuracy": dict(sorted(accuracies.items())),
+        }
 
     def should_evaluate(self, server_round: int) -> bool:
         every = int(self.run.cfg.evaluation.every)
         return server_round % every == 0 or server_round in (0, self.total_rounds())
 
-    def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
+    def evaluate(
+        self, server_round: int, parameters: Parameters
+    ) -> tuple[float, dict[str, Scalar]] | None:
         """Accuracy, macro-F1, per-class recall and loss on the balanced test set."""
         if not self.should_evaluate(server_round):
             return None
@@ -397,13 +452,20 @@ class BaseStrategy(UpdateChecks, Strategy):
 
     def _test(self, log: RoundLog, weights: list[np.ndarray]) -> tuple[float, dict[str, Scalar]]:
         log.test = self.run.evaluate(weights)
-        return float(log.test["loss"]), {"accuracy": log.test["accuracy"], "macro_f1": log.test["macro_f1"]}
+        return float(log.test["loss"]), {
+            "accuracy": log.test["accuracy"],
+            "macro_f1": log.test["macro_f1"],
+        }
 
     def evaluation_may_overlap(self) -> bool:
         """Whether this run may test round t while round t+1 trains: the method allows it
         and no federated evaluation of personal models follows the test."""
-        personal = self.run.cfg.evaluation.get("personal") or getattr(self, "ensemble_global_test", False)
-        own_test = type(self).evaluate is not BaseStrategy.evaluate  # the detached test is the base one
+        personal = self.run.cfg.evaluation.get("personal") or getattr(
+            self, "ensemble_global_test", False
+        )
+        own_test = (
+            type(self).evaluate is not BaseStrategy.evaluate
+        )  # the detached test is the base one
         return self.evaluation_overlaps_next_round and not personal and not own_test
 
     def detached_evaluation(self, server_round: int, parameters: Parameters):
@@ -412,7 +474,9 @@ class BaseStrategy(UpdateChecks, Strategy):
         read (the round's log, the weights to test) is captured now. The function returns
         the round's record and ``evaluate``'s result (None where the round is not tested)."""
         log = self.round_log
-        weights = self.evaluation_weights(parameters) if self.should_evaluate(server_round) else None
+        weights = (
+            self.evaluation_weights(parameters) if self.should_evaluate(server_round) else None
+        )
 
         def finish() -> tuple[dict[str, Any], tuple[float, dict[str, Scalar]] | None]:
             result = None if weights is None else self._test(log, weights)
@@ -438,14 +502,17 @@ def lost_client_reasons(missing: int, unstarted: list[str]) -> dict[str, int]:
     return reasons
 
 
-def draw_clients(seed: int, server_round: int, candidates: list[int], k: int, sampling: str,
-                 sizes: np.ndarray) -> list[int]:
+def draw_clients(
+    seed: int, server_round: int, candidates: list[int], k: int, sampling: str, sizes: np.ndarray
+) -> list[int]:
     """The ``k`` (at most all) of ``candidates`` that round ``server_round`` trains, without
     replacement, seeded by ``seed`` and the round alone; ``sizes`` are the candidates'
     training samples (for ``sampling=by_size``)."""
     rng = np.random.default_rng([seed, server_round, 0x5A3])
     p = sampling_probabilities(sampling, sizes)
-    return sorted(int(c) for c in rng.choice(candidates, size=min(k, len(candidates)), replace=False, p=p))
+    return sorted(
+        int(c) for c in rng.choice(candidates, size=min(k, len(candidates)), replace=False, p=p)
+    )
 
 
 def sampling_probabilities(sampling: str, sizes: np.ndarray) -> np.ndarray | None:
@@ -458,4 +525,3 @@ def sampling_probabilities(sampling: str, sizes: np.ndarray) -> np.ndarray | Non
         return None
     sizes = np.asarray(sizes, dtype=np.float64)
     return sizes / sizes.sum()
-

@@ -5,7 +5,8 @@ named payloads), in a fixed order."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from flwr.common import FitRes, Parameters, parameters_to_ndarrays
@@ -31,7 +32,9 @@ def parameters_nbytes(parameters: Parameters) -> int:
     return sum(len(t) for t in parameters.tensors)
 
 
-def model_mismatch(sent: list[tuple[tuple[int, ...], np.dtype]], arrays: list[np.ndarray]) -> str | None:
+def model_mismatch(
+    sent: list[tuple[tuple[int, ...], np.dtype]], arrays: list[np.ndarray]
+) -> str | None:
     """Why ``arrays`` are not a model like the one sent (``sent``: each array's shape and
     dtype), or hold values that are not finite numbers of their dtype. A dtype must match
     exactly: averaging takes the first update's dtype, so one client sending int64 or
@@ -47,7 +50,9 @@ def model_mismatch(sent: list[tuple[tuple[int, ...], np.dtype]], arrays: list[np
             largest = float(np.abs(arr).max())  # NaN if any value is: one pass for both checks
             if not math.isfinite(largest):
                 return f"array {i} {NONFINITE}"
-            if largest > math.sqrt(float(np.finfo(arr.dtype).max)):  # a norm or a product would be inf
+            if largest > math.sqrt(
+                float(np.finfo(arr.dtype).max)
+            ):  # a norm or a product would be inf
                 return f"array {i} holds values whose square overflows {arr.dtype} (largest magnitude {largest:.3g})"
     return None
 
@@ -93,7 +98,9 @@ class UpdateChecks:
                 self.round_log.note(f"client failed: {type(failure).__name__}: {failure}")
             else:
                 proxy, res = failure
-                self.round_log.note(f"client {self.registry.partition_of(proxy)} failed: {res.status.message}")
+                self.round_log.note(
+                    f"client {self.registry.partition_of(proxy)} failed: {res.status.message}"
+                )
         updates = []
         for proxy, res in self.in_partition_order(results):
             pid = self.registry.partition_of(proxy)
@@ -110,17 +117,18 @@ class UpdateChecks:
         self.round_log.succeeded = len(updates)
         return updates
 
-
-    def in_partition_order(self, results: list[tuple[ClientProxy, Any]]) -> list[tuple[ClientProxy, Any]]:
+    def in_partition_order(
+        self, results: list[tuple[ClientProxy, Any]]
+    ) -> list[tuple[ClientProxy, Any]]:
         """``results`` sorted by partition id. Flower lists replies in the order they
         arrive, which varies from run to run; floating-point sums over clients in a fixed
         order make a seeded run repeat to the last bit (unknown senders go last)."""
+
         def key(item):
             pid = self.registry.partition_of(item[0])
             return (pid is None, -1 if pid is None else int(pid))
 
         return sorted(results, key=key)
-
 
     def accept_update(self, pid: int | None, res: FitRes) -> ClientUpdate | str:
         """One client's reply as an accepted update, or why it is rejected (one line)."""
@@ -141,8 +149,11 @@ class UpdateChecks:
         have, bounded finite metrics, then the method's named arrays."""
         if pid is None or pid not in self._sent_models:
             return "from a client that was not asked to train"
-        problem = (model_mismatch(self._sent_models[pid], arrays)
-                   or self.check_num_examples(pid, res.num_examples) or metrics_problem(res.metrics))
+        problem = (
+            model_mismatch(self._sent_models[pid], arrays)
+            or self.check_num_examples(pid, res.num_examples)
+            or metrics_problem(res.metrics)
+        )
         if problem:
             return problem
         try:
@@ -186,7 +197,9 @@ class UpdateChecks:
             return int(self.registry.info(pid).num_examples)
         return int(self.run.data.partition.counts[pid].sum())
 
-    def check_payloads(self, named: dict[str, np.ndarray], num_examples: int | None = None) -> str | None:
+    def check_payloads(
+        self, named: dict[str, np.ndarray], num_examples: int | None = None
+    ) -> str | None:
         """Why the named arrays of one fit result must not be read, or None: each checked
         against the method's declared :attr:`payloads` (``num_examples``: the reply's)."""
         return schema.check(named, self.payloads, self.payload_sizes(num_examples))
@@ -202,11 +215,20 @@ class UpdateChecks:
         except Exception as err:  # not an ndarray_to_bytes encoding
             return f"undecodable payload ({type(err).__name__}: {err})"
         specs = [s for s in self.payloads if s.direction == schema.ANSWER and s.name in names]
-        return schema.check({n: a for n, a in named.items() if n in names}, specs,
-                            self.payload_sizes(num_examples), schema.ANSWER)
+        return schema.check(
+            {n: a for n, a in named.items() if n in names},
+            specs,
+            self.payload_sizes(num_examples),
+            schema.ANSWER,
+        )
 
-    def valid_answers(self, reported: dict, name: str, left_out_of: str,
-                      plausible: Callable[[int, np.ndarray], str | None] | None = None) -> dict[int, np.ndarray]:
+    def valid_answers(
+        self,
+        reported: dict,
+        name: str,
+        left_out_of: str,
+        plausible: Callable[[int, np.ndarray], str | None] | None = None,
+    ) -> dict[int, np.ndarray]:
         """The arrays ``name`` that match their declaration, by client (``reported``:
         client -> (its sample count, the array or its properties answer)), and the
         method's own test ``plausible`` (client, array -> why not, or None) where given;
@@ -227,9 +249,12 @@ class UpdateChecks:
         if problems:
             pid, problem = next(iter(problems.items()))
             clients = "1 client" if len(problems) == 1 else f"{len(problems)} clients"
-            self.round_log.note(f"{clients} left out of {left_out_of}: {name} invalid "
-                                f"(client {pid}: {problem})")
-            self.round_log.extra["clients_left_out"] = self.round_log.extra.get("clients_left_out", 0) + len(problems)
+            self.round_log.note(
+                f"{clients} left out of {left_out_of}: {name} invalid (client {pid}: {problem})"
+            )
+            self.round_log.extra["clients_left_out"] = self.round_log.extra.get(
+                "clients_left_out", 0
+            ) + len(problems)
         return valid
 
     #: the named arrays the method exchanges (:mod:`fedimb.core.protocol`); any other is rejected
@@ -242,7 +267,9 @@ class UpdateChecks:
             trainable = trainable_indices(model)
             initial = self.run.initial_weights()
             self._payload_sizes = {
-                "num_classes": self.run.num_classes, "max_class": self.run.num_classes - 1,
-                "feature_dim": int(model.feature_dim), "model": [initial[i].shape for i in trainable],
+                "num_classes": self.run.num_classes,
+                "max_class": self.run.num_classes - 1,
+                "feature_dim": int(model.feature_dim),
+                "model": [initial[i].shape for i in trainable],
             }
         return {**self._payload_sizes, "num_examples": num_examples}

@@ -24,14 +24,25 @@ def test_every_method_runs_two_rounds_deployed(tmp_path, no_leaked_processes):
     common = ["dataset=digits", "num_clients=3", "train.local_epochs=1", "dropout=none", "seed=1"]
     with LocalFederation(tmp_path / "fed", 3) as fed:
         results = [
-            run_fedimb("-m", f"method={','.join(group)}", *fed.runtime_overrides(), *common, *with_rounds(smoke, 2),
-                       f"output.root={tmp_path / f'group{i}'}", timeout=3600)
+            run_fedimb(
+                "-m",
+                f"method={','.join(group)}",
+                *fed.runtime_overrides(),
+                *common,
+                *with_rounds(smoke, 2),
+                f"output.root={tmp_path / f'group{i}'}",
+                timeout=3600,
+            )
             for i, (smoke, group) in enumerate(smoke_groups(methods).items())
         ]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/*/summary.json"))]
+    summaries = [
+        json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/*/summary.json"))
+    ]
     assert sorted(s["method"] for s in summaries) == sorted(methods)
     for summary in summaries:
-        assert summary["completed"] and summary["runtime"] == "deployment" and summary["rounds"] >= 2, summary
+        assert (
+            summary["completed"] and summary["runtime"] == "deployment" and summary["rounds"] >= 2
+        ), summary
         assert summary["final_accuracy"] is not None and summary["bytes_up"] > 0

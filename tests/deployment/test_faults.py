@@ -39,28 +39,52 @@ def write_device_data(path: Path) -> None:
 def test_secure_federation_survives_client_faults(tmp_path, no_leaked_processes):
     device_data = tmp_path / "device.npz"
     write_device_data(device_data)
-    configs = [{"partition-id": i, "num-partitions": 3} for i in range(2)] + [{"data-path": str(device_data)}]
+    configs = [{"partition-id": i, "num-partitions": 3} for i in range(2)] + [
+        {"data-path": str(device_data)}
+    ]
     events: list[str] = []
     with LocalFederation(tmp_path / "fed", 3, secure=True, node_configs=configs) as fed:
         # a node whose key was never registered is refused by the SuperLink
-        (intruder_key, _), = make_node_keys(tmp_path / "intruder", 1, prefix="intruder")
+        ((intruder_key, _),) = make_node_keys(tmp_path / "intruder", 1, prefix="intruder")
         intruder = SuperNode(
-            fed.address, {"partition-id": 0}, tmp_path / "intruder.log", env=flower_env(tmp_path / "fed" / "flwr-home"),
-            extra_args=["--root-certificates", str(fed.root_certificates), "--auth-supernode-private-key",
-                        str(intruder_key)],
+            fed.address,
+            {"partition-id": 0},
+            tmp_path / "intruder.log",
+            env=flower_env(tmp_path / "fed" / "flwr-home"),
+            extra_args=[
+                "--root-certificates",
+                str(fed.root_certificates),
+                "--auth-supernode-private-key",
+                str(intruder_key),
+            ],
         )
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "fedimb", *fed.runtime_overrides(), "dataset=digits", "num_clients=3",
-                 f"num_rounds={ROUNDS}", "train.local_epochs=1", "dropout=none", "runtime.round_timeout=60",
-                 f"output.root={tmp_path / 'out'}"],
-                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "fedimb",
+                    *fed.runtime_overrides(),
+                    "dataset=digits",
+                    "num_clients=3",
+                    f"num_rounds={ROUNDS}",
+                    "train.local_epochs=1",
+                    "dropout=none",
+                    "runtime.round_timeout=60",
+                    f"output.root={tmp_path / 'out'}",
+                ],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
             )
             assert proc.stdout is not None
             for line in proc.stdout:
                 events.append(line.rstrip())
                 if line.startswith("round 1/"):
-                    device_data.write_bytes(b"the SD card failed")  # node 2's ClientApp raises from now on
+                    device_data.write_bytes(
+                        b"the SD card failed"
+                    )  # node 2's ClientApp raises from now on
                     os.killpg(fed.nodes[1].pid, signal.SIGKILL)
                     killed_at = time.monotonic()
                 elif line.startswith("round 3/"):
@@ -89,10 +113,15 @@ def test_secure_federation_survives_client_faults(tmp_path, no_leaked_processes)
     # node 2 had no partition id: the server gave its device the free id 2
     assert "client 2 on node" in output and "not a readable .npz file" in output
     assert "client 1 on node" in output
-    rounds = {json.loads(ln)["round"]: json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()
-              if json.loads(ln)["event"] == "round" and json.loads(ln)["round"] > 0}
+    rounds = {
+        json.loads(ln)["round"]: json.loads(ln)
+        for ln in (run_dir / "events.jsonl").read_text().splitlines()
+        if json.loads(ln)["event"] == "round" and json.loads(ln)["round"] > 0
+    }
     # the straggler: no reply within the round timeout, or missed heartbeats while stopped
-    straggling = [m for r in rounds.values() if 4 <= r["round"] < ROUNDS for m in r.get("messages", [])]
+    straggling = [
+        m for r in rounds.values() if 4 <= r["round"] < ROUNDS for m in r.get("messages", [])
+    ]
     assert any(m.startswith("client 2 on node") for m in straggling), straggling
     failed = [r for r in rounds.values() if r["clients"]["errors"]]
     assert failed and all(r["clients"]["succeeded"] >= 1 for r in rounds.values())

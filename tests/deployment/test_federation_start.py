@@ -21,7 +21,11 @@ def slow_supernodes(monkeypatch, tmp_path, delay: float) -> None:
     script.write_text(f'#!/bin/sh\nsleep {delay}\nexec "{real}" "$@"\n')
     script.chmod(0o755)
     original = processes.executable
-    monkeypatch.setattr(processes, "executable", lambda name: str(script) if name == "flower-supernode" else original(name))
+    monkeypatch.setattr(
+        processes,
+        "executable",
+        lambda name: str(script) if name == "flower-supernode" else original(name),
+    )
 
 
 def online_nodes(federation: LocalFederation) -> int:
@@ -39,17 +43,27 @@ def test_a_node_that_never_connects_is_named(tmp_path, no_leaked_processes):
     federation = LocalFederation(tmp_path / "fed", 1, connect_timeout=20)
 
     def astray(i: int) -> None:  # a SuperNode pointed at an address where no SuperLink listens
-        federation.nodes.append(processes.SuperNode(
-            f"127.0.0.1:{processes.free_port()}", federation.node_config(i), tmp_path / "fed" / f"node{i}.log",
-            env=processes.flower_env(tmp_path / "fed" / "flwr-home")))
+        federation.nodes.append(
+            processes.SuperNode(
+                f"127.0.0.1:{processes.free_port()}",
+                federation.node_config(i),
+                tmp_path / "fed" / f"node{i}.log",
+                env=processes.flower_env(tmp_path / "fed" / "flwr-home"),
+            )
+        )
 
     federation.start_node = astray
-    with pytest.raises(FederationError, match=r"0 of 1 SuperNodes connected to the SuperLink within 20s; see .*node0\.log"):
+    with pytest.raises(
+        FederationError,
+        match=r"0 of 1 SuperNodes connected to the SuperLink within 20s; see .*node0\.log",
+    ):
         federation.start()
     assert all(not node.alive() for node in federation.nodes) and not federation.superlink.alive()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="an image's node gets its key as the image's user (chown)")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="an image's node gets its key as the image's user (chown)"
+)
 def test_an_edge_image_node_is_waited_for_like_a_native_one(tmp_path, no_leaked_processes):
     """EdgeFederation inherits LocalFederation's wait: a node from the image that exits
     before it connects is named with its log, as a native node is."""
@@ -58,8 +72,14 @@ def test_an_edge_image_node_is_waited_for_like_a_native_one(tmp_path, no_leaked_
     def failing_engine(*args: str) -> list[str]:  # every engine command fails, as without an image
         return ["sh", "-c", "echo cannot run the image; exit 1"]
 
-    federation = EdgeFederation(tmp_path / "fed", 1, secure=True,
-                                images={0: ContainerSpec(failing_engine, "fedimb-edge:arm64", "arm64")})
-    with pytest.raises(FederationError, match=r"a SuperNode exited \(cannot run the image\); see .*node0\.log"):
+    federation = EdgeFederation(
+        tmp_path / "fed",
+        1,
+        secure=True,
+        images={0: ContainerSpec(failing_engine, "fedimb-edge:arm64", "arm64")},
+    )
+    with pytest.raises(
+        FederationError, match=r"a SuperNode exited \(cannot run the image\); see .*node0\.log"
+    ):
         federation.start()
     assert not federation.superlink.alive()

@@ -24,8 +24,17 @@ pytestmark = pytest.mark.slow
 RUN = ("dataset=digits", "num_clients=2", "num_rounds=3", "train.local_epochs=1", "seed=4")
 
 #: what differs between two runs of one experiment: how long things took and where they ran
-TIMES = {"timing", "timing_by_client", "seconds", "elapsed", "wall_seconds", "server_seconds", "first_round_seconds",
-         "mean_round_seconds_after_first", "run_dir"}
+TIMES = {
+    "timing",
+    "timing_by_client",
+    "seconds",
+    "elapsed",
+    "wall_seconds",
+    "server_seconds",
+    "first_round_seconds",
+    "mean_round_seconds_after_first",
+    "run_dir",
+}
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +53,15 @@ def without_times(value):
 
 def run_folder_contents(run_dir: Path) -> dict:
     """What a run folder says about the run, timings aside."""
-    events = [without_times(json.loads(line)) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    metrics = [line for line in (run_dir / "metrics.csv").read_text().splitlines()
-               if ",time," not in line and ",system,seconds," not in line]
+    events = [
+        without_times(json.loads(line))
+        for line in (run_dir / "events.jsonl").read_text().splitlines()
+    ]
+    metrics = [
+        line
+        for line in (run_dir / "metrics.csv").read_text().splitlines()
+        if ",time," not in line and ",system,seconds," not in line
+    ]
     summary = without_times(json.loads((run_dir / "summary.json").read_text()))
     return {"events": events, "metrics": metrics, "summary": summary}
 
@@ -82,7 +97,9 @@ def serverapps(federation: LocalFederation) -> list[psutil.Process]:
     found = []
     for proc in psutil.Process(federation.superlink.pid).children(recursive=True):
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE and any("flwr-serverapp" in a for a in proc.cmdline()):
+            if proc.status() != psutil.STATUS_ZOMBIE and any(
+                "flwr-serverapp" in a for a in proc.cmdline()
+            ):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -115,7 +132,9 @@ def test_a_cut_stream_is_reattached_and_a_detached_run_attached(federation, tmp_
     assert run_folder_contents(the_run_folder(tmp_path / "cut")) == expected
 
     # a detached front end is interrupted; the run goes on and fedimb attach fills in its folder
-    detached = start_fedimb(*overrides, "runtime.detach=true", f"output.root={tmp_path / 'detached'}")
+    detached = start_fedimb(
+        *overrides, "runtime.detach=true", f"output.root={tmp_path / 'detached'}"
+    )
     wait_for_round(detached, 0)
     detached.send_signal(signal.SIGINT)
     result = finish_fedimb(detached, timeout=300)
@@ -129,7 +148,9 @@ def test_a_cut_stream_is_reattached_and_a_detached_run_attached(federation, tmp_
 
 
 def test_an_interrupted_front_end_stops_its_run_on_the_superlink(federation, tmp_path):
-    proc = start_fedimb(*RUN, "num_rounds=50", *federation.runtime_overrides(), f"output.root={tmp_path}")
+    proc = start_fedimb(
+        *RUN, "num_rounds=50", *federation.runtime_overrides(), f"output.root={tmp_path}"
+    )
     wait_for_round(proc, 1)
     proc.send_signal(signal.SIGINT)
     result = finish_fedimb(proc, timeout=300)
@@ -138,4 +159,3 @@ def test_an_interrupted_front_end_stops_its_run_on_the_superlink(federation, tmp
     assert "stopped run" in result.stdout and "(flwr stop)" in result.stdout
     assert run_status(federation, run_dir) == "finished:stopped"
     wait_until(lambda: not serverapps(federation), "the stopped run's ServerApp exits")
-

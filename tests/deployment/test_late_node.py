@@ -29,10 +29,14 @@ def read_lines(stream, lines: list[str], waiting: threading.Event) -> None:
             waiting.set()
 
 
-def test_a_node_that_connects_after_the_run_is_requested_is_waited_for(tmp_path, no_leaked_processes):
+def test_a_node_that_connects_after_the_run_is_requested_is_waited_for(
+    tmp_path, no_leaked_processes
+):
     federation = LocalFederation(tmp_path / "fed", 2)
     start_node = federation.start_node
-    federation.start_node = lambda i: start_node(i) if i == 0 else None  # the federation comes up with node 0 only
+    federation.start_node = lambda i: (
+        start_node(i) if i == 0 else None
+    )  # the federation comes up with node 0 only
     lines: list[str] = []
     waiting = threading.Event()
     proc = None
@@ -41,11 +45,26 @@ def test_a_node_that_connects_after_the_run_is_requested_is_waited_for(tmp_path,
         requested = time.monotonic()
         with open(tmp_path / "fedimb.err", "w") as stderr:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "fedimb", *federation.runtime_overrides(), "dataset=digits", "num_clients=2",
-                 "num_rounds=1", "train.local_epochs=1", "dropout=none", f"output.root={tmp_path / 'out'}"],
-                cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "fedimb",
+                    *federation.runtime_overrides(),
+                    "dataset=digits",
+                    "num_clients=2",
+                    "num_rounds=1",
+                    "train.local_epochs=1",
+                    "dropout=none",
+                    f"output.root={tmp_path / 'out'}",
+                ],
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
             )
-        reader = threading.Thread(target=read_lines, args=(proc.stdout, lines, waiting), daemon=True)
+        reader = threading.Thread(
+            target=read_lines, args=(proc.stdout, lines, waiting), daemon=True
+        )
         reader.start()
         # Node 1 starts LATE seconds after the request, and not before the front end is
         # waiting for it: a front end that refuses at once never sees it.
@@ -67,4 +86,6 @@ def test_a_node_that_connects_after_the_run_is_requested_is_waited_for(tmp_path,
     assert any(line.startswith("[fedimb] 2 SuperNodes connected to") for line in lines), lines
     summary = json.loads((Path(lines[-1]) / "summary.json").read_text())
     assert summary["completed"] and summary["rounds"] == 1, summary
-    print("\n".join(line for line in lines if line.startswith("[fedimb] ") and "SuperNodes" in line))
+    print(
+        "\n".join(line for line in lines if line.startswith("[fedimb] ") and "SuperNodes" in line)
+    )

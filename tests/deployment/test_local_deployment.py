@@ -35,14 +35,21 @@ def test_three_supernodes_two_rounds_match_simulation(tmp_path, no_leaked_proces
         started.append(superlink)
         superlink.wait_ready()
         nodes = [  # two with the warm launcher (fedimb.cli.node_worker), one with Flower's own
-            SuperNode(superlink.address, {"partition-id": i, "num-partitions": 3}, tmp_path / f"node{i}.log",
-                      env=env, warm=i < 2)
+            SuperNode(
+                superlink.address,
+                {"partition-id": i, "num-partitions": 3},
+                tmp_path / f"node{i}.log",
+                env=env,
+                warm=i < 2,
+            )
             for i in range(3)
         ]
         started += nodes + [node.worker for node in nodes if node.worker is not None]
         try:
             result = run_fedimb(
-                "runtime=deployment", f"runtime.address={superlink.address}", *COMMON,
+                "runtime=deployment",
+                f"runtime.address={superlink.address}",
+                *COMMON,
                 f"output.root={tmp_path / 'deployment'}",
             )
         finally:
@@ -50,17 +57,23 @@ def test_three_supernodes_two_rounds_match_simulation(tmp_path, no_leaked_proces
                 node.stop()
     assert all(process_group_gone(p.pid) for p in started)
     assert result.returncode == 0, result.stderr[-3000:]
-    deployed = json.loads((Path(result.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
+    deployed = json.loads(
+        (Path(result.stdout.strip().splitlines()[-1]) / "summary.json").read_text()
+    )
     assert deployed["completed"] and deployed["runtime"] == "deployment" and deployed["rounds"] == 2
     for i in (0, 1):  # every message of a warm node ran in a fork of its worker, none failed
         worker_log = (tmp_path / f"node{i}-worker.log").read_text()
-        assert "ClientApp process" in worker_log and "exited with code" not in worker_log, worker_log
+        assert "ClientApp process" in worker_log and "exited with code" not in worker_log, (
+            worker_log
+        )
     assert not (tmp_path / "node2-worker.log").exists()
 
     # The same experiment in simulation gives the same model: seeding does not depend
     # on the runtime (tolerance only for float summation order across thread counts).
     result = run_fedimb(*COMMON, f"output.root={tmp_path / 'simulation'}")
     assert result.returncode == 0, result.stderr[-3000:]
-    simulated = json.loads((Path(result.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
+    simulated = json.loads(
+        (Path(result.stdout.strip().splitlines()[-1]) / "summary.json").read_text()
+    )
     assert simulated["final_accuracy"] == pytest.approx(deployed["final_accuracy"], abs=0.005)
     assert simulated["bytes_up"] == deployed["bytes_up"]

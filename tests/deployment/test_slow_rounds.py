@@ -26,10 +26,18 @@ ROUNDS = 2
 def test_a_slow_node_within_the_round_timeout_completes_every_round(tmp_path, no_leaked_processes):
     with LocalFederation(tmp_path / "fed", 2) as fed:
         result = run_fedimb(
-            *fed.runtime_overrides(), "dataset=digits", "num_clients=2", f"num_rounds={ROUNDS}",
-            "train.local_epochs=1", "dropout=none", "runtime.round_timeout=300",
-            "fault.kind=hang", "fault.clients=[1]", f"fault.hang_seconds={SLOW_SECONDS}",
-            f"output.root={tmp_path / 'out'}", timeout=900,
+            *fed.runtime_overrides(),
+            "dataset=digits",
+            "num_clients=2",
+            f"num_rounds={ROUNDS}",
+            "train.local_epochs=1",
+            "dropout=none",
+            "runtime.round_timeout=300",
+            "fault.kind=hang",
+            "fault.clients=[1]",
+            f"fault.hang_seconds={SLOW_SECONDS}",
+            f"output.root={tmp_path / 'out'}",
+            timeout=900,
         )
         superlink_log = (tmp_path / "fed" / "superlink.log").read_text()
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
@@ -40,7 +48,11 @@ def test_a_slow_node_within_the_round_timeout_completes_every_round(tmp_path, no
     rounds = [r for r in records if r["event"] == "round" and r["round"] > 0]
     assert [r["round"] for r in rounds] == list(range(1, ROUNDS + 1))
     for record in rounds:  # the slow client is waited for, not dropped
-        assert record["clients"]["succeeded"] == 2 and not record["clients"]["failures"], record["clients"]
+        assert record["clients"]["succeeded"] == 2 and not record["clients"]["failures"], record[
+            "clients"
+        ]
         assert record["seconds"] >= SLOW_SECONDS, record["seconds"]
-    streams = superlink_log.count("ControlServicer.StreamLogs")  # 1 unless a stream was cut and re-attached
+    streams = superlink_log.count(
+        "ControlServicer.StreamLogs"
+    )  # 1 unless a stream was cut and re-attached
     print("round seconds:", [round(r["seconds"], 1) for r in rounds], "log streams:", streams)

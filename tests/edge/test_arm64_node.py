@@ -40,10 +40,21 @@ pytestmark = pytest.mark.edge
 ARCH = "arm64"
 COMMON = ["num_clients=2", "num_rounds=2", "train.local_epochs=1", "seed=2"]
 #: ReBaFL with Bernoulli dropout (p=0.5): with seed 2 client 0 is dropped in round 2
-CASES = {"fedavg": ["method=fedavg", "dropout=none"], "rebafl": ["method=rebafl", "dropout=bernoulli"]}
+CASES = {
+    "fedavg": ["method=fedavg", "dropout=none"],
+    "rebafl": ["method=rebafl", "dropout=bernoulli"],
+}
 ACCURACY_TOLERANCE = 0.002
 LOSS_TOLERANCE = 0.001
-RUN_FILES = ("config.yaml", "partition.json", "events.jsonl", "metrics.csv", "summary.json", "flwr.log", "curves.png")
+RUN_FILES = (
+    "config.yaml",
+    "partition.json",
+    "events.jsonl",
+    "metrics.csv",
+    "summary.json",
+    "flwr.log",
+    "curves.png",
+)
 PARTITIONED = [{"partition-id": 0, "num-partitions": 2}, {"partition-id": 1, "num-partitions": 2}]
 
 
@@ -55,19 +66,28 @@ def arm64_image():
         try:
             engine = stack.enter_context(container_engine(cache))
         except EdgeSetupError as err:
-            print(f"\nno container engine ({err}): the image's node runs in a chroot of its contents")
+            print(
+                f"\nno container engine ({err}): the image's node runs in a chroot of its contents"
+            )
             yield ChrootSpec(node_root(cache, ARCH), ARCH)
             return
         yield ContainerSpec(engine, build_image(engine, ARCH, cache), ARCH)
-        left = subprocess.run(engine("ps", "-q", "--filter", "name=fedimb-edge-"), capture_output=True, text=True)
+        left = subprocess.run(
+            engine("ps", "-q", "--filter", "name=fedimb-edge-"), capture_output=True, text=True
+        )
         assert not left.stdout.strip(), "edge containers left running"
 
 
 def run_federation(workdir: Path, overrides: list[str], node_configs, images) -> dict:
     """One front-end run against a fresh secure federation; what the checks need."""
     with EdgeFederation(workdir, 2, secure=True, node_configs=node_configs, images=images) as fed:
-        result = run_fedimb(*fed.runtime_overrides(), *COMMON, *overrides, f"output.root={workdir / 'out'}",
-                            timeout=2400)
+        result = run_fedimb(
+            *fed.runtime_overrides(),
+            *COMMON,
+            *overrides,
+            f"output.root={workdir / 'out'}",
+            timeout=2400,
+        )
         peaks = [node.peak_memory_mb() for node in fed.nodes if isinstance(node, ContainerNode)]
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
@@ -89,26 +109,44 @@ def expected_messages(overrides: list[str]) -> list[int]:
     """Per client: the rounds it was sampled and not dropped (all clients are sampled)."""
     cfg = compose([*COMMON, *overrides])
     availability = availability_from_config(cfg.dropout, cfg.num_clients, None, cfg.seed)
-    available = [availability.filter(r, list(range(cfg.num_clients))) for r in range(1, cfg.num_rounds + 1)]
+    available = [
+        availability.filter(r, list(range(cfg.num_clients))) for r in range(1, cfg.num_rounds + 1)
+    ]
     return [sum(c in a for a in available) for c in range(cfg.num_clients)]
 
 
 def check_against_native(mixed: dict, native: dict, overrides: list[str], label: str) -> None:
-    assert all((mixed["run_dir"] / name).is_file() for name in RUN_FILES), sorted(p.name for p in mixed["run_dir"].iterdir())
+    assert all((mixed["run_dir"] / name).is_file() for name in RUN_FILES), sorted(
+        p.name for p in mixed["run_dir"].iterdir()
+    )
     for r in mixed["rounds"][1:]:  # both nodes answered every round they were sampled
         clients = r["clients"]
         assert clients["succeeded"] == clients["sampled"] - clients["dropped"], r
-        assert clients["errors"] == clients["rejected"] == 0 and clients["failures"] == clients["dropped"], r
+        assert (
+            clients["errors"] == clients["rejected"] == 0
+            and clients["failures"] == clients["dropped"]
+        ), r
     assert mixed["received"] == native["received"] == expected_messages(overrides)
     differences = []
     for m, n in zip(mixed["rounds"], native["rounds"], strict=True):
         d_acc = abs(m["test"]["accuracy"] - n["test"]["accuracy"])
         d_loss = abs(m["test"]["loss"] - n["test"]["loss"]) / n["test"]["loss"]
         differences.append((m["round"], round(d_acc, 6), round(d_loss, 6)))
-        assert d_acc <= ACCURACY_TOLERANCE and d_loss <= LOSS_TOLERANCE, (label, m["round"], m["test"], n["test"])
-    arm = [r["timing_by_client"]["0"] for r in mixed["rounds"][1:] if "0" in r.get("timing_by_client", {})]
-    print(f"\n{label}: |accuracy|, relative |loss| differences per round {differences}; "
-          f"arm64 node's peak memory (container) {mixed['container_peak_mb']} MB; arm64 client phases {arm}")
+        assert d_acc <= ACCURACY_TOLERANCE and d_loss <= LOSS_TOLERANCE, (
+            label,
+            m["round"],
+            m["test"],
+            n["test"],
+        )
+    arm = [
+        r["timing_by_client"]["0"]
+        for r in mixed["rounds"][1:]
+        if "0" in r.get("timing_by_client", {})
+    ]
+    print(
+        f"\n{label}: |accuracy|, relative |loss| differences per round {differences}; "
+        f"arm64 node's peak memory (container) {mixed['container_peak_mb']} MB; arm64 client phases {arm}"
+    )
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -133,10 +171,18 @@ def test_an_arm64_node_trains_on_its_own_mounted_data(arm64_image, tmp_path, no_
     write_device_data(device_data)
     overrides = CASES["fedavg"]
     mounted = dataclasses.replace(arm64_image, mounts={device_data: "/data/device.npz"})
-    mixed = run_federation(tmp_path / "mixed", overrides,
-                           [{"data-path": "/data/device.npz"}, PARTITIONED[1]], {0: mounted})
-    native = run_federation(tmp_path / "native", overrides, [{"data-path": str(device_data)}, PARTITIONED[1]], {})
-    check_against_native(mixed, native, overrides, "fedavg, device data")  # a node without its data fails its rounds
+    mixed = run_federation(
+        tmp_path / "mixed",
+        overrides,
+        [{"data-path": "/data/device.npz"}, PARTITIONED[1]],
+        {0: mounted},
+    )
+    native = run_federation(
+        tmp_path / "native", overrides, [{"data-path": str(device_data)}, PARTITIONED[1]], {}
+    )
+    check_against_native(
+        mixed, native, overrides, "fedavg, device data"
+    )  # a node without its data fails its rounds
 
 
 def test_where_no_engine_runs_the_node_runs_in_a_chroot_of_the_image(tmp_path, no_leaked_processes):
@@ -147,5 +193,6 @@ def test_where_no_engine_runs_the_node_runs_in_a_chroot_of_the_image(tmp_path, n
     mixed = run_federation(tmp_path / "mixed", overrides, PARTITIONED, {0: spec})
     native = run_federation(tmp_path / "native", overrides, PARTITIONED, {})
     check_against_native(mixed, native, overrides, "fedavg, chroot")
-    assert "built without CUDA" in (tmp_path / "mixed" / "node0.log").read_text()  # the arm64 torch, not the host's
-
+    assert (
+        "built without CUDA" in (tmp_path / "mixed" / "node0.log").read_text()
+    )  # the arm64 torch, not the host's

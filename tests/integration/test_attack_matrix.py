@@ -16,11 +16,22 @@ from tests.integration.matrix_federation import MatrixFederation
 #: its harm (the injection works, the study's baseline); a robust rule must absorb it
 UNCOUNTABLE = {"sign_flip": False, "sign_flip_median": True}  # row -> unharmed
 #: attacks fedimb does not stop yet, each with why; a cell that starts passing fails (strict)
-UNDEFENDED = {"loss_skew_grpfed": "GRP-FED's default loss is measured during local training, so the server "
-                                  "cannot recompute it (loss_at=received is checked)"}
-CELLS = [pytest.param(runtime, name, id=f"{runtime}-{name}",
-                      marks=[pytest.mark.xfail(strict=True, reason=UNDEFENDED[name])] if name in UNDEFENDED else [])
-         for name, row in ROWS.items() for runtime in row.runtimes]
+UNDEFENDED = {
+    "loss_skew_grpfed": "GRP-FED's default loss is measured during local training, so the server "
+    "cannot recompute it (loss_at=received is checked)"
+}
+CELLS = [
+    pytest.param(
+        runtime,
+        name,
+        id=f"{runtime}-{name}",
+        marks=[pytest.mark.xfail(strict=True, reason=UNDEFENDED[name])]
+        if name in UNDEFENDED
+        else [],
+    )
+    for name, row in ROWS.items()
+    for runtime in row.runtimes
+]
 pytestmark = [pytest.mark.slow, pytest.mark.fault_matrix]
 
 
@@ -47,8 +58,13 @@ def test_cell(matrix, runtime, name):
     cell = matrix.cell(name, runtime)
     assert cell.survived, cell.detail
     if name in UNCOUNTABLE:
-        assert not cell.counted and cell.unharmed == UNCOUNTABLE[name], (cell.final_accuracy, cell.reference_accuracy)
+        assert not cell.counted and cell.unharmed == UNCOUNTABLE[name], (
+            cell.final_accuracy,
+            cell.reference_accuracy,
+        )
         return
     assert cell.counted, f"client 1's attack was not counted: {cell.detail}"
-    assert cell.unharmed, (f"final accuracy {cell.final_accuracy} against {cell.reference_accuracy} "
-                           f"with client 1 failing: {cell.detail}")
+    assert cell.unharmed, (
+        f"final accuracy {cell.final_accuracy} against {cell.reference_accuracy} "
+        f"with client 1 failing: {cell.detail}"
+    )

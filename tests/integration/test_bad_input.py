@@ -8,7 +8,11 @@ from tests.conftest import run_fedimb
 
 CASES = [
     (["method=nosuch"], "unknown method 'nosuch'", "fedimb list methods shows all"),
-    (["method=fedavgg"], "unknown method 'fedavgg'; did you mean fedavg", "fedimb list methods shows all"),
+    (
+        ["method=fedavgg"],
+        "unknown method 'fedavgg'; did you mean fedavg",
+        "fedimb list methods shows all",
+    ),
     (["dataset=nosuch"], "unknown dataset 'nosuch'", "fedimb list datasets"),
     (["dataset=digit"], "unknown dataset 'digit'; did you mean digits", ""),
     (["partition=nosuch"], "unknown partition 'nosuch'", "fedimb list partitions"),
@@ -23,11 +27,22 @@ CASES = [
     (["nosuchkey=1"], "unknown key 'nosuchkey'", ""),
     (["+foo=1"], "unknown key 'foo' in +foo=1: no file in conf/ declares it", ""),
     (["partition.alpah=0.1"], "unknown key 'partition.alpah'; did you mean partition.alpha", ""),
-    (["partition.alpha=-1"], "partition=pathological has no alpha; use partition=dirichlet", "partition.alpha=-1"),
-    (["method=fedprox", "method.client.mu=0.1", "method.strategy.nosuch=2"],
-     "unknown key 'method.strategy.nosuch'", ""),
+    (
+        ["partition.alpha=-1"],
+        "partition=pathological has no alpha; use partition=dirichlet",
+        "partition.alpha=-1",
+    ),
+    (
+        ["method=fedprox", "method.client.mu=0.1", "method.strategy.nosuch=2"],
+        "unknown key 'method.strategy.nosuch'",
+        "",
+    ),
     (["-m", "seed=0,1", "dropout.p=0.5,2"], "dropout.p must lie in [0, 1], got 2", ""),
-    (["method=fedbabu", "method.strategy.finetune_every=0"], "method 'fedbabu': finetune_epochs and finetune_every must be >= 1", ""),
+    (
+        ["method=fedbabu", "method.strategy.finetune_every=0"],
+        "method 'fedbabu': finetune_epochs and finetune_every must be >= 1",
+        "",
+    ),
 ]
 
 
@@ -44,8 +59,11 @@ def test_one_line_error_before_training(tmp_path, args, message, choice):
 
 def test_online_dataset_offline_names_the_dataset_and_the_fix(tmp_path):
     result = run_fedimb(
-        "dataset=cifar10", f"dataset.root={tmp_path}", f"output.root={tmp_path}",
-        env={"FEDIMB_OFFLINE": "1", "FEDIMB_CACHE": str(tmp_path / "cache")}, timeout=120,
+        "dataset=cifar10",
+        f"dataset.root={tmp_path}",
+        f"output.root={tmp_path}",
+        env={"FEDIMB_OFFLINE": "1", "FEDIMB_CACHE": str(tmp_path / "cache")},
+        timeout=120,
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -62,7 +80,9 @@ def one_error_line(result) -> str:
 
 def test_an_output_root_that_cannot_be_created_is_one_line(tmp_path):
     """/proc accepts no folder, not even from root (which os.access lets through)."""
-    line = one_error_line(run_fedimb("dataset=digits", "runtime=in_process", "output.root=/proc/x", timeout=120))
+    line = one_error_line(
+        run_fedimb("dataset=digits", "runtime=in_process", "output.root=/proc/x", timeout=120)
+    )
     assert line.startswith("fedimb: error: output.root /proc/x is not writable: ")
 
 
@@ -70,11 +90,18 @@ def test_a_superlink_that_does_not_answer_is_named_with_its_setting(tmp_path):
     from fedimb.cli.processes import free_port
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
-    result = run_fedimb("dataset=digits", "runtime=deployment", f"runtime.address={address}", "num_clients=2",
-                        f"output.root={tmp_path}", timeout=120)
+    result = run_fedimb(
+        "dataset=digits",
+        "runtime=deployment",
+        f"runtime.address={address}",
+        "num_clients=2",
+        f"output.root={tmp_path}",
+        timeout=120,
+    )
     assert one_error_line(result) == (
         f"fedimb: error: cannot reach the SuperLink at {address} (runtime.address): Connection refused; "
-        f"start one or set runtime.address=HOST:PORT")
+        f"start one or set runtime.address=HOST:PORT"
+    )
     assert not list(tmp_path.rglob("*.yaml"))
 
 
@@ -85,7 +112,12 @@ def test_the_documented_bad_input_examples_print_what_the_docs_say(page, tmp_pat
 
     from tests.conftest import REPO
 
-    examples = re.findall(r"`fedimb ([^`]+)` prints\s+`(fedimb: error: [^`]+)`", (REPO / page).read_text())
+    examples = re.findall(
+        r"`fedimb ([^`]+)` prints\s+`(fedimb: error: [^`]+)`", (REPO / page).read_text()
+    )
     assert examples, f"{page} shows no bad-input example"
     for args, error in examples:
-        assert one_error_line(run_fedimb(*args.split(), f"output.root={tmp_path}", timeout=120)) == error
+        assert (
+            one_error_line(run_fedimb(*args.split(), f"output.root={tmp_path}", timeout=120))
+            == error
+        )

@@ -12,16 +12,34 @@ import time
 
 import pytest
 
-from benchmarks.faults import BAD_UPDATES, FAULTS, NOT_APPLICABLE, RUNTIMES, Timing, causes, one_cell
+from benchmarks.faults import (
+    BAD_UPDATES,
+    FAULTS,
+    NOT_APPLICABLE,
+    RUNTIMES,
+    Timing,
+    causes,
+    one_cell,
+)
 from tests.integration.matrix_federation import MatrixFederation
 
 #: short round timeouts where rounds are short; a deployed round takes up to 25 s on a busy 2-core machine
-TIMINGS = {"in_process": Timing(round_timeout=5, hang=8), "simulation": Timing(round_timeout=30, hang=40),
-           "deployment": Timing()}
-MARKS = {"in_process": [], "simulation": [pytest.mark.slow, pytest.mark.fault_matrix],
-         "deployment": [pytest.mark.slow, pytest.mark.fault_matrix]}
-CELLS = [pytest.param(runtime, fault, marks=MARKS[runtime], id=f"{runtime}-{fault}")
-         for runtime in RUNTIMES for fault in FAULTS if (fault, runtime) not in NOT_APPLICABLE]
+TIMINGS = {
+    "in_process": Timing(round_timeout=5, hang=8),
+    "simulation": Timing(round_timeout=30, hang=40),
+    "deployment": Timing(),
+}
+MARKS = {
+    "in_process": [],
+    "simulation": [pytest.mark.slow, pytest.mark.fault_matrix],
+    "deployment": [pytest.mark.slow, pytest.mark.fault_matrix],
+}
+CELLS = [
+    pytest.param(runtime, fault, marks=MARKS[runtime], id=f"{runtime}-{fault}")
+    for runtime in RUNTIMES
+    for fault in FAULTS
+    if (fault, runtime) not in NOT_APPLICABLE
+]
 
 
 class Matrix(MatrixFederation):
@@ -37,11 +55,16 @@ class Matrix(MatrixFederation):
             self.cell("raise", runtime)
         if (fault, runtime) not in self.cells:
             federation = self.federation_for(runtime)
-            self.cells[fault, runtime] = one_cell(fault, runtime, self.out, federation, TIMINGS[runtime])
-            if federation is not None and fault == "kill_worker":  # SuperNode 1 back for the next cells
+            self.cells[fault, runtime] = one_cell(
+                fault, runtime, self.out, federation, TIMINGS[runtime]
+            )
+            if (
+                federation is not None and fault == "kill_worker"
+            ):  # SuperNode 1 back for the next cells
                 federation.start_node(1)
                 time.sleep(5)
         return self.cells[fault, runtime]
+
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):

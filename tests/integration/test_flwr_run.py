@@ -27,10 +27,21 @@ def test_flwr_run_with_run_config_overrides(tmp_path, no_leaked_processes):
         superlink.wait_ready()
         write_connection(home, connection, superlink.address)
         result = subprocess.run(
-            [executable("flwr"), "run", str(APP_DIR), connection, "--stream",
-             "--run-config", 'num-rounds=2 num-clients=3 dropout="none" overrides="train.local_epochs=1"',
-             "--federation-config", "num-supernodes=3 client-resources-num-cpus=1"],
-            capture_output=True, text=True, env=flower_env(home), timeout=600,
+            [
+                executable("flwr"),
+                "run",
+                str(APP_DIR),
+                connection,
+                "--stream",
+                "--run-config",
+                'num-rounds=2 num-clients=3 dropout="none" overrides="train.local_epochs=1"',
+                "--federation-config",
+                "num-supernodes=3 client-resources-num-cpus=1",
+            ],
+            capture_output=True,
+            text=True,
+            env=flower_env(home),
+            timeout=600,
         )
     events = [e for e in map(parse_event, result.stdout.splitlines()) if e]
     kinds = [e["event"] for e in events]

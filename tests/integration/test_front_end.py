@@ -27,18 +27,33 @@ def read_summary(run_dir: Path) -> dict:
 
 def test_fedavg_three_rounds_writes_a_complete_run_folder(tmp_path, no_leaked_processes):
     result = run_fedimb(
-        "method=fedavg", "dataset=mnist5k", "partition=iid", "dropout=none", "num_clients=4",
-        "num_rounds=3", "train.local_epochs=1", "seed=0", f"output.root={tmp_path}",
+        "method=fedavg",
+        "dataset=mnist5k",
+        "partition=iid",
+        "dropout=none",
+        "num_clients=4",
+        "num_rounds=3",
+        "train.local_epochs=1",
+        "seed=0",
+        f"output.root={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     last_line = result.stdout.strip().splitlines()[-1]
     run_dir = Path(last_line)
     assert run_dir.is_absolute() and run_dir.is_dir() and str(run_dir).startswith(str(tmp_path))
-    for name in ("config.yaml", "metrics.csv", "summary.json", "partition.json", "curves.png", "flwr.log"):
+    for name in (
+        "config.yaml",
+        "metrics.csv",
+        "summary.json",
+        "partition.json",
+        "curves.png",
+        "flwr.log",
+    ):
         assert (run_dir / name).is_file(), name
     # progress was shown for every round
-    assert [ln.split("|")[0].strip() for ln in result.stdout.splitlines() if ln.startswith("round")] == [
-        "round 0/3", "round 1/3", "round 2/3", "round 3/3"]
+    assert [
+        ln.split("|")[0].strip() for ln in result.stdout.splitlines() if ln.startswith("round")
+    ] == ["round 0/3", "round 1/3", "round 2/3", "round 3/3"]
 
     summary = read_summary(run_dir)
     assert summary["completed"] and summary["rounds"] == 3 and summary["method"] == "fedavg"
@@ -53,7 +68,11 @@ def test_fedavg_three_rounds_writes_a_complete_run_folder(tmp_path, no_leaked_pr
 
     with open(run_dir / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
-    accuracy = {int(r["round"]): float(r["value"]) for r in rows if r["split"] == "test" and r["metric"] == "accuracy"}
+    accuracy = {
+        int(r["round"]): float(r["value"])
+        for r in rows
+        if r["split"] == "test" and r["metric"] == "accuracy"
+    }
     assert sorted(accuracy) == [0, 1, 2, 3]
     assert accuracy[3] > accuracy[0]
     succeeded = [float(r["value"]) for r in rows if r["metric"] == "succeeded"]
@@ -73,8 +92,16 @@ def start_sweep(root, methods, *overrides):
     # machine's 2 cores; the in-process runtime has no actors to size
     actors = [] if "runtime=in_process" in overrides else ["runtime.num_cpus_per_client=2"]
     return start_fedimb(
-        "-m", f"method={','.join(methods)}", "dataset=digits", "num_clients=3", "train.local_epochs=1",
-        "dropout=none", "seed=1", *actors, *overrides, f"output.root={root}",
+        "-m",
+        f"method={','.join(methods)}",
+        "dataset=digits",
+        "num_clients=3",
+        "train.local_epochs=1",
+        "dropout=none",
+        "seed=1",
+        *actors,
+        *overrides,
+        f"output.root={root}",
     )
 
 
@@ -84,8 +111,11 @@ def keeps_client_state(method: str) -> bool:
     from fedimb.app.config import compose, import_class
 
     cls = import_class(str(compose([f"method={method}"]).method.client._target_))
-    return any("self.save_state(" in inspect.getsource(c) for c in cls.__mro__
-               if c.__module__.startswith("clients.") and c.__name__ != "BaseClient")
+    return any(
+        "self.save_state(" in inspect.getsource(c)
+        for c in cls.__mro__
+        if c.__module__.startswith("clients.") and c.__name__ != "BaseClient"
+    )
 
 
 def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
@@ -104,25 +134,39 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     stateful = [m for m in plain if keeps_client_state(m)]
     stateless = [m for m in plain if m not in stateful]
     half = len(stateful) // 2
-    named = [(f"s{i}", methods, with_rounds(smoke, 2)) for i, (smoke, methods) in enumerate(groups.items())]
+    named = [
+        (f"s{i}", methods, with_rounds(smoke, 2))
+        for i, (smoke, methods) in enumerate(groups.items())
+    ]
     streams = [  # about equally long (measured: the normalised sweep takes as long as the named ones)
         [("a", stateful[:half], ["num_rounds=2"]), *named],
-        [("normalized", NORMALIZED, ["num_rounds=2", "normalize=latent_cosine"]),
-         ("b", stateful[half:], ["num_rounds=2"]), ("c", stateless, ["num_rounds=2", "runtime=in_process"])],
+        [
+            ("normalized", NORMALIZED, ["num_rounds=2", "normalize=latent_cosine"]),
+            ("b", stateful[half:], ["num_rounds=2"]),
+            ("c", stateless, ["num_rounds=2", "runtime=in_process"]),
+        ],
     ]
 
     def run_stream(sweeps):
-        return [finish_fedimb(start_sweep(tmp_path / name, methods, *extra), timeout=900)
-                for name, methods, extra in sweeps]
+        return [
+            finish_fedimb(start_sweep(tmp_path / name, methods, *extra), timeout=900)
+            for name, methods, extra in sweeps
+        ]
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         results = [r for stream in pool.map(run_stream, streams) for r in stream]
     for result in results:
         assert result.returncode == 0, result.stderr[-3000:]
-    summaries = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/multirun/*/*/*/summary.json"))
-                 if p.relative_to(tmp_path).parts[0] != "normalized"]
+    summaries = [
+        json.loads(p.read_text())
+        for p in sorted(tmp_path.glob("*/multirun/*/*/*/summary.json"))
+        if p.relative_to(tmp_path).parts[0] != "normalized"
+    ]
     methods = plain + [m for group in groups.values() for m in group]
-    normalized = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("normalized/multirun/*/*/*/summary.json"))]
+    normalized = [
+        json.loads(p.read_text())
+        for p in sorted(tmp_path.glob("normalized/multirun/*/*/*/summary.json"))
+    ]
     assert sorted(s["method"] for s in normalized) == sorted(NORMALIZED)
     for run_dir in tmp_path.glob("normalized/multirun/*/*/*/"):
         with open(run_dir / "metrics.csv") as fh:
@@ -136,8 +180,11 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
 def round_scores(run_dir: Path) -> list[tuple]:
     """(round, test accuracy, test loss, client metrics) of every round a run reported."""
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    return [(e["round"], e["test"].get("accuracy"), e["test"].get("loss"), e.get("train"))
-            for e in events if e["event"] == "round"]
+    return [
+        (e["round"], e["test"].get("accuracy"), e["test"].get("loss"), e.get("train"))
+        for e in events
+        if e["event"] == "round"
+    ]
 
 
 def test_in_process_runtime_repeats_the_simulation_to_the_last_bit(tmp_path, no_leaked_processes):
@@ -145,16 +192,28 @@ def test_in_process_runtime_repeats_the_simulation_to_the_last_bit(tmp_path, no_
     with the same seed every round's test scores and client metrics equal the
     simulation's exactly (dropout, client state, payloads and a convolutional model included)."""
     methods = ["fedavg", "scaffold", "grpfed"]
-    common = ["-m", f"method={','.join(methods)}", "dataset=digits", "model=cnn28", "num_clients=3",
-              "num_rounds=3", "train.local_epochs=1", "seed=2"]
+    common = [
+        "-m",
+        f"method={','.join(methods)}",
+        "dataset=digits",
+        "model=cnn28",
+        "num_clients=3",
+        "num_rounds=3",
+        "train.local_epochs=1",
+        "seed=2",
+    ]
     simulated = start_fedimb(*common, f"output.root={tmp_path / 'simulation'}")
-    in_process = start_fedimb(*common, "runtime=in_process", f"output.root={tmp_path / 'in_process'}")
+    in_process = start_fedimb(
+        *common, "runtime=in_process", f"output.root={tmp_path / 'in_process'}"
+    )
     for proc in (simulated, in_process):  # side by side: the in-process sweep needs one core
         result = finish_fedimb(proc)
         assert result.returncode == 0, result.stderr[-3000:]
     for method in methods:
-        runs = {runtime: next(tmp_path.glob(f"{runtime}/multirun/*/*/*-{method}-digits-s2"))
-                for runtime in ("simulation", "in_process")}
+        runs = {
+            runtime: next(tmp_path.glob(f"{runtime}/multirun/*/*/*-{method}-digits-s2"))
+            for runtime in ("simulation", "in_process")
+        }
         assert read_summary(runs["in_process"])["runtime"] == "in_process"
         scores = {runtime: round_scores(run_dir) for runtime, run_dir in runs.items()}
         assert len(scores["simulation"]) == 4, method

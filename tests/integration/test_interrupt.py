@@ -35,7 +35,9 @@ def descendants(proc: subprocess.Popen) -> list[psutil.Process]:
 def interrupt(args: tuple[str, ...], tmp_path: Path, signum: int, at_round: int = 1):
     """Start a run, signal it once round ``at_round`` is reported; the finished process,
     its stderr lines, and the processes it had started."""
-    proc = start_fedimb(*args, f"output.root={tmp_path}", f"checkpoint.dir={tmp_path / 'checkpoints'}")
+    proc = start_fedimb(
+        *args, f"output.root={tmp_path}", f"checkpoint.dir={tmp_path / 'checkpoints'}"
+    )
     wait_for_round(proc, at_round)
     children = descendants(proc)
     proc.send_signal(signum)
@@ -59,15 +61,20 @@ def test_a_stopped_in_process_run_says_how_to_resume_it(tmp_path, signum, code):
     run_dir = the_run_folder(tmp_path)
     assert re.fullmatch(
         rf"fedimb: interrupted after round \d+ of 100000; continue with: fedimb resume {re.escape(str(run_dir))}",
-        lines[0]), lines[0]
+        lines[0],
+    ), lines[0]
 
 
 def test_without_checkpoints_an_interrupted_run_says_there_is_nothing_to_resume(tmp_path):
-    result, lines = interrupt((*DIGITS, "runtime=in_process", "checkpoint.enabled=false"), tmp_path, signal.SIGINT)
+    result, lines = interrupt(
+        (*DIGITS, "runtime=in_process", "checkpoint.enabled=false"), tmp_path, signal.SIGINT
+    )
     assert result.returncode == 130
     assert len(lines) == 1, result.stderr
     assert re.fullmatch(
-        r"fedimb: interrupted after round \d+ of 100000; nothing to resume \(checkpoint.enabled=false\)", lines[0])
+        r"fedimb: interrupted after round \d+ of 100000; nothing to resume \(checkpoint.enabled=false\)",
+        lines[0],
+    )
 
 
 @pytest.mark.slow

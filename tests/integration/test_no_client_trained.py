@@ -12,10 +12,18 @@ from tests.conftest import run_fedimb
 DIGITS = ["dataset=digits", "num_clients=2", "num_rounds=1", "dropout=none", "train.local_epochs=1"]
 
 
-@pytest.mark.parametrize("runtime", ["in_process", pytest.param("simulation", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "runtime", ["in_process", pytest.param("simulation", marks=pytest.mark.slow)]
+)
 def test_a_run_in_which_every_client_fails_is_a_failed_run(runtime, tmp_path):
-    result = run_fedimb(*DIGITS, f"runtime={runtime}", "fault.kind=raise", "fault.clients=[0,1]",
-                        f"output.root={tmp_path}", timeout=300)
+    result = run_fedimb(
+        *DIGITS,
+        f"runtime={runtime}",
+        "fault.kind=raise",
+        "fault.clients=[0,1]",
+        f"output.root={tmp_path}",
+        timeout=300,
+    )
     assert result.returncode == 2, result.stdout[-2000:]
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]
     assert "the run failed (no client trained in any round: client " in line, line

@@ -20,8 +20,14 @@ DIGITS_TRAIN = 1437  # sklearn's 1,797 digits, 20% held out as the test set
 def file_partition(tmp_path: Path, clients, num_clients: int | None = None):
     path = tmp_path / "split.json"
     path.write_text(json.dumps({"clients": clients}))
-    cfg = compose(["dataset=digits", "partition=file", f"partition.path={path}",
-                   f"num_clients={num_clients if num_clients is not None else len(clients)}"])
+    cfg = compose(
+        [
+            "dataset=digits",
+            "partition=file",
+            f"partition.path={path}",
+            f"num_clients={num_clients if num_clients is not None else len(clients)}",
+        ]
+    )
     return experiment_data(cfg).partition
 
 
@@ -32,14 +38,21 @@ def test_the_file_gives_each_client_its_indices_duplicates_allowed(tmp_path):
     assert partition.counts.sum() == 9
 
 
-@pytest.mark.parametrize("clients, num_clients, message", [
-    ([[0, 1], [DIGITS_TRAIN]], None, f"client 1 has index {DIGITS_TRAIN}, outside the training split"),
-    ([[0, -1], [2]], None, "client 0 has index -1"),
-    ([[0, 1.5], [2]], None, "client 0 has a non-integer index 1.5"),
-    ([[0, "3"], [2]], None, "non-integer index '3'"),
-    ([[0, 1], []], None, "client 1 has no samples"),
-    ([[0, 1], [2]], 3, "holds 2 clients but num_clients=3"),
-])
+@pytest.mark.parametrize(
+    "clients, num_clients, message",
+    [
+        (
+            [[0, 1], [DIGITS_TRAIN]],
+            None,
+            f"client 1 has index {DIGITS_TRAIN}, outside the training split",
+        ),
+        ([[0, -1], [2]], None, "client 0 has index -1"),
+        ([[0, 1.5], [2]], None, "client 0 has a non-integer index 1.5"),
+        ([[0, "3"], [2]], None, "non-integer index '3'"),
+        ([[0, 1], []], None, "client 1 has no samples"),
+        ([[0, 1], [2]], 3, "holds 2 clients but num_clients=3"),
+    ],
+)
 def test_bad_files_are_one_line_errors(tmp_path, clients, num_clients, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         file_partition(tmp_path, clients, num_clients)
@@ -59,10 +72,20 @@ def test_a_run_exported_partition_reimports_into_the_identical_run(tmp_path):
     from fedimb.cli.diagnose import diagnose_config, report_lines
     from fedimb.cli.launch import run_experiment
 
-    common = ["runtime=in_process", "dataset=digits", "num_clients=4", "num_rounds=2", "dropout=none",
-              "train.local_epochs=1", "seed=3", "checkpoint.enabled=false"]
+    common = [
+        "runtime=in_process",
+        "dataset=digits",
+        "num_clients=4",
+        "num_rounds=2",
+        "dropout=none",
+        "train.local_epochs=1",
+        "seed=3",
+        "checkpoint.enabled=false",
+    ]
     quiet = lambda line: None  # noqa: E731 - the progress lines
-    first_dir = run_experiment(compose([*common, "partition=dirichlet", "partition.alpha=0.3"]), tmp_path / "a", quiet)
+    first_dir = run_experiment(
+        compose([*common, "partition=dirichlet", "partition.alpha=0.3"]), tmp_path / "a", quiet
+    )
     exported = json.loads((first_dir / "partition.json").read_text())
     assert [len(c) for c in exported["clients"]] == exported["client_sizes"]
 
@@ -70,13 +93,18 @@ def test_a_run_exported_partition_reimports_into_the_identical_run(tmp_path):
     second_dir = run_experiment(compose(reimport), tmp_path / "b", quiet)
 
     def scores(run_dir):
-        return [(r["round"], r["metric"], r["value"]) for r in read_metrics_csv(run_dir / "metrics.csv")
-                if r["split"] in ("test", "train") and r["metric"] != "seconds"]
+        return [
+            (r["round"], r["metric"], r["value"])
+            for r in read_metrics_csv(run_dir / "metrics.csv")
+            if r["split"] in ("test", "train") and r["metric"] != "seconds"
+        ]
 
     assert scores(first_dir) == scores(second_dir)
     assert json.loads((second_dir / "partition.json").read_text())["clients"] == exported["clients"]
 
-    text = "\n".join(report_lines(*diagnose_config(compose(reimport))))  # what fedimb diagnose prints
+    text = "\n".join(
+        report_lines(*diagnose_config(compose(reimport)))
+    )  # what fedimb diagnose prints
     assert "client sizes" in text.lower() and str(min(exported["client_sizes"])) in text
 
 

@@ -32,9 +32,13 @@ def one_line_error(result, *needles: str) -> str:
 def test_cuda_without_a_device_names_what_torch_sees(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     for runtime in ("simulation", "in_process"):
-        with pytest.raises(ConfigError, match=r"device=cuda, but torch .* sees no CUDA device .*use device=cpu"):
+        with pytest.raises(
+            ConfigError, match=r"device=cuda, but torch .* sees no CUDA device .*use device=cpu"
+        ):
             preflight.check_device(compose([*DIGITS, "device=cuda", f"runtime={runtime}"]))
-    preflight.check_device(compose([*DIGITS, "device=cuda", "runtime=deployment"]))  # the nodes' own GPUs
+    preflight.check_device(
+        compose([*DIGITS, "device=cuda", "runtime=deployment"])
+    )  # the nodes' own GPUs
     preflight.check_device(compose([*DIGITS, "device=auto"]))
 
 
@@ -42,7 +46,11 @@ def test_cuda_without_a_device_names_what_torch_sees(monkeypatch):
 def test_cuda_without_a_device_stops_the_front_end_before_flower(tmp_path):
     result = run_fedimb(*DIGITS, "device=cuda", f"output.root={tmp_path}", timeout=120)
     one_line_error(result, "device=cuda", "sees no CUDA device", torch.__version__)
-    started = [p.name for p in tmp_path.rglob("*") if p.name in ("superlink.log", "flwr.log", "partition.json")]
+    started = [
+        p.name
+        for p in tmp_path.rglob("*")
+        if p.name in ("superlink.log", "flwr.log", "partition.json")
+    ]
     assert not started  # no Flower process started, no run folder written
 
 
@@ -54,35 +62,69 @@ def test_clients_without_training_samples_are_counted_and_named():
     assert "leaves 63 of 1500 clients without training samples" in message
     assert "digits has 1437 training samples" in message and "allow_empty_clients=true" in message
 
-    dirichlet = compose([*DIGITS, "partition=dirichlet", "partition.alpha=0.01", "partition.min_partition_size=0",
-                         "num_clients=200"])
+    dirichlet = compose(
+        [
+            *DIGITS,
+            "partition=dirichlet",
+            "partition.alpha=0.01",
+            "partition.min_partition_size=0",
+            "num_clients=200",
+        ]
+    )
     with pytest.raises(ConfigError, match="raise partition.alpha"):
         preflight.check_partition(dirichlet, experiment_data(dirichlet))
 
-    allowed = compose([*DIGITS, "partition=iid", "num_clients=1500", "partition.allow_empty_clients=true"])
+    allowed = compose(
+        [*DIGITS, "partition=iid", "num_clients=1500", "partition.allow_empty_clients=true"]
+    )
     preflight.check_partition(allowed, experiment_data(allowed))
 
 
 def test_empty_clients_stop_the_front_end(tmp_path):
-    result = run_fedimb(*DIGITS, "partition=iid", "num_clients=1500", "runtime=in_process",
-                        f"output.root={tmp_path}", timeout=120)
+    result = run_fedimb(
+        *DIGITS,
+        "partition=iid",
+        "num_clients=1500",
+        "runtime=in_process",
+        f"output.root={tmp_path}",
+        timeout=120,
+    )
     one_line_error(result, "leaves 63 of 1500 clients without training samples")
 
 
 def test_allowed_empty_clients_are_never_sampled(tmp_path):
     partition = tmp_path / "partition.json"
-    partition.write_text(json.dumps({"clients": [list(range(0, 300)), [], list(range(300, 700)), []]}))
-    result = run_fedimb(*DIGITS, "num_rounds=2", "num_clients=4", "partition=file", f"partition.path={partition}",
-                        "partition.allow_empty_clients=true", "runtime=in_process", f"output.root={tmp_path / 'out'}",
-                        timeout=300)
+    partition.write_text(
+        json.dumps({"clients": [list(range(0, 300)), [], list(range(300, 700)), []]})
+    )
+    result = run_fedimb(
+        *DIGITS,
+        "num_rounds=2",
+        "num_clients=4",
+        "partition=file",
+        f"partition.path={partition}",
+        "partition.allow_empty_clients=true",
+        "runtime=in_process",
+        f"output.root={tmp_path / 'out'}",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    events = [json.loads(line) for line in (tmp_path / "out").glob("*/*/events.jsonl").__next__().read_text().splitlines()]
+    events = [
+        json.loads(line)
+        for line in (tmp_path / "out").glob("*/*/events.jsonl").__next__().read_text().splitlines()
+    ]
     rounds = [e for e in events if e.get("event") == "round" and e.get("round", 0) > 0]
     assert [r["clients"]["sampled"] for r in rounds] == [2, 2]
     assert all(r["clients"]["rejected"] == 0 and r["clients"]["errors"] == 0 for r in rounds)
 
-    refused = run_fedimb(*DIGITS, "num_clients=4", "partition=file", f"partition.path={partition}",
-                         f"output.root={tmp_path / 'refused'}", timeout=120)
+    refused = run_fedimb(
+        *DIGITS,
+        "num_clients=4",
+        "partition=file",
+        f"partition.path={partition}",
+        f"output.root={tmp_path / 'refused'}",
+        timeout=120,
+    )
     one_line_error(refused, "client 1 has no samples", "allow_empty_clients=true")
 
 
@@ -104,16 +146,24 @@ def test_more_clients_than_supernodes_is_refused(tmp_path):
 
     with LocalFederation(tmp_path / "fed", 2) as federation:
         lines: list[str] = []
-        cfg = compose([*DIGITS, *federation.runtime_overrides(), "num_clients=3", "runtime.wait_for_nodes=5"])
-        with pytest.raises(ConfigError, match=r"num_clients=3, but the federation at .* has 2 connected SuperNode.*"
-                                              r"wait longer with runtime.wait_for_nodes=SECONDS"):
+        cfg = compose(
+            [*DIGITS, *federation.runtime_overrides(), "num_clients=3", "runtime.wait_for_nodes=5"]
+        )
+        with pytest.raises(
+            ConfigError,
+            match=r"num_clients=3, but the federation at .* has 2 connected SuperNode.*"
+            r"wait longer with runtime.wait_for_nodes=SECONDS",
+        ):
             preflight.check_supernodes(cfg, echo=lines.append)
         (line,) = lines  # the count stays the same for less than 10 s: one line, not one per poll
-        assert line.startswith(f"[fedimb] waiting for 1 of 3 SuperNodes to connect to {federation.address} (")
+        assert line.startswith(
+            f"[fedimb] waiting for 1 of 3 SuperNodes to connect to {federation.address} ("
+        )
         assert line.endswith("s of 5s) ..."), line
         lines.clear()
-        preflight.check_supernodes(compose([*DIGITS, *federation.runtime_overrides(), "num_clients=2"]),
-                                   echo=lines.append)
+        preflight.check_supernodes(
+            compose([*DIGITS, *federation.runtime_overrides(), "num_clients=2"]), echo=lines.append
+        )
         assert lines == []  # all there: nothing to wait for, nothing said
 
 
@@ -141,13 +191,18 @@ def waiting_check(monkeypatch, fake: FakeFederation, *overrides: str) -> list[st
     monkeypatch.setattr(preflight, "list_supernodes", fake.list_supernodes)
     monkeypatch.setattr(preflight, "time", fake)
     lines: list[str] = []
-    preflight.check_supernodes(compose([*DIGITS, "runtime=deployment", "num_clients=3", *overrides]),
-                               echo=lines.append)
+    preflight.check_supernodes(
+        compose([*DIGITS, "runtime=deployment", "num_clients=3", *overrides]), echo=lines.append
+    )
     return lines
 
 
-def test_nodes_that_connect_during_the_wait_are_waited_for_with_a_line_per_change_or_ten_seconds(monkeypatch):
-    fake = FakeFederation([1] * 12 + [2] * 14 + [3], known=3)  # one node connects after 12 s, the last after 26 s
+def test_nodes_that_connect_during_the_wait_are_waited_for_with_a_line_per_change_or_ten_seconds(
+    monkeypatch,
+):
+    fake = FakeFederation(
+        [1] * 12 + [2] * 14 + [3], known=3
+    )  # one node connects after 12 s, the last after 26 s
     lines = waiting_check(monkeypatch, fake)
     assert fake.polls == 27
     assert lines == [
@@ -161,8 +216,11 @@ def test_nodes_that_connect_during_the_wait_are_waited_for_with_a_line_per_chang
 
 def test_the_wait_ends_after_wait_for_nodes_seconds_and_names_the_setting(monkeypatch):
     fake = FakeFederation([2], known=3)
-    with pytest.raises(ConfigError, match=r"has 2 connected SuperNode\(s\) \(3 known to it\) after 30s: start 1 more, "
-                                          r"set num_clients=2, or wait longer with runtime.wait_for_nodes=SECONDS$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"has 2 connected SuperNode\(s\) \(3 known to it\) after 30s: start 1 more, "
+        r"set num_clients=2, or wait longer with runtime.wait_for_nodes=SECONDS$",
+    ):
         waiting_check(monkeypatch, fake, "runtime.wait_for_nodes=30")
     assert fake.now == 30 and fake.polls == 31
 

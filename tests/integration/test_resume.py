@@ -16,19 +16,32 @@ from tests.conftest import REPO, finish_fedimb, start_fedimb
 pytestmark = pytest.mark.slow
 
 # FedAvgM keeps server momentum: resuming must restore strategy state, not only weights
-EXPERIMENT = ["method=fedavgm", "dataset=mnist5k", "num_clients=3", "num_rounds=4", "train.local_epochs=1",
-              "dropout=none", "seed=3"]
+EXPERIMENT = [
+    "method=fedavgm",
+    "dataset=mnist5k",
+    "num_clients=3",
+    "num_rounds=4",
+    "train.local_epochs=1",
+    "dropout=none",
+    "seed=3",
+]
 
 
 def kill_server_side(fedimb: subprocess.Popen) -> None:
     """SIGKILL the SuperLink the front end started and everything below it (SuperExec,
     ServerApp, simulation engine): the server machine dies."""
-    superlink = next(c for c in psutil.Process(fedimb.pid).children() if "flower-superlink" in " ".join(c.cmdline()))
+    superlink = next(
+        c
+        for c in psutil.Process(fedimb.pid).children()
+        if "flower-superlink" in " ".join(c.cmdline())
+    )
     for proc in [superlink, *superlink.children(recursive=True)]:
         proc.kill()
 
 
-def test_server_killed_mid_run_resumes_with_identical_results(tmp_path, monkeypatch, no_leaked_processes):
+def test_server_killed_mid_run_resumes_with_identical_results(
+    tmp_path, monkeypatch, no_leaked_processes
+):
     monkeypatch.setenv("FEDIMB_CACHE", str(tmp_path / "cache"))
     reference = start_fedimb(*EXPERIMENT, f"output.root={tmp_path / 'reference'}")
     crashed = start_fedimb(*EXPERIMENT, f"output.root={tmp_path / 'crashed'}")
@@ -43,12 +56,18 @@ def test_server_killed_mid_run_resumes_with_identical_results(tmp_path, monkeypa
     run_dir = Path(result.stderr.strip().split("fedimb resume ")[-1])
     assert not json.loads((run_dir / "summary.json").read_text())["completed"]
 
-    resumed = subprocess.run([sys.executable, "-m", "fedimb", "resume", str(run_dir)], cwd=REPO,
-                             capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "fedimb", "resume", str(run_dir)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "[fedimb] resuming after round 2" in resumed.stdout
-    assert [ln.split("|")[0].strip() for ln in resumed.stdout.splitlines() if ln.startswith("round")] == [
-        "round 3/4", "round 4/4"]
+    assert [
+        ln.split("|")[0].strip() for ln in resumed.stdout.splitlines() if ln.startswith("round")
+    ] == ["round 3/4", "round 4/4"]
 
     reference = finish_fedimb(reference, timeout=600)
     assert reference.returncode == 0, reference.stderr[-3000:]
@@ -58,7 +77,11 @@ def test_server_killed_mid_run_resumes_with_identical_results(tmp_path, monkeypa
 
     def test_metrics(folder: Path) -> dict[tuple[str, str], float]:
         with open(folder / "metrics.csv") as fh:
-            return {(r["round"], r["metric"]): float(r["value"]) for r in csv.DictReader(fh) if r["split"] == "test"}
+            return {
+                (r["round"], r["metric"]): float(r["value"])
+                for r in csv.DictReader(fh)
+                if r["split"] == "test"
+            }
 
     expected, got = test_metrics(ref_dir), test_metrics(run_dir)
     assert sorted(got) == sorted(expected) and {k[0] for k in got} == {"0", "1", "2", "3", "4"}

@@ -42,7 +42,11 @@ def started_tree(node: psutil.Process, log: Path) -> list[psutil.Process] | None
             return None
         if "serving ClientApp tasks" not in log.read_text(errors="replace"):
             return None
-        workers = [c for c in node.children(recursive=True) if "fedimb.cli.node_worker" in " ".join(c.cmdline())]
+        workers = [
+            c
+            for c in node.children(recursive=True)
+            if "fedimb.cli.node_worker" in " ".join(c.cmdline())
+        ]
         return [node, *node.children(recursive=True)] if workers else None
     except psutil.Error:
         return None
@@ -54,16 +58,36 @@ def test_every_process_of_a_supernode_ends_with_it(sig, tmp_path):
     log_path = tmp_path / "supernode.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(  # a SuperLink address where nothing listens: the node keeps retrying
-        [sys.executable, "-m", "fedimb", "supernode", "--insecure", "--superlink", f"127.0.0.1:{free_port()}",
-         "--port", str(free_port()), "--node-config", "partition-id=0 num-partitions=1"],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=flower_env(tmp_path / "flwr-home"),
+        [
+            sys.executable,
+            "-m",
+            "fedimb",
+            "supernode",
+            "--insecure",
+            "--superlink",
+            f"127.0.0.1:{free_port()}",
+            "--port",
+            str(free_port()),
+            "--node-config",
+            "partition-id=0 num-partitions=1",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=flower_env(tmp_path / "flwr-home"),
     )
     tree: list[psutil.Process] = []
     try:
-        tree = wait_for(lambda: started_tree(psutil.Process(proc.pid), log_path), 120, "the SuperNode and its worker started")
+        tree = wait_for(
+            lambda: started_tree(psutil.Process(proc.pid), log_path),
+            120,
+            "the SuperNode and its worker started",
+        )
         proc.send_signal(sig)
         proc.wait(timeout=60)
-        wait_for(lambda: not any(alive(p) for p in tree), 30, "every process of the SuperNode ended")
+        wait_for(
+            lambda: not any(alive(p) for p in tree), 30, "every process of the SuperNode ended"
+        )
     finally:
         for leftover in [p for p in tree if alive(p)]:
             leftover.kill()
@@ -80,12 +104,26 @@ def test_a_worker_deaf_to_sigint_still_ends_with_its_node(tmp_path):
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "fedimb.cli.node_worker", "--runtime-api-address", f"127.0.0.1:{free_port()}",
-             "--node-pid", str(node.pid)],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+            [
+                sys.executable,
+                "-m",
+                "fedimb.cli.node_worker",
+                "--runtime-api-address",
+                f"127.0.0.1:{free_port()}",
+                "--node-pid",
+                str(node.pid),
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
     try:
-        wait_for(lambda: "serving ClientApp tasks" in log_path.read_text(errors="replace"), 120, "the worker serves")
+        wait_for(
+            lambda: "serving ClientApp tasks" in log_path.read_text(errors="replace"),
+            120,
+            "the worker serves",
+        )
         node.kill()
         node.wait()
         wait_for(lambda: worker.poll() is not None, 30, "the worker ended after its node")
@@ -96,8 +134,13 @@ def test_a_worker_deaf_to_sigint_still_ends_with_its_node(tmp_path):
 
 
 def test_supernode_help_prints_only_the_help():
-    result = subprocess.run([sys.executable, "-m", "fedimb", "supernode", "--help"], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "fedimb", "supernode", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: fedimb supernode"), result.stdout[:300]
     assert "INFO" not in result.stdout + result.stderr

@@ -10,15 +10,29 @@ from pathlib import Path
 from tests.conftest import run_fedimb
 
 
-def test_two_jobs_side_by_side_write_their_run_folders_and_the_sweep_ends_with_its_folder(tmp_path, no_leaked_processes):
-    result = run_fedimb("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "method=fedavg,fedprox",
-                        "runtime=in_process", "dataset=digits", "num_clients=3", "num_rounds=1",
-                        "train.local_epochs=1", f"output.root={tmp_path}", timeout=300)
+def test_two_jobs_side_by_side_write_their_run_folders_and_the_sweep_ends_with_its_folder(
+    tmp_path, no_leaked_processes
+):
+    result = run_fedimb(
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "method=fedavg,fedprox",
+        "runtime=in_process",
+        "dataset=digits",
+        "num_clients=3",
+        "num_rounds=1",
+        "train.local_epochs=1",
+        f"output.root={tmp_path}",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     sweep = next((tmp_path / "multirun").glob("*/*"))
-    assert lines[-2:] == [f"[fedimb] sweep of 2 runs done (2 completed, 0 failed): {sweep}",
-                          f"[fedimb] compare them with: fedimb report {sweep}"]
+    assert lines[-2:] == [
+        f"[fedimb] sweep of 2 runs done (2 completed, 0 failed): {sweep}",
+        f"[fedimb] compare them with: fedimb report {sweep}",
+    ]
     run_dirs = sorted(Path(line) for line in lines if line.startswith("/"))
     assert run_dirs == [sweep / "0-fedavg-digits-s0", sweep / "1-fedprox-digits-s0"]
     for run_dir, method in zip(run_dirs, ["fedavg", "fedprox"]):
@@ -27,6 +41,9 @@ def test_two_jobs_side_by_side_write_their_run_folders_and_the_sweep_ends_with_i
     # each job's progress is whole lines tagged with its job number
     for job in (0, 1):
         rounds = [ln for ln in lines if ln.startswith(f"[job {job}] round ")]
-        assert [ln.split("|")[0] for ln in rounds] == [f"[job {job}] round 0/1 ", f"[job {job}] round 1/1 "]
+        assert [ln.split("|")[0] for ln in rounds] == [
+            f"[job {job}] round 0/1 ",
+            f"[job {job}] round 1/1 ",
+        ]
         assert sum(ln.startswith(f"[job {job}] [fedimb] done in ") for ln in lines) == 1
     assert not [ln for ln in lines if re.search(r".round \d+/\d+ \|.*round \d+/", ln)]

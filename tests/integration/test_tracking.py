@@ -19,8 +19,16 @@ from fedimb.cli.run_files import read_metrics_csv
 from fedimb.core.errors import ConfigError
 from tests.conftest import run_fedimb
 
-RUN = ["runtime=in_process", "dataset=digits", "num_clients=3", "num_rounds=2", "dropout=none",
-       "train.local_epochs=1", "seed=1", "checkpoint.enabled=false"]
+RUN = [
+    "runtime=in_process",
+    "dataset=digits",
+    "num_clients=3",
+    "num_rounds=2",
+    "dropout=none",
+    "train.local_epochs=1",
+    "seed=1",
+    "checkpoint.enabled=false",
+]
 
 
 def quiet(line: str) -> None:
@@ -28,7 +36,9 @@ def quiet(line: str) -> None:
 
 
 def needs(package: str):
-    return pytest.importorskip(package, reason=f"{package} is not installed: make install EXTRAS=dev,{package}")
+    return pytest.importorskip(
+        package, reason=f"{package} is not installed: make install EXTRAS=dev,{package}"
+    )
 
 
 def run(tmp_path: Path, *overrides: str, echo=quiet, folder: str = "run") -> Path:
@@ -37,8 +47,11 @@ def run(tmp_path: Path, *overrides: str, echo=quiet, folder: str = "run") -> Pat
 
 
 def csv_series(run_dir: Path, split: str, metric: str) -> list[tuple[int, float]]:
-    return [(r["round"], r["value"]) for r in read_metrics_csv(run_dir / "metrics.csv")
-            if r["split"] == split and r["metric"] == metric]
+    return [
+        (r["round"], r["value"])
+        for r in read_metrics_csv(run_dir / "metrics.csv")
+        if r["split"] == split and r["metric"] == metric
+    ]
 
 
 def assert_same_series(logged, expected) -> None:
@@ -46,7 +59,9 @@ def assert_same_series(logged, expected) -> None:
     logged = sorted(logged)
     assert expected, "nothing to compare"
     assert [step for step, _ in logged] == [step for step, _ in expected]
-    assert [value for _, value in logged] == pytest.approx([value for _, value in expected], rel=1e-6)
+    assert [value for _, value in logged] == pytest.approx(
+        [value for _, value in expected], rel=1e-6
+    )
 
 
 # ---------------------------------------------------------------------------- MLflow
@@ -58,28 +73,58 @@ def test_mlflow_keeps_params_per_round_metrics_tags_and_the_run_folder(tmp_path)
     run_dir = run(tmp_path, "tracking=mlflow", echo=lines.append)
     state = json.loads((run_dir / "tracking.json").read_text())["mlflow"]
     assert state["uri"] == f"sqlite:///{tmp_path / 'mlflow.db'}"
-    assert any(line == f"[fedimb] tracking: MLflow run {state['run_id']} in {state['uri']}" for line in lines)
+    assert any(
+        line == f"[fedimb] tracking: MLflow run {state['run_id']} in {state['uri']}"
+        for line in lines
+    )
 
     client = MlflowClient(tracking_uri=state["uri"])
     mlrun = client.get_run(state["run_id"])
     assert mlrun.info.status == "FINISHED" and mlrun.info.run_name == "run"
     assert client.get_experiment(mlrun.info.experiment_id).name == "fedimb"
     params = mlrun.data.params
-    assert params["method.name"] == "fedavg" and params["num_clients"] == "3" and params["train.lr"] == "0.01"
+    assert (
+        params["method.name"] == "fedavg"
+        and params["num_clients"] == "3"
+        and params["train.lr"] == "0.01"
+    )
     assert params["tracking.name"] == "mlflow"
     tags = mlrun.data.tags
-    assert (tags["method"], tags["dataset"], tags["partition"], tags["seed"]) == ("fedavg", "digits", "pathological", "1")
+    assert (tags["method"], tags["dataset"], tags["partition"], tags["seed"]) == (
+        "fedavg",
+        "digits",
+        "pathological",
+        "1",
+    )
 
-    for split, metric in [("test", "accuracy"), ("test", "loss"), ("clients", "succeeded"), ("time", "client_train")]:
+    for split, metric in [
+        ("test", "accuracy"),
+        ("test", "loss"),
+        ("clients", "succeeded"),
+        ("time", "client_train"),
+    ]:
         history = client.get_metric_history(state["run_id"], f"{split}/{metric}")
         assert_same_series([(m.step, m.value) for m in history], csv_series(run_dir, split, metric))
-    assert [m.step for m in client.get_metric_history(state["run_id"], "test/accuracy")] == [0, 1, 2]
+    assert [m.step for m in client.get_metric_history(state["run_id"], "test/accuracy")] == [
+        0,
+        1,
+        2,
+    ]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert mlrun.data.metrics["summary/final_accuracy"] == pytest.approx(summary["final_accuracy"])
 
     artifacts = {a.path for a in client.list_artifacts(state["run_id"])}
-    assert {"config.yaml", "metrics.csv", "summary.json", "curves.png", "events.jsonl", "tracking.json"} <= artifacts
-    stored = Path(client.download_artifacts(state["run_id"], "metrics.csv", str(tmp_path / "download")))
+    assert {
+        "config.yaml",
+        "metrics.csv",
+        "summary.json",
+        "curves.png",
+        "events.jsonl",
+        "tracking.json",
+    } <= artifacts
+    stored = Path(
+        client.download_artifacts(state["run_id"], "metrics.csv", str(tmp_path / "download"))
+    )
     assert stored.read_text() == (run_dir / "metrics.csv").read_text()
 
 
@@ -87,8 +132,15 @@ def test_mlflow_nests_a_sweeps_jobs_under_one_parent_run(tmp_path):
     needs("mlflow")
     from mlflow.tracking import MlflowClient
 
-    result = run_fedimb("-m", *RUN[:-2], "seed=0,1", "checkpoint.enabled=false", "tracking=mlflow",
-                        f"output.root={tmp_path}", timeout=300)
+    result = run_fedimb(
+        "-m",
+        *RUN[:-2],
+        "seed=0,1",
+        "checkpoint.enabled=false",
+        "tracking=mlflow",
+        f"output.root={tmp_path}",
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("fedimb")
@@ -126,13 +178,23 @@ def test_a_simulation_run_is_tracked_through_the_same_stream(tmp_path):
     from mlflow.tracking import MlflowClient
 
     settings = [o for o in RUN[1:] if not o.startswith("num_rounds=")]
-    result = run_fedimb("runtime=simulation", *settings, "num_rounds=1", "tracking=mlflow",
-                        f"output.root={tmp_path}", timeout=400)
+    result = run_fedimb(
+        "runtime=simulation",
+        *settings,
+        "num_rounds=1",
+        "tracking=mlflow",
+        f"output.root={tmp_path}",
+        timeout=400,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     state = json.loads((run_dir / "tracking.json").read_text())["mlflow"]
-    history = MlflowClient(tracking_uri=state["uri"]).get_metric_history(state["run_id"], "test/accuracy")
-    assert_same_series([(m.step, m.value) for m in history], csv_series(run_dir, "test", "accuracy"))
+    history = MlflowClient(tracking_uri=state["uri"]).get_metric_history(
+        state["run_id"], "test/accuracy"
+    )
+    assert_same_series(
+        [(m.step, m.value) for m in history], csv_series(run_dir, "test", "accuracy")
+    )
 
 
 # ----------------------------------------------------------------------- TensorBoard
@@ -145,9 +207,16 @@ def test_tensorboard_event_files_hold_the_same_scalars(tmp_path):
     assert log_dir == tmp_path / "tensorboard" / "run"
     events = EventAccumulator(str(log_dir))
     events.Reload()
-    for split, metric in [("test", "accuracy"), ("test", "macro_f1"), ("clients", "sampled"), ("comm", "bytes_up")]:
-        assert_same_series([(e.step, e.value) for e in events.Scalars(f"{split}/{metric}")],
-                           csv_series(run_dir, split, metric))
+    for split, metric in [
+        ("test", "accuracy"),
+        ("test", "macro_f1"),
+        ("clients", "sampled"),
+        ("comm", "bytes_up"),
+    ]:
+        assert_same_series(
+            [(e.step, e.value) for e in events.Scalars(f"{split}/{metric}")],
+            csv_series(run_dir, split, metric),
+        )
     summary = json.loads((run_dir / "summary.json").read_text())
     (final,) = events.Scalars("summary/final_accuracy")
     assert (final.step, final.value) == (2, pytest.approx(summary["final_accuracy"], rel=1e-6))
@@ -169,11 +238,11 @@ def wandb_records(path: Path):
     pos, payload = 7, b""
     while pos + 7 <= len(data):
         left = BLOCK - pos % BLOCK
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7]) if left >= 7 else (0, 0, 0)
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7]) if left >= 7 else (0, 0, 0)
         if left < 7 or (kind == 0 and length == 0):  # the rest of a block is padding
             pos += left
             continue
-        chunk = data[pos + 7:pos + 7 + length]
+        chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         payload = chunk if kind in (1, 2) else payload + chunk
         if kind in (1, 4):
@@ -211,29 +280,45 @@ def test_wandb_offline_run_holds_config_history_summary_and_the_run_folder(tmp_p
             items = {item_key(item): json.loads(item.value_json) for item in r.history.item}
             history[r.history.step.num] = items
     assert sorted(history) == [0, 1, 2]
-    assert_same_series([(step, items["test/accuracy"]) for step, items in history.items()],
-                       csv_series(run_dir, "test", "accuracy"))
+    assert_same_series(
+        [(step, items["test/accuracy"]) for step, items in history.items()],
+        csv_series(run_dir, "test", "accuracy"),
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
-    logged = {item_key(item): json.loads(item.value_json) for r in records if r.WhichOneof("record_type") == "summary"
-              for item in r.summary.update}
+    logged = {
+        item_key(item): json.loads(item.value_json)
+        for r in records
+        if r.WhichOneof("record_type") == "summary"
+        for item in r.summary.update
+    }
     assert logged["summary/final_accuracy"] == pytest.approx(summary["final_accuracy"])
     (artifact,) = [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"]
     assert artifact.type == "fedimb-run"
-    assert {"metrics.csv", "summary.json", "config.yaml"} <= {entry.path for entry in artifact.manifest.contents}
+    assert {"metrics.csv", "summary.json", "config.yaml"} <= {
+        entry.path for entry in artifact.manifest.contents
+    }
     assert kinds[-1] == "exit" and records[-1].exit.exit_code == 0
 
 
 # ----------------------------------------------------------------- choices and failures
 def test_unknown_or_missing_tracker_is_a_one_line_error(monkeypatch):
-    with pytest.raises(ConfigError, match=r"^unknown tracking 'neptune' \(choose from: mlflow, none, tensorboard, wandb\)$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^unknown tracking 'neptune' \(choose from: mlflow, none, tensorboard, wandb\)$",
+    ):
         check_overrides(["tracking=neptune"])
     real_find_spec = tracking.importlib.util.find_spec
-    monkeypatch.setattr(tracking.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "mlflow" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        tracking.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "mlflow" else real_find_spec(name, *a),
+    )
     with pytest.raises(tracking.TrackingError) as err:
         tracking.check_tracking(compose(["tracking=mlflow"]))
-    assert str(err.value) == ("tracking=mlflow needs the mlflow package, which is not installed: "
-                              "make install EXTRAS=dev,mlflow")
+    assert str(err.value) == (
+        "tracking=mlflow needs the mlflow package, which is not installed: "
+        "make install EXTRAS=dev,mlflow"
+    )
     tracking.check_tracking(compose(["tracking=none"]))  # nothing to import
 
 
@@ -261,16 +346,33 @@ def test_a_tracker_that_fails_mid_run_is_switched_off_and_the_run_completes(tmp_
     monkeypatch.setitem(tracking.TRACKERS, "tensorboard", (__name__, "BrokenTracker", "json"))
     lines: list[str] = []
     run_dir = run(tmp_path, "tracking=tensorboard", echo=lines.append)
-    assert "[fedimb] warning: broken tracking stopped (round 1): ConnectionError: store went away" in lines
+    assert (
+        "[fedimb] warning: broken tracking stopped (round 1): ConnectionError: store went away"
+        in lines
+    )
     assert json.loads((run_dir / "summary.json").read_text())["completed"] is True
     assert not BrokenTracker.ended  # switched off: nothing more is sent to it
     assert [r for r, _ in csv_series(run_dir, "test", "accuracy")] == [0, 1, 2]
 
 
 def test_trackers_get_the_local_distribution_but_not_every_clients_accuracy():
-    event = {"round": 3, "test": {"accuracy": 0.5},
-             "local": {"global": {"average": 0.4, "worst_10": 0.1, "best_10": 0.9, "variance": 80.0,
-                                  "accuracy": {"0": 0.1, "1": 0.9}}}}
+    event = {
+        "round": 3,
+        "test": {"accuracy": 0.5},
+        "local": {
+            "global": {
+                "average": 0.4,
+                "worst_10": 0.1,
+                "best_10": 0.9,
+                "variance": 80.0,
+                "accuracy": {"0": 0.1, "1": 0.9},
+            }
+        },
+    }
     assert tracking.round_metrics(event) == {
-        "test/accuracy": 0.5, "local/accuracy_average": 0.4, "local/accuracy_worst_10": 0.1,
-        "local/accuracy_best_10": 0.9, "local/accuracy_variance": 80.0}
+        "test/accuracy": 0.5,
+        "local/accuracy_average": 0.4,
+        "local/accuracy_worst_10": 0.1,
+        "local/accuracy_best_10": 0.9,
+        "local/accuracy_variance": 80.0,
+    }

@@ -9,8 +9,14 @@ from fedimb.core.aggregate import normalised_weights, weight_diversity, weighted
 
 
 def test_weighted_average_hand_values():
-    a = [np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32), np.array([0.0, 4.0], dtype=np.float32)]
-    b = [np.array([[5.0, 6.0], [7.0, 8.0]], dtype=np.float32), np.array([4.0, 0.0], dtype=np.float32)]
+    a = [
+        np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32),
+        np.array([0.0, 4.0], dtype=np.float32),
+    ]
+    b = [
+        np.array([[5.0, 6.0], [7.0, 8.0]], dtype=np.float32),
+        np.array([4.0, 0.0], dtype=np.float32),
+    ]
     out = weighted_average([a, b], [1, 3])
     assert len(out) == 2
     # (1*a + 3*b) / 4
@@ -51,7 +57,9 @@ def test_weighted_average_does_not_modify_inputs():
     np.testing.assert_array_equal(b[0], [3.0, 4.0])
 
 
-@pytest.mark.parametrize("weights", [[0, 0], [1, -1], [-1, -2], [1, float("nan")], [1, float("inf")]])
+@pytest.mark.parametrize(
+    "weights", [[0, 0], [1, -1], [-1, -2], [1, float("nan")], [1, float("inf")]]
+)
 def test_weighted_average_bad_weights(weights):
     a = [np.array([1.0])]
     with pytest.raises(ValueError):
@@ -86,7 +94,9 @@ def test_weight_diversity_skips_integer_layers():
         [np.array([[2.0, 0.0]], dtype=np.float32), np.array([9], dtype=np.int64)],
     ]
     assert weight_diversity(models) == pytest.approx(1.0)
-    assert weight_diversity([[np.array([1], dtype=np.int64)], [np.array([5], dtype=np.int64)]]) == 0.0
+    assert (
+        weight_diversity([[np.array([1], dtype=np.int64)], [np.array([5], dtype=np.int64)]]) == 0.0
+    )
 
 
 def test_weight_diversity_hand_value():
@@ -111,7 +121,10 @@ def test_weight_diversity_identical_models_is_zero():
 
 
 def test_weight_diversity_ignores_integer_buffers():
-    models = [[np.array([0.0]), np.array([1], dtype=np.int64)], [np.array([0.0]), np.array([100], dtype=np.int64)]]
+    models = [
+        [np.array([0.0]), np.array([1], dtype=np.int64)],
+        [np.array([0.0]), np.array([100], dtype=np.int64)],
+    ]
     assert weight_diversity(models) == 0.0
 
 

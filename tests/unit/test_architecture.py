@@ -26,12 +26,17 @@ def test_imports_run_only_downwards(module):
     assert upward == [], f"{module} imports from a higher layer"
 
 
-@pytest.mark.parametrize("module", sorted(m for m in IMPORTS if m.startswith(("strategies.", "clients."))))
+@pytest.mark.parametrize(
+    "module", sorted(m for m in IMPORTS if m.startswith(("strategies.", "clients.")))
+)
 def test_methods_import_no_other_method(module):
     own = module.split(".")[0]
     other = {"strategies": "clients", "clients": "strategies"}[own]
-    wrong = sorted(m for m in IMPORTS[module]
-                   if m.startswith(other) or (m.startswith(own + ".") and not m.startswith(own + ".base")))
+    wrong = sorted(
+        m
+        for m in IMPORTS[module]
+        if m.startswith(other) or (m.startswith(own + ".") and not m.startswith(own + ".base"))
+    )
     assert wrong == [], f"{module} imports another method's module"
 
 
@@ -46,8 +51,12 @@ def test_strategy_signatures_hold_no_defaults(path):
         return
     parameters = inspect.signature(import_class(target).__init__).parameters.values()
     with_defaults = [p.name for p in parameters if p.default is not inspect.Parameter.empty]
-    assert with_defaults == [], f"{target} has defaults for {with_defaults}; they belong in {path.name}"
+    assert with_defaults == [], (
+        f"{target} has defaults for {with_defaults}; they belong in {path.name}"
+    )
 
 
 def test_the_architecture_document_matches_the_code():
-    assert DOC.read_text() == document(), "docs/architecture.md is out of date: run python -m tests.imports"
+    assert DOC.read_text() == document(), (
+        "docs/architecture.md is out of date: run python -m tests.imports"
+    )

@@ -52,14 +52,17 @@ def test_schedule_mediators_pairs_complementary_clients():
 
 
 def test_schedule_mediators_greedy_order_and_sizes():
-    counts = np.array([
-        [8, 1, 1],   # 0
-        [1, 8, 1],   # 1
-        [1, 1, 8],   # 2
-        [4, 4, 2],   # 3
-        [3, 3, 4],   # 4
-    ])
+    counts = np.array(
+        [
+            [8, 1, 1],  # 0
+            [1, 8, 1],  # 1
+            [1, 1, 8],  # 2
+            [4, 4, 2],  # 3
+            [3, 3, 4],  # 4
+        ]
+    )
     mediators = schedule_mediators(counts, gamma=3)
+
     # first pick: the single client closest to uniform is 4; then the one that best
     # balances it, etc. Computed by hand with D_KL(P || U) = sum p log(p C).
     def kl(c):

@@ -27,7 +27,12 @@ def make_strategy(*overrides: str, num_clients: int = 4):
 
 
 def result(arrays, n=10):
-    return FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n, metrics={"train_loss": 1.0})
+    return FitRes(
+        status=OK,
+        parameters=ndarrays_to_parameters(arrays),
+        num_examples=n,
+        metrics={"train_loss": 1.0},
+    )
 
 
 def test_discovery_maps_nodes_to_partitions_and_sends_training_settings():
@@ -35,9 +40,18 @@ def test_discovery_maps_nodes_to_partitions_and_sends_training_settings():
     params = strategy.initialize_parameters(manager)
     instructions = strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
     assert [strategy.registry.partition_of(proxy) for proxy, _ in instructions] == [0, 1, 2, 3]
-    assert [proxy.cid for proxy, _ in instructions] == ["node-1000", "node-999", "node-998", "node-997"]
+    assert [proxy.cid for proxy, _ in instructions] == [
+        "node-1000",
+        "node-999",
+        "node-998",
+        "node-997",
+    ]
     config_sent = instructions[0][1].config
-    assert config_sent["lr"] == 0.01 and config_sent["local_epochs"] == 5 and config_sent["server_round"] == 1
+    assert (
+        config_sent["lr"] == 0.01
+        and config_sent["local_epochs"] == 5
+        and config_sent["server_round"] == 1
+    )
     assert strategy.round_log.sampled == 4 and strategy.round_log.dropped == 0
     model_bytes = sum(len(t) for t in params.tensors)
     assert strategy.round_log.bytes_down > 4 * model_bytes
@@ -48,7 +62,9 @@ def test_dropped_clients_are_not_contacted_and_counted():
     params = strategy.initialize_parameters(manager)
     for rnd in range(1, 6):
         strategy.begin_round(rnd)
-        instructions = strategy.configure_fit(server_round=rnd, parameters=params, client_manager=manager)
+        instructions = strategy.configure_fit(
+            server_round=rnd, parameters=params, client_manager=manager
+        )
         contacted = sorted(strategy.registry.partition_of(p) for p, _ in instructions)
         assert contacted == Availability([0.5] * 10, 1, 7).filter(rnd, range(10))
         assert strategy.round_log.dropped == 10 - len(contacted)
@@ -63,18 +79,31 @@ def test_fraction_fit_samples_reproducibly():
         ia = a.configure_fit(server_round=rnd, parameters=pa, client_manager=manager_a)
         ib = b.configure_fit(server_round=rnd, parameters=pb, client_manager=manager_b)
         assert len(ia) == 5
-        assert [a.registry.partition_of(p) for p, _ in ia] == [b.registry.partition_of(p) for p, _ in ib]
+        assert [a.registry.partition_of(p) for p, _ in ia] == [
+            b.registry.partition_of(p) for p, _ in ib
+        ]
 
 
 def sampling_frequencies(sampling: str, rounds: int = 3000) -> tuple[np.ndarray, np.ndarray]:
     """How often each of 10 Synthetic devices is drawn (one per round), and their sizes."""
-    cfg = config.compose(["dataset=synthetic", "partition=natural", "model=mclr", "num_clients=10",
-                          "dropout=none", "fraction_fit=0.1", f"sampling={sampling}"])
+    cfg = config.compose(
+        [
+            "dataset=synthetic",
+            "partition=natural",
+            "model=mclr",
+            "num_clients=10",
+            "dropout=none",
+            "fraction_fit=0.1",
+            f"sampling={sampling}",
+        ]
+    )
     strategy = FedAvgStrategy(run=ServerRun.build(cfg))
     manager = SimpleClientManager()
     for i in range(10):
         manager.register(InProcessNode(f"node-{i}", i))
-    strategy.configure_fit(server_round=1, parameters=strategy.initialize_parameters(manager), client_manager=manager)
+    strategy.configure_fit(
+        server_round=1, parameters=strategy.initialize_parameters(manager), client_manager=manager
+    )
     drawn = np.zeros(10)
     for rnd in range(1, rounds + 1):
         (pid,) = strategy.sample_clients(rnd)
@@ -99,12 +128,16 @@ def test_fedavg_weights_by_sample_count():
     base = parameters_to_ndarrays(params)
     ones = [np.ones_like(a) for a in base]
     threes = [np.full_like(a, 3.0) for a in base]
-    new, metrics = strategy.aggregate_fit(1, [(nodes[0], result(ones, 1)), (nodes[1], result(threes, 3))], [])
+    new, metrics = strategy.aggregate_fit(
+        1, [(nodes[0], result(ones, 1)), (nodes[1], result(threes, 3))], []
+    )
     merged = parameters_to_ndarrays(new)
     assert all(np.allclose(m, 2.5) for m in merged)  # (1*1 + 3*3) / 4
     assert metrics["train_loss"] == pytest.approx(1.0)
     assert strategy.round_log.succeeded == 2 and strategy.round_log.failures == 0
-    assert strategy.round_log.weight_diversity == pytest.approx(sum(a.size for a in base))  # ||1-2||^2 per weight
+    assert strategy.round_log.weight_diversity == pytest.approx(
+        sum(a.size for a in base)
+    )  # ||1-2||^2 per weight
 
 
 def test_updates_are_aggregated_in_partition_order_whatever_order_they_arrive_in():
@@ -130,7 +163,12 @@ def test_nan_and_wrong_shape_updates_are_rejected_and_do_not_touch_the_model():
     inf[-1].flat[0] = np.inf
     wrong_shape = [a.copy() for a in base]
     wrong_shape[0] = np.zeros((3, 3), dtype=np.float32)
-    results = [(nodes[0], result(good)), (nodes[1], result(nan)), (nodes[2], result(inf)), (nodes[3], result(wrong_shape))]
+    results = [
+        (nodes[0], result(good)),
+        (nodes[1], result(nan)),
+        (nodes[2], result(inf)),
+        (nodes[3], result(wrong_shape)),
+    ]
     new, _ = strategy.aggregate_fit(1, results, [RuntimeError("node crashed")])
     assert all(np.array_equal(m, g) for m, g in zip(parameters_to_ndarrays(new), good))
     log = strategy.round_log
@@ -183,15 +221,21 @@ def make_qffl(update: str):
 
 
 def loss_result(arrays, initial_loss):
-    return FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=10,
-                  metrics={"train_loss": 1.0, "initial_loss": initial_loss})
+    return FitRes(
+        status=OK,
+        parameters=ndarrays_to_parameters(arrays),
+        num_examples=10,
+        metrics={"train_loss": 1.0, "initial_loss": initial_loss},
+    )
 
 
 def test_qffl_loss_power_weights_models_by_loss_to_the_q():
     strategy, nodes, base = make_qffl("loss_power")
     ones = [np.ones_like(a) for a in base]
     fours = [np.full_like(a, 4.0) for a in base]
-    new, _ = strategy.aggregate_fit(1, [(nodes[0], loss_result(ones, 1.0)), (nodes[1], loss_result(fours, 2.0))], [])
+    new, _ = strategy.aggregate_fit(
+        1, [(nodes[0], loss_result(ones, 1.0)), (nodes[1], loss_result(fours, 2.0))], []
+    )
     assert all(np.allclose(m, 3.0) for m in parameters_to_ndarrays(new))  # (1*1 + 2*4) / 3
 
 
@@ -201,8 +245,9 @@ def test_qffl_qfedavg_follows_algorithm_2_and_bad_update_names_fail():
 
     strategy, nodes, base = make_qffl("qfedavg")
     locals_ = [[a - 0.1 for a in base], [a + 0.2 for a in base]]
-    new, _ = strategy.aggregate_fit(1, [(nodes[0], loss_result(locals_[0], 1.0)),
-                                        (nodes[1], loss_result(locals_[1], 2.0))], [])
+    new, _ = strategy.aggregate_fit(
+        1, [(nodes[0], loss_result(locals_[0], 1.0)), (nodes[1], loss_result(locals_[1], 2.0))], []
+    )
     expected = qffl_update(base, locals_, [1.0, 2.0], q=1.0, lr=0.01)
     assert all(np.allclose(m, e, atol=1e-6) for m, e in zip(parameters_to_ndarrays(new), expected))
     with pytest.raises(ConfigError, match="method.strategy.update"):

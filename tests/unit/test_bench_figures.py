@@ -17,8 +17,9 @@ from fedimb.cli.report import RunRecord
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 #: the pages holding benchmark tables (``--8<-- "<table>.md"``)
-TABLE_PAGES = sorted(p for p in DOCS.rglob("*.md") if DOCS_TABLES not in p.parents
-                     and '--8<-- "' in p.read_text())
+TABLE_PAGES = sorted(
+    p for p in DOCS.rglob("*.md") if DOCS_TABLES not in p.parents and '--8<-- "' in p.read_text()
+)
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]*img/bench/[^)\s]+\.png)\)")
 INCLUDE = re.compile(r'^--8<-- "([^"]+)\.md"\s*$', re.M)
 MAX_BYTES = 150_000
@@ -31,7 +32,12 @@ def shown(page: Path) -> list[Path]:
 
 def test_the_table_pages_are_found():
     names = {p.relative_to(DOCS).as_posix() for p in TABLE_PAGES}
-    assert {"benchmarks/performance.md", "benchmarks/accuracy.md", "benchmarks/synthetic.md", "faults.md"} <= names
+    assert {
+        "benchmarks/performance.md",
+        "benchmarks/accuracy.md",
+        "benchmarks/synthetic.md",
+        "faults.md",
+    } <= names
 
 
 @pytest.mark.parametrize("page", TABLE_PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
@@ -48,7 +54,11 @@ def test_a_table_with_a_figure_shows_it_on_its_page(page):
     tables = INCLUDE.findall(page.read_text())
     lacking = [t for t in tables if t in figures.FROM_TABLES and t not in names]
     assert lacking == [], f"{page.relative_to(REPO)} includes these tables but not their figures"
-    data = [t for t in tables if (DOCS_TABLES / "data" / f"{t}_rounds.csv").is_file() and f"{t}_rounds" not in names]
+    data = [
+        t
+        for t in tables
+        if (DOCS_TABLES / "data" / f"{t}_rounds.csv").is_file() and f"{t}_rounds" not in names
+    ]
     assert data == [], "per-round curves drawn for these tables are not shown"
 
 
@@ -82,31 +92,49 @@ def test_cells_read_as_numbers():
 
 def test_a_repeated_header_cell_is_named_after_the_one_before(tmp_path):
     table = tmp_path / "t.md"
-    table.write_text("<!-- x -->\n\n| a | T = 1 | diff. | T = 2 | diff. |\n"
-                     "|---|---|---|---|---|\n| r | 1 | 2 | 3 | 4 |\n")
-    assert figures.read_table(table) == [{"a": "r", "T = 1": "1", "diff. (T = 1)": "2", "T = 2": "3",
-                                          "diff. (T = 2)": "4"}]
+    table.write_text(
+        "<!-- x -->\n\n| a | T = 1 | diff. | T = 2 | diff. |\n"
+        "|---|---|---|---|---|\n| r | 1 | 2 | 3 | 4 |\n"
+    )
+    assert figures.read_table(table) == [
+        {"a": "r", "T = 1": "1", "diff. (T = 1)": "2", "T = 2": "3", "diff. (T = 2)": "4"}
+    ]
 
 
 def test_per_round_data_draws_curves_with_bands(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    rows = ["method,round,mean,std,runs"] + [f"{m},{r},{0.1 * r:.4f},0.0100,3" for m in ("fedavg", "scaffold")
-                                               for r in range(4)] + ["local,0,0.2000,,1"]
+    rows = (
+        ["method,round,mean,std,runs"]
+        + [f"{m},{r},{0.1 * r:.4f},0.0100,3" for m in ("fedavg", "scaffold") for r in range(4)]
+        + ["local,0,0.2000,,1"]
+    )
     (data / "cmp_rounds.csv").write_text("\n".join(rows) + "\n")
     assert figures.names(tmp_path) == ["cmp_rounds"]
-    assert figures.redraw("cmp_rounds", tmp_path, tmp_path / "out") == tmp_path / "out" / "cmp_rounds.png"
+    assert (
+        figures.redraw("cmp_rounds", tmp_path, tmp_path / "out")
+        == tmp_path / "out" / "cmp_rounds.png"
+    )
     assert (tmp_path / "out" / "cmp_rounds.png").stat().st_size > 0
 
 
 def run(seed: int, accuracies: dict[int, float]) -> RunRecord:
-    rows = [{"round": r, "split": "test", "metric": "accuracy", "value": v} for r, v in accuracies.items()]
+    rows = [
+        {"round": r, "split": "test", "metric": "accuracy", "value": v}
+        for r, v in accuracies.items()
+    ]
     return RunRecord(f"run{seed}", {}, seed, {}, rows)
 
 
 def test_a_comparison_writes_mean_and_sample_std_per_round_of_the_rounds_all_runs_reached():
-    rows = round_rows({"fedavg": [run(0, {0: 0.1, 1: 0.5, 2: 0.7}), run(1, {0: 0.1, 1: 0.7})],
-                       "local": [run(0, {0: 0.2})]})
-    assert rows == [{"method": "fedavg", "round": 0, "mean": "0.1000", "std": "0.0000", "runs": 2},
-                    {"method": "fedavg", "round": 1, "mean": "0.6000", "std": "0.1414", "runs": 2},
-                    {"method": "local", "round": 0, "mean": "0.2000", "std": "", "runs": 1}]
+    rows = round_rows(
+        {
+            "fedavg": [run(0, {0: 0.1, 1: 0.5, 2: 0.7}), run(1, {0: 0.1, 1: 0.7})],
+            "local": [run(0, {0: 0.2})],
+        }
+    )
+    assert rows == [
+        {"method": "fedavg", "round": 0, "mean": "0.1000", "std": "0.0000", "runs": 2},
+        {"method": "fedavg", "round": 1, "mean": "0.6000", "std": "0.1414", "runs": 2},
+        {"method": "local", "round": 0, "mean": "0.2000", "std": "", "runs": 1},
+    ]

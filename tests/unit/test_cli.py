@@ -17,8 +17,14 @@ from tests.conftest import REPO
 
 
 def fedimb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fedimb", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fedimb", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
@@ -29,7 +35,13 @@ def test_help_is_fedimbs_own_page_with_every_subcommand(flag):
     assert page.startswith("usage: fedimb")
     for name, sub in SUBCOMMANDS.items():
         assert f"  {name} " in page and sub.summary in page
-    for pointer in ("fedimb list methods", "--hydra-help", "method=NAME", "docs/running.md", "-sc install=bash"):
+    for pointer in (
+        "fedimb list methods",
+        "--hydra-help",
+        "method=NAME",
+        "docs/running.md",
+        "-sc install=bash",
+    ):
         assert pointer in page
 
 
@@ -37,7 +49,9 @@ def test_version_names_fedimb_flower_and_torch():
     result = fedimb("--version")
     assert result.returncode == 0
     versions = [importlib.metadata.version(p) for p in ("fedimb", "flwr", "torch")]
-    assert result.stdout.startswith(f"fedimb {versions[0]} (Flower {versions[1]}, torch {versions[2]}, Python ")
+    assert result.stdout.startswith(
+        f"fedimb {versions[0]} (Flower {versions[1]}, torch {versions[2]}, Python "
+    )
 
 
 def test_fedimb_list_methods_names_each_method_and_its_paper():
@@ -46,7 +60,9 @@ def test_fedimb_list_methods_names_each_method_and_its_paper():
     lines = result.stdout.splitlines()
     assert [line.split()[0] for line in lines] == group_choices("method")
     by_name = {line.split()[0]: line for line in lines}
-    assert "McMahan et al., 2017" in by_name["fedavg"] and "Karimireddy et al." in by_name["scaffold"]
+    assert (
+        "McMahan et al., 2017" in by_name["fedavg"] and "Karimireddy et al." in by_name["scaffold"]
+    )
 
 
 @pytest.mark.parametrize("group", GROUPS)
@@ -76,7 +92,8 @@ def test_fedimb_list_refuses_an_unknown_group_in_one_line():
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"fedimb: error: fedimb list takes one of {', '.join(list(LIST_NAMES.values())[:-1])} or experiments, "
-        f"got 'nosuch'")
+        f"got 'nosuch'"
+    )
 
 
 def complete(line: str) -> list[str]:
@@ -91,7 +108,9 @@ def test_tab_completes_overrides_subcommands_and_list_groups():
     assert {"method=fedavg", "method=fedavgm"} <= set(complete("fedimb method=fedav"))
     assert complete("fedimb rep") == ["report"]
     assert {"methods", "models"} == set(complete("fedimb list m"))
-    assert complete("fedimb report outp") == []  # a subcommand's arguments: bash completes file names
+    assert (
+        complete("fedimb report outp") == []
+    )  # a subcommand's arguments: bash completes file names
 
 
 def test_the_bash_install_script_is_hydras():
@@ -101,16 +120,24 @@ def test_the_bash_install_script_is_hydras():
 
 
 def test_hydras_options_and_their_values_are_not_overrides():
-    assert hydra_options_and_overrides(["-m", "seed=0,1", "--cfg", "job", "-sc", "query=bash", "method=fedavg"]) == (
-        ["-m", "--cfg", "job", "-sc", "query=bash"], ["seed=0,1", "method=fedavg"])
+    assert hydra_options_and_overrides(
+        ["-m", "seed=0,1", "--cfg", "job", "-sc", "query=bash", "method=fedavg"]
+    ) == (["-m", "--cfg", "job", "-sc", "query=bash"], ["seed=0,1", "method=fedavg"])
     assert hydra_options_and_overrides(["--info", "searchpath", "-i", "x=1"]) == (
-        ["--info", "searchpath", "-i"], ["x=1"])
+        ["--info", "searchpath", "-i"],
+        ["x=1"],
+    )
 
 
 def test_a_reader_that_leaves_early_gets_no_traceback():
     # `fedimb list methods | head -1`: the reader's end is closed before fedimb writes a line
-    proc = subprocess.Popen([sys.executable, "-m", "fedimb", "list", "methods"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fedimb", "list", "methods"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     proc.stdout.close()
     stderr = proc.stderr.read()
     assert proc.wait(timeout=120) == 141  # 128 + SIGPIPE, what a shell reports for such a writer

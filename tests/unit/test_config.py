@@ -60,8 +60,14 @@ def test_explicit_model_overrides_auto():
         (["sampling=by_loss"], "sampling must be uniform or by_size"),
         (["runtime.num_cpus_per_client=0"], "runtime.num_cpus_per_client"),
         (["runtime.ray_address=somewhere"], "runtime.ray_address"),
-        (["runtime=deployment", "runtime.wait_for_nodes=-1"], "runtime.wait_for_nodes must be a number of seconds >= 0"),
-        (["runtime=deployment", "runtime.wait_for_nodes=soon"], "runtime.wait_for_nodes must be a number of seconds >= 0"),
+        (
+            ["runtime=deployment", "runtime.wait_for_nodes=-1"],
+            "runtime.wait_for_nodes must be a number of seconds >= 0",
+        ),
+        (
+            ["runtime=deployment", "runtime.wait_for_nodes=soon"],
+            "runtime.wait_for_nodes must be a number of seconds >= 0",
+        ),
         (["seed=-1"], "seed"),
         (["train.optimizer=nosuch"], "train.optimizer"),
         (["nosuchkey=1"], "unknown key 'nosuchkey'"),
@@ -77,7 +83,10 @@ def test_bad_inputs_one_line_error(overrides, key):
 
 def test_deployment_waits_for_nodes_by_default_and_zero_checks_once():
     assert config.compose(["runtime=deployment"]).runtime.wait_for_nodes == 120
-    assert config.compose(["runtime=deployment", "runtime.wait_for_nodes=0"]).runtime.wait_for_nodes == 0
+    assert (
+        config.compose(["runtime=deployment", "runtime.wait_for_nodes=0"]).runtime.wait_for_nodes
+        == 0
+    )
 
 
 def compose_error(overrides: list[str]) -> str:
@@ -86,52 +95,86 @@ def compose_error(overrides: list[str]) -> str:
     return str(info.value)
 
 
-@pytest.mark.parametrize("group,typo,meant", [
-    ("method", "fedavgg", "fedavg"), ("dataset", "mnist5", "mnist5k"), ("partition", "dirichelt", "dirichlet"),
-    ("model", "cnn_28", "cnn28"), ("dropout", "bernouli", "bernoulli"), ("runtime", "in_proces", "in_process"),
-    ("experiment", "astraea_mnist", "astraea_mnist5k"), ("normalize", "latent_cos", "latent_cosine"),
-])
+@pytest.mark.parametrize(
+    "group,typo,meant",
+    [
+        ("method", "fedavgg", "fedavg"),
+        ("dataset", "mnist5", "mnist5k"),
+        ("partition", "dirichelt", "dirichlet"),
+        ("model", "cnn_28", "cnn28"),
+        ("dropout", "bernouli", "bernoulli"),
+        ("runtime", "in_proces", "in_process"),
+        ("experiment", "astraea_mnist", "astraea_mnist5k"),
+        ("normalize", "latent_cos", "latent_cosine"),
+    ],
+)
 def test_a_misspelt_option_gets_the_nearest_names(group, typo, meant):
     message = compose_error([f"{'+' if group == 'experiment' else ''}{group}={typo}"])
     assert message.startswith(f"unknown {group} '{typo}'; did you mean ")
-    assert meant in message.partition("did you mean ")[2].partition("?")[0].replace(" or ", ", ").split(", ")
+    assert meant in message.partition("did you mean ")[2].partition("?")[0].replace(
+        " or ", ", "
+    ).split(", ")
 
 
 def test_a_long_group_points_to_fedimb_list_instead_of_listing_every_name():
     count = len(config.group_choices("method"))
     assert compose_error(["method=fedavgg"]) == (
-        f"unknown method 'fedavgg'; did you mean fedavg, fedavgm or perfedavg? (fedimb list methods shows all {count})")
-    assert compose_error(["method=nosuch"]) == f"unknown method 'nosuch' (fedimb list methods shows all {count})"
+        f"unknown method 'fedavgg'; did you mean fedavg, fedavgm or perfedavg? (fedimb list methods shows all {count})"
+    )
+    assert (
+        compose_error(["method=nosuch"])
+        == f"unknown method 'nosuch' (fedimb list methods shows all {count})"
+    )
     assert compose_error(["runtime=nosuch"]) == (
-        "unknown runtime 'nosuch' (choose from: deployment, in_process, simulation)")
+        "unknown runtime 'nosuch' (choose from: deployment, in_process, simulation)"
+    )
 
 
-@pytest.mark.parametrize("override", ["+foo=1", "++foo=1", "+method.strategy.nosuch=2", "+train.lr_decay=0.5"])
+@pytest.mark.parametrize(
+    "override", ["+foo=1", "++foo=1", "+method.strategy.nosuch=2", "+train.lr_decay=0.5"]
+)
 def test_plus_adds_only_groups_declared_keys_and_hydras_own(override):
     key = override.lstrip("+").partition("=")[0]
     assert compose_error(["dataset=digits", override]).startswith(
-        f"unknown key '{key}' in {override}: no file in conf/ declares it")
-    config.check_overrides(["+experiment=fedconcat_mnist5k", "++method.strategy.num_clusters=3",
-                            "+runtime.num_gpus_per_client=0.5", "+hydra.launcher.ray.remote.num_cpus=2"])
+        f"unknown key '{key}' in {override}: no file in conf/ declares it"
+    )
+    config.check_overrides(
+        [
+            "+experiment=fedconcat_mnist5k",
+            "++method.strategy.num_clusters=3",
+            "+runtime.num_gpus_per_client=0.5",
+            "+hydra.launcher.ray.remote.num_cpus=2",
+        ]
+    )
 
 
 def test_an_unknown_key_names_the_nearest_ones():
     assert compose_error(["partition.alpah=0.1"]) == (
-        "unknown key 'partition.alpah'; did you mean partition.alpha, partition.path or partition.tau?")
-    assert compose_error(["nosuchkey=1"]).startswith("unknown key 'nosuchkey' (fedimb --cfg job prints every key")
+        "unknown key 'partition.alpah'; did you mean partition.alpha, partition.path or partition.tau?"
+    )
+    assert compose_error(["nosuchkey=1"]).startswith(
+        "unknown key 'nosuchkey' (fedimb --cfg job prints every key"
+    )
 
 
 def test_a_key_of_another_option_names_the_options_that_have_it():
     assert compose_error(["partition.alpha=-1"]) == (
-        "partition=pathological has no alpha; use partition=dirichlet (or dir01, dir05, longtail) partition.alpha=-1")
-    assert compose_error(["partition=c2", "partition.alpha=0.3"]).startswith("partition=c2 has no alpha; ")
-    assert compose_error(["partition=dirichlet", "partition.alpha=-1"]) == "partition.alpha must be > 0, got -1"
+        "partition=pathological has no alpha; use partition=dirichlet (or dir01, dir05, longtail) partition.alpha=-1"
+    )
+    assert compose_error(["partition=c2", "partition.alpha=0.3"]).startswith(
+        "partition=c2 has no alpha; "
+    )
+    assert (
+        compose_error(["partition=dirichlet", "partition.alpha=-1"])
+        == "partition.alpha must be > 0, got -1"
+    )
 
 
 def test_group_choices_reads_conf():
     assert "fedavg" in config.group_choices("method")
     assert {"clustered", "dirichlet", "iid", "longtail", "pathological", "quantity"} <= set(
-        config.group_choices("partition"))
+        config.group_choices("partition")
+    )
     assert config.group_choices("nosuchgroup") == []
 
 
@@ -139,8 +182,12 @@ def test_import_class_resolves_targets_and_names_bad_ones():
     from strategies.fedavg import FedAvgStrategy
 
     assert components.import_class("strategies.fedavg.FedAvgStrategy") is FedAvgStrategy
-    for target, reason in [("strategies.nosuch.X", "No module"), ("strategies.fedavg.Nope", "has no attribute"),
-                           ("fedimb.app.config.CONF_DIR", "not a class"), ("Bare", "not a class")]:
+    for target, reason in [
+        ("strategies.nosuch.X", "No module"),
+        ("strategies.fedavg.Nope", "has no attribute"),
+        ("fedimb.app.config.CONF_DIR", "not a class"),
+        ("Bare", "not a class"),
+    ]:
         with pytest.raises(ConfigError, match=f"cannot import '{target}'.*{reason}"):
             components.import_class(target)
 
@@ -160,10 +207,16 @@ def test_decode_garbage_is_config_error():
 
 
 def test_from_run_config_simple_keys():
-    cfg = transport.from_run_config({
-        "config": "", "method": "fedavg", "num-clients": 7, "num-rounds": 2, "seed": 3,
-        "overrides": "train.lr=0.05",
-    })
+    cfg = transport.from_run_config(
+        {
+            "config": "",
+            "method": "fedavg",
+            "num-clients": 7,
+            "num-rounds": 2,
+            "seed": 3,
+            "overrides": "train.lr=0.05",
+        }
+    )
     assert cfg.num_clients == 7
     assert cfg.num_rounds == 2
     assert cfg.seed == 3

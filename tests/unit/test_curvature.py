@@ -32,7 +32,9 @@ def full_hessian(model, x, y) -> np.ndarray:
 def test_hessian_vector_product_matches_the_full_hessian():
     model, x, y = tiny_problem()
     vector = [torch.randn_like(p) for p in model.parameters()]
-    product = torch.cat([h.reshape(-1) for h in hessian_vector_product(model, x, y, vector)]).numpy()
+    product = torch.cat(
+        [h.reshape(-1) for h in hessian_vector_product(model, x, y, vector)]
+    ).numpy()
     expected = full_hessian(model, x, y) @ torch.cat([v.reshape(-1) for v in vector]).numpy()
     np.testing.assert_allclose(product, expected, atol=1e-5)
 
@@ -40,4 +42,6 @@ def test_hessian_vector_product_matches_the_full_hessian():
 def test_top_eigenvalue_is_the_largest_of_the_full_hessian():
     model, x, y = tiny_problem()
     eigenvalues = np.linalg.eigvalsh(full_hessian(model, x, y))
-    assert top_hessian_eigenvalue(model, x, y, iterations=200) == pytest.approx(np.abs(eigenvalues).max(), abs=1e-4)
+    assert top_hessian_eigenvalue(model, x, y, iterations=200) == pytest.approx(
+        np.abs(eigenvalues).max(), abs=1e-4
+    )

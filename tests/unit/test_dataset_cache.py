@@ -30,8 +30,14 @@ def test_cached_split_equals_a_fresh_split(tmp_path, monkeypatch):
 
 def test_a_process_with_the_cache_does_not_import_scikit_learn(tmp_path):
     env = {**os.environ, "FEDIMB_CACHE": str(tmp_path)}
-    load = ("import sys; from fedimb.core.data.datasets import _raw_mnist5k; "
-            f"_raw_mnist5k({SPEC!r}); print('sklearn' in sys.modules)")
-    runs = [subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True, check=True)
-            for _ in range(2)]
+    load = (
+        "import sys; from fedimb.core.data.datasets import _raw_mnist5k; "
+        f"_raw_mnist5k({SPEC!r}); print('sklearn' in sys.modules)"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", load], env=env, capture_output=True, text=True, check=True
+        )
+        for _ in range(2)
+    ]
     assert [r.stdout.strip() for r in runs] == ["True", "False"]

@@ -46,11 +46,14 @@ def test_a_timeout_returns_the_replies_so_far():
     started = time.monotonic()
     replies = PromptGrid(grid, interval=0.01).send_and_receive(["m1", "m2"], timeout=0.1)
     assert [r.metadata.reply_to_message_id for r in replies] == ["a"]
-    assert grid.pulls >= 2 and time.monotonic() - started < 1.0  # kept asking, then gave up at the deadline
+    assert (
+        grid.pulls >= 2 and time.monotonic() - started < 1.0
+    )  # kept asking, then gave up at the deadline
 
 
-@pytest.mark.parametrize("args", [["--isolation", "subprocess"], ["--isolation=process"],
-                                  ["--ssl-certfile", "x.pem"]])
+@pytest.mark.parametrize(
+    "args", [["--isolation", "subprocess"], ["--isolation=process"], ["--ssl-certfile", "x.pem"]]
+)
 def test_fedimb_supernode_refuses_what_its_worker_cannot_serve(args):
     with pytest.raises(ConfigError):
         supernode_main(["--insecure", "--superlink", "127.0.0.1:9092", *args])
@@ -78,7 +81,10 @@ def test_the_worker_serves_the_port_flower_supernode_takes():
     from fedimb.cli.node_worker import _option
 
     # the edge image's entry point names --port 9094; a user's later --port wins, as in argparse
-    assert _option(["--port", "9094", "--superlink", "s:9092", "--port=9200"], "--port", "9094") == "9200"
+    assert (
+        _option(["--port", "9094", "--superlink", "s:9092", "--port=9200"], "--port", "9094")
+        == "9200"
+    )
     assert _option(["--port", "9094", "--port", "9300"], "--port", "1") == "9300"
     assert _option(["--superlink", "s:9092"], "--port", "9094") == "9094"
 
@@ -102,5 +108,7 @@ def test_a_node_says_once_whether_its_client_apps_see_cuda(monkeypatch):
     monkeypatch.setattr(subprocess, "run", probe)
     assert node_worker.cuda_visibility().endswith("with CUDA 12.6: 1 CUDA device(s) visible, Orin")
     assert "torch.cuda" in asked[0][-1]  # asked in a child: never initialised in the forking worker
-    monkeypatch.setattr(subprocess, "run", lambda args, **kw: subprocess.CompletedProcess(args, 0, "0 \n", ""))
+    monkeypatch.setattr(
+        subprocess, "run", lambda args, **kw: subprocess.CompletedProcess(args, 0, "0 \n", "")
+    )
     assert node_worker.cuda_visibility().endswith("no CUDA device visible")

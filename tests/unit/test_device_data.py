@@ -31,7 +31,9 @@ def test_class_folders_of_images(tmp_path):
     for label, value in ((2, 40), (5, 200)):
         (tmp_path / str(label)).mkdir()
         for i in range(3):
-            Image.fromarray(np.full((16, 16, 3), value + i, dtype=np.uint8)).save(tmp_path / str(label) / f"{i}.png")
+            Image.fromarray(np.full((16, 16, 3), value + i, dtype=np.uint8)).save(
+                tmp_path / str(label) / f"{i}.png"
+            )
     (tmp_path / "5" / "notes.txt").write_text("not an image")
     x, y = load_device_data(tmp_path, SHAPE, 10)
     assert x.shape == (6, 1, 8, 8)  # converted to one channel, resized to 8x8
@@ -39,18 +41,40 @@ def test_class_folders_of_images(tmp_path):
     assert x[y == 5].mean() > x[y == 2].mean()
 
 
-@pytest.mark.parametrize("make, error, match", [
-    (lambda p: p / "missing.npz", DataUnavailableError, "does not exist"),
-    (lambda p: (np.savez(p / "a.npz", x=np.zeros((3, 8, 8))), p / "a.npz")[1], ConfigError, "'x' and 'y'"),
-    (lambda p: (np.savez(p / "b.npz", x=np.zeros((3, 4, 4)), y=np.zeros(3, int)), p / "b.npz")[1], ConfigError,
-     "shape"),
-    (lambda p: (np.savez(p / "c.npz", x=np.zeros((3, 8, 8)), y=np.array([0, 1, 12])), p / "c.npz")[1], ConfigError,
-     "labels in"),
-    (lambda p: (np.savez(p / "d.npz", x=np.zeros((3, 8, 8)), y=np.zeros(3)), p / "d.npz")[1], ConfigError,
-     "integer labels"),
-    (lambda p: ((p / "cats").mkdir(), p)[1], ConfigError, "named by class index"),
-    (lambda p: ((p / "e.csv").write_text("1,2"), p / "e.csv")[1], ConfigError, ".npz file"),
-])
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda p: p / "missing.npz", DataUnavailableError, "does not exist"),
+        (
+            lambda p: (np.savez(p / "a.npz", x=np.zeros((3, 8, 8))), p / "a.npz")[1],
+            ConfigError,
+            "'x' and 'y'",
+        ),
+        (
+            lambda p: (
+                np.savez(p / "b.npz", x=np.zeros((3, 4, 4)), y=np.zeros(3, int)),
+                p / "b.npz",
+            )[1],
+            ConfigError,
+            "shape",
+        ),
+        (
+            lambda p: (
+                np.savez(p / "c.npz", x=np.zeros((3, 8, 8)), y=np.array([0, 1, 12])),
+                p / "c.npz",
+            )[1],
+            ConfigError,
+            "labels in",
+        ),
+        (
+            lambda p: (np.savez(p / "d.npz", x=np.zeros((3, 8, 8)), y=np.zeros(3)), p / "d.npz")[1],
+            ConfigError,
+            "integer labels",
+        ),
+        (lambda p: ((p / "cats").mkdir(), p)[1], ConfigError, "named by class index"),
+        (lambda p: ((p / "e.csv").write_text("1,2"), p / "e.csv")[1], ConfigError, ".npz file"),
+    ],
+)
 def test_bad_device_data_gives_one_line_errors(tmp_path, make, error, match):
     with pytest.raises(error, match=match) as info:
         load_device_data(make(tmp_path), SHAPE, 10)
@@ -81,7 +105,11 @@ def test_nodes_with_their_own_data_get_free_client_ids_and_keep_them(monkeypatch
     pi_b = _Proxy("n2", {"partition_id": -1, "device_key": "pi-b", "num_examples": 40})
     # devices answer before the node with a partition id: that id is still claimed first
     registry.refresh(_Manager([pi_a, pi_b, pinned]))
-    assert (registry.partition_of(pi_a), registry.partition_of(pinned), registry.partition_of(pi_b)) == (0, 1, 2)
+    assert (
+        registry.partition_of(pi_a),
+        registry.partition_of(pinned),
+        registry.partition_of(pi_b),
+    ) == (0, 1, 2)
     nodes = [pinned, pi_a, pi_b]
     # pi-a restarts (new Flower node id, same data): it gets its id back
     back = _Proxy("n9", {"partition_id": -1, "device_key": "pi-a", "num_examples": 40})
@@ -97,24 +125,43 @@ def test_failure_reasons_are_short_and_name_the_cause():
     from fedimb.app.registry import _reason
 
     wrap = "Message contains an Error (reason: {}). It originated during client-side execution of a message."
-    assert _reason(ValueError(wrap.format("<class 'fedimb.core.errors.ConfigError'>:<'device data x.npz is bad'>"))) == \
-        "ConfigError: device data x.npz is bad"
-    assert _reason(ValueError(wrap.format("Error: Node Unavailable - no heartbeat"))) == "Error: Node Unavailable - no heartbeat"
+    assert (
+        _reason(
+            ValueError(
+                wrap.format("<class 'fedimb.core.errors.ConfigError'>:<'device data x.npz is bad'>")
+            )
+        )
+        == "ConfigError: device data x.npz is bad"
+    )
+    assert (
+        _reason(ValueError(wrap.format("Error: Node Unavailable - no heartbeat")))
+        == "Error: Node Unavailable - no heartbeat"
+    )
     assert "round timeout" in _reason(ValueError("Expected one Message but got: 0"))
     assert _reason(KeyError("x")) == "KeyError: 'x'"
     # a Ray actor killed under a client: one line, with Ray's reason
-    died = ("<class 'ray.exceptions.ActorDiedError'>:<'The actor died unexpectedly before finishing this task.\n"
-            "\tclass_name: ClientAppActor\n\tpid: 29836\nThe actor is dead because its worker process has died. "
-            "Worker exit type: SYSTEM_ERROR'>")
-    assert _reason(ValueError(wrap.format(died))) == ("ActorDiedError: The actor died unexpectedly before finishing "
-                                                      "this task. The actor is dead because its worker process has died.")
+    died = (
+        "<class 'ray.exceptions.ActorDiedError'>:<'The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: ClientAppActor\n\tpid: 29836\nThe actor is dead because its worker process has died. "
+        "Worker exit type: SYSTEM_ERROR'>"
+    )
+    assert _reason(ValueError(wrap.format(died))) == (
+        "ActorDiedError: The actor died unexpectedly before finishing "
+        "this task. The actor is dead because its worker process has died."
+    )
 
 
 def test_a_round_that_lost_every_client_to_dead_ray_actors_stops_the_run():
     from fedimb.app.registry import ClientFailure, WorkersLost, check_workers_alive
 
-    died = ClientFailure("client 1 on node 5: ActorDiedError: The actor died unexpectedly before finishing this task.")
-    with pytest.raises(WorkersLost, match="every client of round 3 failed because its Ray actor died"):
+    died = ClientFailure(
+        "client 1 on node 5: ActorDiedError: The actor died unexpectedly before finishing this task."
+    )
+    with pytest.raises(
+        WorkersLost, match="every client of round 3 failed because its Ray actor died"
+    ):
         check_workers_alive(3, [died, died], succeeded=0)
     check_workers_alive(3, [died], succeeded=1)  # the other actors still serve
-    check_workers_alive(3, [ClientFailure("client 1 on node 5: RuntimeError: bad")], succeeded=0)  # not the actors
+    check_workers_alive(
+        3, [ClientFailure("client 1 on node 5: RuntimeError: bad")], succeeded=0
+    )  # not the actors

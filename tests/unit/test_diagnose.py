@@ -51,8 +51,19 @@ def test_unequal_client_sizes_are_quantity_skew():
 
 def test_cli_diagnoses_a_configured_partition():
     result = subprocess.run(
-        [sys.executable, "-m", "fedimb", "diagnose", "dataset=digits", "partition=dirichlet",
-         "partition.alpha=0.1", "num_clients=10"], capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "fedimb",
+            "diagnose",
+            "dataset=digits",
+            "partition=dirichlet",
+            "partition.alpha=0.1",
+            "num_clients=10",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "Per-client KLD to uniform (10 clients" in result.stdout
     assert "local label skew" in result.stdout

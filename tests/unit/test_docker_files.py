@@ -47,10 +47,16 @@ def test_the_two_images_exist():  # the edge one serves NVIDIA Jetson too, with 
 def test_dockerfile_is_pinned_and_runs_as_non_root(path):
     steps = instructions(path)
     assert steps[0][0] in ("FROM", "ARG")
-    base = resolve_args(steps, next(rest for keyword, rest in steps if keyword == "FROM").split()[0])
+    base = resolve_args(
+        steps, next(rest for keyword, rest in steps if keyword == "FROM").split()[0]
+    )
     image, _, tag = base.partition(":")
-    assert tag and tag != "latest" and re.search(r"\d", tag), f"{path.name}: base image {base} is not pinned"
-    assert image == "flwr/base" and tag.startswith("1.41.")  # Flower's official image, pyproject's Flower
+    assert tag and tag != "latest" and re.search(r"\d", tag), (
+        f"{path.name}: base image {base} is not pinned"
+    )
+    assert image == "flwr/base" and tag.startswith(
+        "1.41."
+    )  # Flower's official image, pyproject's Flower
     users = [rest for keyword, rest in steps if keyword == "USER"]
     assert users and users[-1] not in ("root", "0"), f"{path.name}: must end as a non-root user"
     # every pip install pins what it installs beyond the project itself
@@ -62,7 +68,9 @@ def test_dockerfile_is_pinned_and_runs_as_non_root(path):
 
 def resolve_args(steps: list[tuple[str, str]], text: str) -> str:
     """``text`` with ``${NAME}`` replaced by the defaults of the Dockerfile's ``ARG``s."""
-    defaults = dict(rest.split("=", 1) for keyword, rest in steps if keyword == "ARG" and "=" in rest)
+    defaults = dict(
+        rest.split("=", 1) for keyword, rest in steps if keyword == "ARG" and "=" in rest
+    )
     return re.sub(r"\$\{(\w+)\}", lambda m: defaults[m.group(1)].strip('"'), text)
 
 
@@ -71,10 +79,15 @@ def test_edge_image_pins_torch_and_installs_pyprojects_dependencies():
     torch = resolve_args(steps, "${TORCH}").split()
     assert [spec.split("==")[0] for spec in torch] == ["torch", "torchvision"]
     assert all("==" in spec for spec in torch)
-    pyproject = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    pyproject = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["project"][
+        "dependencies"
+    ]
     wanted = [re.sub(r"\[[^]]*\]", "", dep) for dep in pyproject if not dep.startswith("torch")]
-    listed = [line for line in (DOCKER / "edge-requirements.txt").read_text().splitlines()
-              if line and not line.startswith("#")]
+    listed = [
+        line
+        for line in (DOCKER / "edge-requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert listed == wanted  # the same ranges; Flower without its simulation extra (Ray)
 
 
@@ -91,21 +104,34 @@ def test_server_entrypoint_is_the_native_superlink_command():
     command = _entrypoint(DOCKER / "Dockerfile.server")
     assert command[0] == "flower-superlink"
     native = superlink_arguments("0.0.0.0", 9093, simulation=False, extra_args=[])
-    assert command[1:1 + len(native)] == native  # same flags, same order; then the state database
+    assert command[1 : 1 + len(native)] == native  # same flags, same order; then the state database
     steps = instructions(DOCKER / "Dockerfile.server")
     cmd = exec_form(next(rest for keyword, rest in steps if keyword == "CMD"))
     # secure by default: the TLS files and SuperNode authentication the native secure path uses
-    assert flags(cmd) == ["--ssl-ca-certfile", "--ssl-certfile", "--ssl-keyfile", "--enable-supernode-auth"]
+    assert flags(cmd) == [
+        "--ssl-ca-certfile",
+        "--ssl-certfile",
+        "--ssl-keyfile",
+        "--enable-supernode-auth",
+    ]
 
 
 def test_edge_entrypoint_is_the_native_supernode_command():
     command = _entrypoint(DOCKER / "Dockerfile.edge")
-    assert command == ["fedimb", "supernode", "--port", "9094"]  # flower-supernode with its warm launcher
+    assert command == [
+        "fedimb",
+        "supernode",
+        "--port",
+        "9094",
+    ]  # flower-supernode with its warm launcher
     # compose adds the rest; together they are the native arguments
     node = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]["supernode-0"]
-    native = supernode_arguments("superlink:9093", 9094, {"partition-id": 0, "num-partitions": 3},
-                                 ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key",
-                                  "/certs/node-0"])
+    native = supernode_arguments(
+        "superlink:9093",
+        9094,
+        {"partition-id": 0, "num-partitions": 3},
+        ["--root-certificates", "/certs/ca.crt", "--auth-supernode-private-key", "/certs/node-0"],
+    )
     assert sorted(flags(command[2:] + node["command"])) == sorted(flags(native))
 
 
@@ -143,7 +169,10 @@ def published_host(mapping: str) -> str:
 def test_compose_publishes_the_superlinks_port_on_loopback_only():
     # the port serves the Control API too, which this Flower build does not authenticate
     services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
-    published = {name: [published_host(str(p)) for p in service.get("ports", [])] for name, service in services.items()}
+    published = {
+        name: [published_host(str(p)) for p in service.get("ports", [])]
+        for name, service in services.items()
+    }
     assert published.pop("superlink") == ["127.0.0.1"]
     assert not any(published.values()), published  # nothing else is published
 
@@ -153,5 +182,8 @@ def test_each_node_container_mounts_ca_crt_and_its_own_key_only():
     nodes = sorted((k, v) for k, v in services.items() if k.startswith("supernode-"))
     for i, (name, node) in enumerate(nodes):
         mounts = sorted(volume.split(":")[:2] for volume in node["volumes"])
-        assert mounts == [["./certs/ca.crt", "/certs/ca.crt"], [f"./certs/node-{i}", f"/certs/node-{i}"]], name
+        assert mounts == [
+            ["./certs/ca.crt", "/certs/ca.crt"],
+            [f"./certs/node-{i}", f"/certs/node-{i}"],
+        ], name
         assert all(volume.endswith(":ro") for volume in node["volumes"])

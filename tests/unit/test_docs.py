@@ -87,7 +87,9 @@ def nav_pages(nav) -> list[str]:
 
 def test_readme_is_a_first_page():
     lines = README.read_text().splitlines()
-    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move reference text to docs/"
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines; move reference text to docs/"
+    )
     assert "make test" in README.read_text() and "make run" in README.read_text()
 
 
@@ -100,13 +102,19 @@ def test_every_relative_link_resolves(page):
         path, _, anchor = target.partition("#")
         resolved = (page.parent / path).resolve() if path else page
         if not resolved.exists():
-            broken.append(f"{target}: no file {resolved.relative_to(REPO) if REPO in resolved.parents else resolved}")
+            broken.append(
+                f"{target}: no file {resolved.relative_to(REPO) if REPO in resolved.parents else resolved}"
+            )
             continue
         if page != README and DOCS not in resolved.parents:
-            broken.append(f"{target}: outside docs/ (the site cannot link it; write the path as code)")
+            broken.append(
+                f"{target}: outside docs/ (the site cannot link it; write the path as code)"
+            )
             continue
         if anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
-            broken.append(f"{target}: no heading with anchor #{anchor} in {resolved.relative_to(REPO)}")
+            broken.append(
+                f"{target}: no heading with anchor #{anchor} in {resolved.relative_to(REPO)}"
+            )
     assert broken == [], f"{page.relative_to(REPO)}: broken links"
 
 
@@ -119,10 +127,17 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_exists():
 
 def test_strict_build_checks_links_anchors_and_included_files():
     config = mkdocs_config()
-    assert config.get("validation") == {"omitted_files": "warn", "absolute_links": "warn",
-                                        "unrecognized_links": "warn", "anchors": "warn"}
-    snippets = next(e["pymdownx.snippets"] for e in config["markdown_extensions"]
-                    if isinstance(e, dict) and "pymdownx.snippets" in e)
+    assert config.get("validation") == {
+        "omitted_files": "warn",
+        "absolute_links": "warn",
+        "unrecognized_links": "warn",
+        "anchors": "warn",
+    }
+    snippets = next(
+        e["pymdownx.snippets"]
+        for e in config["markdown_extensions"]
+        if isinstance(e, dict) and "pymdownx.snippets" in e
+    )
     assert snippets["check_paths"] is True and snippets["base_path"] == ["docs/tables"]
 
 
@@ -137,7 +152,9 @@ def included_tables() -> dict[str, list[Path]]:
 def test_every_included_table_exists_and_every_table_is_included():
     included = included_tables()
     files = {p.name for p in TABLES.glob("*.md")}
-    assert sorted(set(included) - files) == [], "pages include tables that docs/tables/ does not have"
+    assert sorted(set(included) - files) == [], (
+        "pages include tables that docs/tables/ does not have"
+    )
     assert sorted(files - set(included)) == [], "tables in docs/tables/ that no page includes"
 
 
@@ -160,9 +177,21 @@ def site(tmp_path_factory) -> Path:
         pytest.skip("mkdocs is not installed: make install EXTRAS=dev,docs")
     out = tmp_path_factory.mktemp("docs") / "site"
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(MKDOCS_YML),
-         "--site-dir", str(out)],
-        cwd=REPO, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(MKDOCS_YML),
+            "--site-dir",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return out
@@ -172,7 +201,9 @@ def test_the_site_builds_strictly(site):
     assert (site / "index.html").is_file()
     for page in PAGES:
         built = site / page.relative_to(DOCS).with_suffix(".html")
-        assert built.is_file(), f"{page.relative_to(REPO)} was not built as {built.relative_to(site)}"
+        assert built.is_file(), (
+            f"{page.relative_to(REPO)} was not built as {built.relative_to(site)}"
+        )
 
 
 class _Targets(HTMLParser):
@@ -227,10 +258,14 @@ def test_the_search_works_without_a_server(site):
     assert script.is_file(), "no search/search_index.js: the offline plugin is not on"
     prefix = "var __index = "
     index = json.loads(script.read_text().removeprefix(prefix))
-    assert script.read_text().startswith(prefix) and {d["location"] for d in index["docs"]} >= {"running.html"}
+    assert script.read_text().startswith(prefix) and {d["location"] for d in index["docs"]} >= {
+        "running.html"
+    }
     home = targets(site / "index.html").scripts
     bundle = next(site / s for s in home if "bundle" in s)
-    assert "search_index.js" in bundle.read_text(), "the theme's bundle does not load search_index.js"
+    assert "search_index.js" in bundle.read_text(), (
+        "the theme's bundle does not load search_index.js"
+    )
     assert any(s.endswith("iframe-worker-shim.js") for s in home), "no local iframe-worker shim"
 
 
@@ -239,8 +274,11 @@ def test_no_page_loads_anything_from_the_network(site):
     for page in built_pages(site):
         text = page.read_text()
         remote += [f"{page.relative_to(site)}: {s}" for s in targets(page).scripts if not local(s)]
-        remote += [f"{page.relative_to(site)}: {m}" for m in re.findall(r'<link[^>]+href="https?:[^"]*"', text)
-                   if "stylesheet" in m or "preload" in m]
+        remote += [
+            f"{page.relative_to(site)}: {m}"
+            for m in re.findall(r'<link[^>]+href="https?:[^"]*"', text)
+            if "stylesheet" in m or "preload" in m
+        ]
         if 'class="mermaid"' in text:  # the theme draws it with mermaid.js, fetched from a CDN
             remote.append(f"{page.relative_to(site)}: a Mermaid diagram")
     assert remote == [], "pages that load scripts or styles from the network (a CDN)"
@@ -255,7 +293,9 @@ def test_wide_code_blocks_wrap():
 def test_the_architecture_picture_is_drawn_from_the_code():
     """A picture, not a diagram script (the site is read offline): the SVG that
     ``python -m tests.imports`` writes, shown by docs/architecture.md."""
-    assert PICTURE.read_text() == picture(), "docs/img/architecture.svg is out of date: run python -m tests.imports"
+    assert PICTURE.read_text() == picture(), (
+        "docs/img/architecture.svg is out of date: run python -m tests.imports"
+    )
     assert f"]({PICTURE.relative_to(DOCS).as_posix()})" in (DOCS / "architecture.md").read_text()
     assert "```mermaid" not in (DOCS / "architecture.md").read_text()
 
@@ -263,8 +303,19 @@ def test_the_architecture_picture_is_drawn_from_the_code():
 # ------------------------------------------------------- commands and messages in the docs
 #: commands installed into .venv: a page runs them as .venv/bin/<name> (a bare name runs
 #: whatever is first on PATH), or after ``source .venv/bin/activate`` in the same block
-VENV_COMMANDS = ("fedimb", "mlflow", "mkdocs", "tensorboard", "wandb", "flwr", "flower-superlink",
-                 "flower-supernode", "pip", "python", "pytest")
+VENV_COMMANDS = (
+    "fedimb",
+    "mlflow",
+    "mkdocs",
+    "tensorboard",
+    "wandb",
+    "flwr",
+    "flower-superlink",
+    "flower-supernode",
+    "pip",
+    "python",
+    "pytest",
+)
 ENV_ASSIGNMENTS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
 
 
@@ -284,19 +335,34 @@ def bare_venv_commands(text: str) -> list[str]:
         for line in block.group(0).splitlines()[1:-1]:
             if line.strip().startswith("source .venv/bin/activate"):
                 break
-            found += [line.strip() for command in commands(line) if command.split()[0] in VENV_COMMANDS]
-    found += [span for span in re.findall(r"`([^`]*pip install[^`]*)`", FENCE.sub("", text))
-              if not span.startswith((".venv/bin/pip install", "make install"))]
+            found += [
+                line.strip() for command in commands(line) if command.split()[0] in VENV_COMMANDS
+            ]
+    found += [
+        span
+        for span in re.findall(r"`([^`]*pip install[^`]*)`", FENCE.sub("", text))
+        if not span.startswith((".venv/bin/pip install", "make install"))
+    ]
     return found
 
 
 def test_the_command_check_finds_bare_commands():
     block = "```bash\n{}\n```\n"
-    for bare in ("pip install -e '.[mlflow]'", "fedimb method=fedavg", "$ fedimb diagnose",
-                 "WANDB_MODE=offline fedimb tracking=wandb", "cd x && mlflow ui", "mkdocs serve"):
+    for bare in (
+        "pip install -e '.[mlflow]'",
+        "fedimb method=fedavg",
+        "$ fedimb diagnose",
+        "WANDB_MODE=offline fedimb tracking=wandb",
+        "cd x && mlflow ui",
+        "mkdocs serve",
+    ):
         assert bare_venv_commands(block.format(bare)) == [bare]
-    for fine in (".venv/bin/fedimb report x  # fedimb report", "make install EXTRAS=dev,mlflow",
-                 "docker run fedimb-edge:arm64 --port 1", "source .venv/bin/activate\nflwr run ."):
+    for fine in (
+        ".venv/bin/fedimb report x  # fedimb report",
+        "make install EXTRAS=dev,mlflow",
+        "docker run fedimb-edge:arm64 --port 1",
+        "source .venv/bin/activate\nflwr run .",
+    ):
         assert bare_venv_commands(block.format(fine)) == []
     assert bare_venv_commands("run `pip install x` first") == ["pip install x"]
 
@@ -304,11 +370,16 @@ def test_the_command_check_finds_bare_commands():
 @pytest.mark.parametrize("page", [README, *PAGES], ids=lambda p: str(p.relative_to(REPO)))
 def test_commands_in_the_docs_run_from_the_venv(page):
     assert bare_venv_commands(page.read_text()) == [], (
-        f"{page.relative_to(REPO)}: write .venv/bin/<command> (or make install EXTRAS=dev,<extra>)")
+        f"{page.relative_to(REPO)}: write .venv/bin/<command> (or make install EXTRAS=dev,<extra>)"
+    )
 
 
 #: the commands whose errors the docs quote
-ERROR_EXAMPLES = (["method=fedavgg"], ["partition=dirichlet", "partition.alpha=0"], ["partition.alpha=0.1"])
+ERROR_EXAMPLES = (
+    ["method=fedavgg"],
+    ["partition=dirichlet", "partition.alpha=0"],
+    ["partition.alpha=0.1"],
+)
 QUOTED_ERROR = re.compile(r"^(fedimb: error: .+)$|`(fedimb: error: [^`]+)`", re.M)
 
 
@@ -323,7 +394,12 @@ def printed_error(args: list[str]) -> str:
 
 def test_the_errors_the_docs_quote_are_what_fedimb_prints():
     printed = {printed_error(args) for args in ERROR_EXAMPLES}
-    quoted = {f"{page.relative_to(REPO)}: {a or b}" for page in [README, *PAGES]
-              for a, b in QUOTED_ERROR.findall(page.read_text())}
+    quoted = {
+        f"{page.relative_to(REPO)}: {a or b}"
+        for page in [README, *PAGES]
+        for a, b in QUOTED_ERROR.findall(page.read_text())
+    }
     stale = sorted(q for q in quoted if q.split(": ", 1)[1] not in printed)
-    assert quoted and stale == [], "quoted errors fedimb does not print (or add their command to ERROR_EXAMPLES)"
+    assert quoted and stale == [], (
+        "quoted errors fedimb does not print (or add their command to ERROR_EXAMPLES)"
+    )

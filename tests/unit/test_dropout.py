@@ -143,7 +143,11 @@ def test_from_config_none_all_available():
         ({"name": "bernoulli", "p_per_client": [0.5, 0.5, 0.5, 1.2]}, None, "p_per_client"),
         ({"name": "bernoulli", "p_per_group": [0.5, 0.5]}, None, "p_per_group"),
         ({"name": "bernoulli", "p_per_group": [0.5, 0.5, 0.5]}, [0, 0, 1, 1], "p_per_group"),
-        ({"name": "bernoulli", "p_per_client": [1, 1, 1, 1], "p_per_group": [1, 1]}, [0, 0, 1, 1], "only one"),
+        (
+            {"name": "bernoulli", "p_per_client": [1, 1, 1, 1], "p_per_group": [1, 1]},
+            [0, 0, 1, 1],
+            "only one",
+        ),
         ({"name": "bernoulli", "p": 0.5, "period": 0}, None, "period"),
         ({"name": "bernoulli", "p": 0.5, "period": 1.5}, None, "period"),
         ({"name": "bernoulli", "p": 0.5, "period": True}, None, "period"),

@@ -14,9 +14,13 @@ from fedimb.core.errors import ConfigError
 def test_beats_are_centred_standardised_windows_of_known_classes():
     signal = np.arange(3000, dtype=np.float64)
     x, y = record_beats(signal, np.array([100, 1000, 1500, 2900]), ["N", "V", "~", "A"])
-    assert y.tolist() == [BEAT_CLASSES.index("V")]  # 100/2900 too close to the edges, '~' is no beat
+    assert y.tolist() == [
+        BEAT_CLASSES.index("V")
+    ]  # 100/2900 too close to the edges, '~' is no beat
     assert x.shape == (1, 1, WINDOW)
-    assert x[0, 0, WINDOW // 2] == pytest.approx((1000 - np.mean(signal[872:1128])) / np.std(signal[872:1128]), rel=1e-4)
+    assert x[0, 0, WINDOW // 2] == pytest.approx(
+        (1000 - np.mean(signal[872:1128])) / np.std(signal[872:1128]), rel=1e-4
+    )
     assert abs(float(x.mean())) < 1e-5 and float(x.std()) == pytest.approx(1.0, rel=1e-3)
 
 
@@ -37,7 +41,9 @@ def fake_mitbih(tmp_path, patients=5):
 def test_natural_partition_gives_one_client_per_patient(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDIMB_CACHE", str(tmp_path / "cache"))
     arrays = fake_mitbih(tmp_path)
-    cfg = config.compose(["dataset=mitbih", f"dataset.root={tmp_path}", "partition=natural", "num_clients=5"])
+    cfg = config.compose(
+        ["dataset=mitbih", f"dataset.root={tmp_path}", "partition=natural", "num_clients=5"]
+    )
     data = experiment_data(cfg)
     for pid, idx in enumerate(data.partition.indices):
         assert np.all(arrays["groups_train"][idx] == pid) and len(idx) == 40
@@ -46,8 +52,11 @@ def test_natural_partition_gives_one_client_per_patient(tmp_path, monkeypatch):
 
     assert model(torch.from_numpy(data.dataset.x_train[:3])).shape == (3, 12)
     with pytest.raises(ConfigError, match="set num_clients=5"):
-        experiment_data(config.compose(["dataset=mitbih", f"dataset.root={tmp_path}", "partition=natural",
-                                        "num_clients=4"]))
+        experiment_data(
+            config.compose(
+                ["dataset=mitbih", f"dataset.root={tmp_path}", "partition=natural", "num_clients=4"]
+            )
+        )
 
 
 def test_natural_partition_needs_natural_groups():

@@ -17,7 +17,9 @@ EXPERIMENTS = group_choices("experiment")
 
 def sweep_params(experiment: str) -> dict[str, str]:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg = hydra_compose("config", overrides=[f"+experiment={experiment}"], return_hydra_config=True)
+        cfg = hydra_compose(
+            "config", overrides=[f"+experiment={experiment}"], return_hydra_config=True
+        )
     return dict(cfg.hydra.sweeper.params or {})
 
 
@@ -35,9 +37,21 @@ def test_experiment_and_its_sweep_compose(experiment):
 
 def test_rebafl_setups_match_the_paper():
     table1 = compose(["+experiment=rebafl_pathological"])
-    assert (table1.dataset.name, table1.model.name, table1.partition.classes_per_client) == ("fmnist", "cnn28", 2)
-    assert (table1.partition.samples_per_client, table1.dropout.p, table1.num_rounds) == (1000, 0.5, 200)
-    assert (table1.train.local_epochs, table1.train.batch_size, table1.train.weight_decay) == (5, 50, 5e-4)
+    assert (table1.dataset.name, table1.model.name, table1.partition.classes_per_client) == (
+        "fmnist",
+        "cnn28",
+        2,
+    )
+    assert (table1.partition.samples_per_client, table1.dropout.p, table1.num_rounds) == (
+        1000,
+        0.5,
+        200,
+    )
+    assert (table1.train.local_epochs, table1.train.batch_size, table1.train.weight_decay) == (
+        5,
+        50,
+        5e-4,
+    )
     assert compose(["+experiment=rebafl_pathological_cifar10"]).train.lr == 0.02
     clustered = compose(["+experiment=rebafl_clustered"])
     assert list(clustered.partition.classes_per_group) == [2, 2, 3, 3, 5]

@@ -47,10 +47,20 @@ def test_inference_recovers_the_dominant_classes_of_a_two_class_client():
     x, y = torch.from_numpy(data.dataset.x_train), torch.from_numpy(data.dataset.y_train)
     held = [3, 7]
     idx = torch.from_numpy(np.flatnonzero(np.isin(data.dataset.y_train, held))[:400])
-    hp = TrainConfig(local_epochs=2, batch_size=50, lr=0.05, momentum=0.0, weight_decay=0.0, optimizer="sgd")
-    train_epochs(model, x, y, idx, epochs=2, batch_size=50, optimizer=make_optimizer(model.parameters(), hp),
-                 loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
-                 generator=seeded_generator(0))
+    hp = TrainConfig(
+        local_epochs=2, batch_size=50, lr=0.05, momentum=0.0, weight_decay=0.0, optimizer="sgd"
+    )
+    train_epochs(
+        model,
+        x,
+        y,
+        idx,
+        epochs=2,
+        batch_size=50,
+        optimizer=make_optimizer(model.parameters(), hp),
+        loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
+        generator=seeded_generator(0),
+    )
     distribution = inferred_distribution(model, (1, 28, 28), samples=500, seed=1)
     assert distribution.sum() == pytest.approx(1.0)
     assert set(np.argsort(distribution)[-2:]) == set(held)
@@ -60,8 +70,12 @@ def test_concatenated_features_are_k_times_d_wide():
     from fedimb.core.models import get_weights
 
     template = build_model({"name": "cnn28"}, (1, 28, 28), 10, seed=0)
-    encoders = [split_model_weights(template, get_weights(build_model({"name": "cnn28"}, (1, 28, 28), 10, seed=s)))[0]
-                for s in range(3)]
+    encoders = [
+        split_model_weights(
+            template, get_weights(build_model({"name": "cnn28"}, (1, 28, 28), 10, seed=s))
+        )[0]
+        for s in range(3)
+    ]
     model = concatenated_model(template, encoders)
     assert model.feature_dim == 3 * 128 and model.head.in_features == 384
     assert model.encoder(torch.zeros(2, 1, 28, 28)).shape == (2, 384)
@@ -74,15 +88,29 @@ def run_all_rounds(fed):
 
 
 def fedconcat(*overrides):
-    return InProcessFederation(["method=fedconcat", "num_clients=6", "num_rounds=4", "train.local_epochs=1",
-                                "dropout=none", "method.strategy.num_clusters=2",
-                                "method.strategy.classifier_rounds=2", *overrides])
+    return InProcessFederation(
+        [
+            "method=fedconcat",
+            "num_clients=6",
+            "num_rounds=4",
+            "train.local_epochs=1",
+            "dropout=none",
+            "method.strategy.num_clusters=2",
+            "method.strategy.classifier_rounds=2",
+            *overrides,
+        ]
+    )
 
 
 def test_stages_and_classifier_only_training():
     fed = fedconcat()
     s = fed.strategy
-    assert [s.stage_of(r) for r in range(1, 5)] == ["encoders", "encoders", "classifier", "classifier"]
+    assert [s.stage_of(r) for r in range(1, 5)] == [
+        "encoders",
+        "encoders",
+        "classifier",
+        "classifier",
+    ]
     records = run_all_rounds(fed)
     assert [r["stage"] for r in records] == ["encoders", "encoders", "classifier", "classifier"]
     assert "test" not in records[0] or not records[0]["test"]
@@ -90,7 +118,9 @@ def test_stages_and_classifier_only_training():
     assert records[1]["extra"]["feature_width"] == 2 * 128  # set when the encoder stage ends
     encoders_before = [list(e) for e in s.encoders]
     # classifier rounds change only the classifier; the encoders stay frozen
-    assert all(np.array_equal(a, b) for e0, e1 in zip(encoders_before, s.encoders) for a, b in zip(e0, e1))
+    assert all(
+        np.array_equal(a, b) for e0, e1 in zip(encoders_before, s.encoders) for a, b in zip(e0, e1)
+    )
     assert [a.shape for a in s.classifier] == [(10, 256), (10,)]
     # the extractor was sent once per client: the fourth round carries no encoders
     round4 = s.fit_instructions(4, None, [0, 1])
@@ -117,9 +147,18 @@ def test_client_keeps_the_extractor_in_its_state():
 
 
 def test_fedconcat_id_clusters_inferred_distributions(tmp_path):
-    fed = InProcessFederation(["method=fedconcat_id", "num_clients=6", "num_rounds=4", "train.local_epochs=1",
-                               "dropout=none", "method.strategy.num_clusters=2",
-                               "method.strategy.classifier_rounds=2", "method.strategy.infer_samples=200"])
+    fed = InProcessFederation(
+        [
+            "method=fedconcat_id",
+            "num_clients=6",
+            "num_rounds=4",
+            "train.local_epochs=1",
+            "dropout=none",
+            "method.strategy.num_clusters=2",
+            "method.strategy.classifier_rounds=2",
+            "method.strategy.infer_samples=200",
+        ]
+    )
     s = fed.strategy
     assert s.stage_of(1) == "cluster" and s.encoder_end == 2
     fed.round(1)
@@ -132,4 +171,6 @@ def test_fedconcat_id_clusters_inferred_distributions(tmp_path):
 
 def test_too_few_rounds_is_a_configuration_error():
     with pytest.raises(ValueError, match="no encoder round"):
-        InProcessFederation(["method=fedconcat_id", "num_rounds=3", "method.strategy.classifier_rounds=2"])
+        InProcessFederation(
+            ["method=fedconcat_id", "num_rounds=3", "method.strategy.classifier_rounds=2"]
+        )

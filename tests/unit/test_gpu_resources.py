@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 from fedimb.app import client_app, transport
 from fedimb.app.build import experiment_data, resolve_device
 from fedimb.app.config import compose
+from fedimb.cli import launch, preflight
 from fedimb.cli.run_follower import FlwrCli
-from fedimb.cli import launch, preflight, processes
 from fedimb.core.errors import ConfigError
 
 DIGITS = ["dataset=digits", "dropout=none", "num_rounds=1", "train.local_epochs=1"]
@@ -36,12 +36,15 @@ def config_error(overrides: list[str]) -> str:
 
 
 # ------------------------------------------------------------ federation config
-@pytest.mark.parametrize("gpus, extra", [
-    ("0", {}),
-    ("0.0", {}),
-    ("0.25", {"client-resources-num-gpus": 0.25}),
-    ("1", {"client-resources-num-gpus": 1.0}),
-])
+@pytest.mark.parametrize(
+    "gpus, extra",
+    [
+        ("0", {}),
+        ("0.0", {}),
+        ("0.25", {"client-resources-num-gpus": 0.25}),
+        ("1", {"client-resources-num-gpus": 1.0}),
+    ],
+)
 def test_the_gpu_share_is_in_the_federation_config_only_when_positive(gpus, extra):
     cfg = compose([*DIGITS, f"runtime.num_gpus_per_client={gpus}"])
     federation = launch.federation_config(cfg)
@@ -65,14 +68,19 @@ def flower_client_resources(federation: dict) -> dict:
 
     args = FlwrCli("local", Path("home")).run_args(Path("app"), {}, federation)
     line = args[args.index("--federation-config") + 1]
-    parsed = {k.replace("-", "_"): v for k, v in parse_config_args([line]).items()}  # as `flwr run` does
+    parsed = {
+        k.replace("-", "_"): v for k, v in parse_config_args([line]).items()
+    }  # as `flwr run` does
     sent = SimulationConfig.FromString(simulation_config_from_json(parsed).SerializeToString())
     return _run_simulation_settings(sent)[2]["client_resources"]
 
 
 def test_the_gpu_share_reaches_flowers_ray_backend():
-    for gpus, expected in ((0, {"num_cpus": 1}), (0.25, {"num_cpus": 1, "num_gpus": 0.25}),
-                           (1, {"num_cpus": 1, "num_gpus": 1.0})):
+    for gpus, expected in (
+        (0, {"num_cpus": 1}),
+        (0.25, {"num_cpus": 1, "num_gpus": 0.25}),
+        (1, {"num_cpus": 1, "num_gpus": 1.0}),
+    ):
         cfg = compose([*DIGITS, f"runtime.num_gpus_per_client={gpus}"])
         assert flower_client_resources(launch.federation_config(cfg)) == expected
 
@@ -97,23 +105,27 @@ def test_flower_sizes_its_actor_pool_by_the_gpu_share(monkeypatch):
 @pytest.mark.parametrize("value, shown", [("-0.5", "-0.5"), ("half", "'half'"), ("true", "True")])
 def test_a_gpu_share_must_be_a_number_at_least_zero(value, shown):
     assert config_error([*DIGITS, f"runtime.num_gpus_per_client={value}"]) == (
-        f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), got {shown}")
+        f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), got {shown}"
+    )
 
 
 def test_a_gpu_share_with_device_cpu_is_a_contradiction():
     assert config_error([*DIGITS, "device=cpu", "runtime.num_gpus_per_client=0.5"]) == (
         "runtime.num_gpus_per_client=0.5 reserves GPUs, but device=cpu keeps the clients off them: "
-        "use device=auto or device=cuda, or runtime.num_gpus_per_client=0")
+        "use device=auto or device=cuda, or runtime.num_gpus_per_client=0"
+    )
     compose([*DIGITS, "device=cpu", "runtime.num_gpus_per_client=0"])
 
 
 @pytest.mark.parametrize("runtime", ["in_process", "deployment"])
 def test_only_the_simulation_has_a_gpu_share(runtime):
     assert config_error([*DIGITS, f"runtime={runtime}", "runtime.num_gpus_per_client=0.5"]) == (
-        f"runtime={runtime} has no num_gpus_per_client; use runtime=simulation runtime.num_gpus_per_client=0.5")
+        f"runtime={runtime} has no num_gpus_per_client; use runtime=simulation runtime.num_gpus_per_client=0.5"
+    )
     assert config_error([*DIGITS, f"runtime={runtime}", "+runtime.num_gpus_per_client=0.5"]) == (
         f"runtime.num_gpus_per_client is a setting of runtime=simulation (Ray's GPUs per virtual client), "
-        f"not of runtime={runtime}; there device=auto or device=cuda puts the clients on a GPU")
+        f"not of runtime={runtime}; there device=auto or device=cuda puts the clients on a GPU"
+    )
 
 
 def test_a_gpu_share_without_cuda_here_stops_in_preflight(monkeypatch):
@@ -125,11 +137,13 @@ def test_a_gpu_share_without_cuda_here_stops_in_preflight(monkeypatch):
         f"runtime.num_gpus_per_client=0.25, but torch {torch.__version__} ({built}) sees no CUDA device on this "
         f"machine (torch.cuda.is_available() is False): Ray would have no GPU to give the clients and Flower's "
         f"simulation would stop with 'ActorPool is empty'; set runtime.num_gpus_per_client=0 or run on a "
-        f"machine with a GPU")
+        f"machine with a GPU"
+    )
     preflight.check_gpus_per_client(compose(DIGITS))  # no share: nothing to check
     # a Ray cluster may have its GPUs on other nodes: Flower checks those
-    preflight.check_gpus_per_client(compose([*DIGITS, "runtime.num_gpus_per_client=0.25",
-                                             "runtime.ray_address=10.0.0.1:6379"]))
+    preflight.check_gpus_per_client(
+        compose([*DIGITS, "runtime.num_gpus_per_client=0.25", "runtime.ray_address=10.0.0.1:6379"])
+    )
     monkeypatch.setattr(preflight, "ray_cluster_configured", lambda env: True)
     preflight.check_gpus_per_client(compose([*DIGITS, "runtime.num_gpus_per_client=0.25"]))
 
@@ -137,7 +151,9 @@ def test_a_gpu_share_without_cuda_here_stops_in_preflight(monkeypatch):
 def test_the_preflight_of_the_front_end_names_the_missing_gpu(monkeypatch, tmp_path):
     no_cuda_here(monkeypatch)
     cfg = compose([*DIGITS, "runtime.num_gpus_per_client=1", f"output.root={tmp_path}"])
-    with pytest.raises(ConfigError, match=r"^runtime.num_gpus_per_client=1, but torch .* sees no CUDA device"):
+    with pytest.raises(
+        ConfigError, match=r"^runtime.num_gpus_per_client=1, but torch .* sees no CUDA device"
+    ):
         launch.prepare_run_dir(cfg, tmp_path / "run")
     assert not (tmp_path / "run").exists()  # nothing written, no Flower process started
 
@@ -149,7 +165,10 @@ def test_with_cuda_the_run_passes_preflight_and_keeps_device_auto(monkeypatch, t
     saved = OmegaConf.load(tmp_path / "run" / "config.yaml")
     assert saved.runtime.num_gpus_per_client == 0.25 and saved.device == "auto"
     assert launch.federation_config(cfg) == {
-        "num-supernodes": 20, "client-resources-num-cpus": 1, "client-resources-num-gpus": 0.25}
+        "num-supernodes": 20,
+        "client-resources-num-cpus": 1,
+        "client-resources-num-gpus": 0.25,
+    }
 
 
 # ----------------------------------------------------------------- device=auto
@@ -169,14 +188,18 @@ def test_device_auto_travels_unresolved_to_the_clients(monkeypatch, fresh_caches
     carried = transport.decode(transport.encode(cfg))
     assert carried.device == "auto" and carried.runtime.num_gpus_per_client == 0.5
     seen = []
-    monkeypatch.setattr(client_app, "resolve_device", lambda c: seen.append(c.device) or torch.device("cpu"))
+    monkeypatch.setattr(
+        client_app, "resolve_device", lambda c: seen.append(c.device) or torch.device("cpu")
+    )
     client_app.make_client(carried, context(0), 0)
     assert seen == ["auto"]
 
 
 # ------------------------------------------------------------ once per process
 def context(pid: int) -> Context:
-    return Context(run_id=0, node_id=pid, node_config={"partition-id": pid}, state=RecordDict(), run_config={})
+    return Context(
+        run_id=0, node_id=pid, node_config={"partition-id": pid}, state=RecordDict(), run_config={}
+    )
 
 
 @pytest.fixture
@@ -196,9 +219,13 @@ def test_model_and_inputs_move_to_the_device_once_per_process(monkeypatch, fresh
     assert all(c.model is first.model for c in clients)
     assert all(c.data.x is first.data.x and c.data.x_test is first.data.x_test for c in clients)
     assert next(first.model.parameters()).device == META and first.data.x.device == META
-    assert first.data.y.device.type == "cpu" and first.data.indices.device.type == "cpu"  # labels, indices
+    assert (
+        first.data.y.device.type == "cpu" and first.data.indices.device.type == "cpu"
+    )  # labels, indices
     assert first.device == META
-    assert len(client_app._INPUTS) == 2 and len(client_app._MODELS) == 1  # training and test inputs, one model
+    assert (
+        len(client_app._INPUTS) == 2 and len(client_app._MODELS) == 1
+    )  # training and test inputs, one model
     assert [c.data.partition_id for c in clients] == [0, 1, 0, 2]
 
 
@@ -214,7 +241,11 @@ def test_on_the_cpu_the_inputs_stay_zero_copy_views(monkeypatch, fresh_caches):
 
 def test_a_nodes_own_data_moves_to_the_device_once(monkeypatch, fresh_caches, tmp_path):
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "own.npz", x=rng.integers(0, 17, size=(40, 8, 8)).astype(np.uint8), y=np.arange(40) % 10)
+    np.savez(
+        tmp_path / "own.npz",
+        x=rng.integers(0, 17, size=(40, 8, 8)).astype(np.uint8),
+        y=np.arange(40) % 10,
+    )
     cfg = compose(DIGITS)
     path = str(tmp_path / "own.npz")
     first = client_app._device_client_data(cfg, 0, path, META)

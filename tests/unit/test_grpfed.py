@@ -20,8 +20,15 @@ from clients.grpfed import (
 from fedimb.app.in_process import InProcessFederation
 from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 
-COMMON = ["dataset=digits", "num_clients=4", "train.local_epochs=1", "dropout=none", "partition=quantity",
-          "evaluation.local_test_fraction=0.2", "evaluation.personal=true"]
+COMMON = [
+    "dataset=digits",
+    "num_clients=4",
+    "train.local_epochs=1",
+    "dropout=none",
+    "partition=quantity",
+    "evaluation.local_test_fraction=0.2",
+    "evaluation.personal=true",
+]
 
 
 class ConstantD(nn.Module):
@@ -70,7 +77,9 @@ def test_personal_extractor_and_discriminator_persist_across_rounds():
     fed.round(2)
     second = fed.client(node).load_state(STATE)
     assert set(first) == set(second)
-    assert any(not np.array_equal(first[k], second[k]) for k in first)  # trained further, not re-initialised
+    assert any(
+        not np.array_equal(first[k], second[k]) for k in first
+    )  # trained further, not re-initialised
     # round 2 started from round 1's state: a client built now restores exactly round 2's arrays
     client = fed.client(node)
     encoder, _ = client._personal_parts(fed.strategy.fit_config(3))
@@ -97,7 +106,9 @@ def test_grpfed_aggregates_by_loss_power():
     fed = InProcessFederation(["method=grpfed", *COMMON])
     s = fed.strategy
     s.begin_round(1)
-    instructions = s.configure_fit(server_round=1, parameters=fed.parameters, client_manager=fed.manager)
+    instructions = s.configure_fit(
+        server_round=1, parameters=fed.parameters, client_manager=fed.manager
+    )
     from flwr.common import FitRes, ndarrays_to_parameters
 
     from fedimb.app.in_process import OK
@@ -106,10 +117,21 @@ def test_grpfed_aggregates_by_loss_power():
     results = []
     for (proxy, _), loss, shift in zip(instructions[:2], (1.0, 2.0), (1.0, 3.0)):
         arrays = [a + shift for a in base]
-        results.append((proxy, FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=5,
-                                      metrics={"train_loss": loss})))
+        results.append(
+            (
+                proxy,
+                FitRes(
+                    status=OK,
+                    parameters=ndarrays_to_parameters(arrays),
+                    num_examples=5,
+                    metrics={"train_loss": loss},
+                ),
+            )
+        )
     new, _ = s.aggregate_fit(1, results, [])
-    expected = weighted_average([[a + 1.0 for a in base], [a + 3.0 for a in base]], loss_power_weights([1.0, 2.0], 10.0))
+    expected = weighted_average(
+        [[a + 1.0 for a in base], [a + 3.0 for a in base]], loss_power_weights([1.0, 2.0], 10.0)
+    )
     for a, b in zip(parameters_to_ndarrays(new), expected):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
@@ -160,12 +182,16 @@ def grpfed_updates(fed, pids_losses_shifts):
     from strategies.base import ClientUpdate
 
     base = parameters_to_ndarrays(fed.parameters)
-    return [ClientUpdate(pid, [a + shift for a in base], 5, {"train_loss": loss})
-            for pid, loss, shift in pids_losses_shifts]
+    return [
+        ClientUpdate(pid, [a + shift for a in base], 5, {"train_loss": loss})
+        for pid, loss, shift in pids_losses_shifts
+    ]
 
 
 def test_lambda_over_all_clients_keeps_the_rest_on_the_global_model():
-    fed = InProcessFederation(["method=grpfed", *COMMON, "method.strategy.lambda_over=all", "method.strategy.q0=1"])
+    fed = InProcessFederation(
+        ["method=grpfed", *COMMON, "method.strategy.lambda_over=all", "method.strategy.q0=1"]
+    )
     s = fed.strategy
     s.current_weights = parameters_to_ndarrays(fed.parameters)
     s.last_loss = {1: 2.0, 2: 4.0}  # seen in earlier rounds
@@ -186,7 +212,9 @@ def test_q_bounds_clip_eq_2():
     s.aggregate(2, grpfed_updates(fed, [(0, 1.0, 0.0), (1, 3.0, 0.0)]))
     assert s.q == pytest.approx(10.2)
     with pytest.raises(Exception, match="q_min"):
-        InProcessFederation(["method=grpfed", *COMMON, "method.strategy.q_min=3", "method.strategy.q_max=2"])
+        InProcessFederation(
+            ["method=grpfed", *COMMON, "method.strategy.q_min=3", "method.strategy.q_max=2"]
+        )
 
 
 def test_loss_of_the_received_model_is_reported_and_aggregated():
@@ -195,7 +223,9 @@ def test_loss_of_the_received_model_is_reported_and_aggregated():
     client = fed.client(fed.nodes[0])
     client.set_parameters(parameters_to_ndarrays(fed.parameters))
     expected = client.local_loss()
-    fit = fed.strategy.configure_fit(server_round=1, parameters=fed.parameters, client_manager=fed.manager)
+    fit = fed.strategy.configure_fit(
+        server_round=1, parameters=fed.parameters, client_manager=fed.manager
+    )
     proxy, ins = next((p, i) for p, i in fit if fed.strategy.registry.partition_of(p) == 0)
     assert proxy.fit(ins, None, None).metrics["initial_loss"] == pytest.approx(expected)
 
@@ -236,7 +266,9 @@ def train_discriminator(objective, steps: int = 2000) -> tuple[float, float]:
 def test_eq_4_as_printed_has_no_lower_bound_and_cross_entropy_has():
     d = ConstantD(math.log(3.0))  # D = 0.75
     f = torch.zeros(3, 4)
-    assert float(discriminator_cross_entropy(d, f, f)) == pytest.approx(-math.log(0.75) - math.log(0.25))
+    assert float(discriminator_cross_entropy(d, f, f)) == pytest.approx(
+        -math.log(0.75) - math.log(0.25)
+    )
     # same targets, but the printed loss keeps falling and D's logit grows by a constant step
     printed_loss, printed_logit = train_discriminator(discriminator_loss)
     ce_loss, ce_logit = train_discriminator(discriminator_cross_entropy)
@@ -251,8 +283,15 @@ def test_a_diverged_personal_model_is_not_scored_and_the_round_says_why():
     state = dict(client.load_state(STATE))
     state["a0"] = np.full_like(state["a0"], np.nan)
     client.save_state(STATE, state)
-    with pytest.raises(DivergedPersonalModel, match="client 0's personal extractor or discriminator is non-finite"):
-        client.personal_model(parameters_to_ndarrays(fed.parameters), dict(fed.strategy.fit_config(2)))
+    with pytest.raises(
+        DivergedPersonalModel, match="client 0's personal extractor or discriminator is non-finite"
+    ):
+        client.personal_model(
+            parameters_to_ndarrays(fed.parameters), dict(fed.strategy.fit_config(2))
+        )
     record = fed.round(2)
     assert sorted(record["local"]["personal"]["accuracy"]) == [1, 2, 3]
-    assert any("personal evaluation: 1 clients failed" in m and "non-finite" in m for m in record["messages"])
+    assert any(
+        "personal evaluation: 1 clients failed" in m and "non-finite" in m
+        for m in record["messages"]
+    )

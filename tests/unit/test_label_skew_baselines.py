@@ -18,7 +18,9 @@ from fedimb.core.losses import (
 
 
 def prepared_client(method: str, *overrides: str):
-    fed = InProcessFederation([f"method={method}", "num_clients=4", "train.local_epochs=1", "dropout=none", *overrides])
+    fed = InProcessFederation(
+        [f"method={method}", "num_clients=4", "train.local_epochs=1", "dropout=none", *overrides]
+    )
     client = fed.client(fed.nodes[1])
     client.set_parameters(parameters_to_ndarrays(fed.parameters))
     config = fed.strategy.fit_config(1)
@@ -71,8 +73,16 @@ def test_fedprox_keeps_local_models_closer_to_the_global_model():
 
 
 def test_fedbabu_never_changes_the_head():
-    fed = InProcessFederation(["method=fedbabu", "num_clients=3", "num_rounds=2", "train.local_epochs=1",
-                               "dropout=none", "method.strategy.finetune_every=2"])
+    fed = InProcessFederation(
+        [
+            "method=fedbabu",
+            "num_clients=3",
+            "num_rounds=2",
+            "train.local_epochs=1",
+            "dropout=none",
+            "method.strategy.finetune_every=2",
+        ]
+    )
     model = fed.run.new_model()
     head_keys = [i for i, k in enumerate(model.state_dict()) if k.startswith("head.")]
     body_keys = [i for i, k in enumerate(model.state_dict()) if k.startswith("encoder.")]
@@ -85,17 +95,25 @@ def test_fedbabu_never_changes_the_head():
     record2 = fed.round(2)  # a fine-tuning round: every client fine-tunes its head and tests it
     assert record2["extra"]["finetuned_clients"] == 3
     assert 0 <= record2["extra"]["finetuned_accuracy"] <= 1
-    assert all(np.array_equal(initial[i], parameters_to_ndarrays(fed.parameters)[i]) for i in head_keys)
+    assert all(
+        np.array_equal(initial[i], parameters_to_ndarrays(fed.parameters)[i]) for i in head_keys
+    )
 
 
 def test_fedbabu_finetuning_changes_only_the_head():
-    fed = InProcessFederation(["method=fedbabu", "num_clients=3", "train.local_epochs=1", "dropout=none"])
+    fed = InProcessFederation(
+        ["method=fedbabu", "num_clients=3", "train.local_epochs=1", "dropout=none"]
+    )
     client = fed.client(fed.nodes[0])
     start = parameters_to_ndarrays(fed.parameters)
     config = {**fed.strategy.fit_config(1), "finetune_epochs": 2}
     _, _, metrics = client.evaluate(start, config)
     tuned = client.get_parameters({})
     names = list(client.model.state_dict())
-    changed = {names[i].split(".")[0] for i, (a, b) in enumerate(zip(start, tuned)) if not np.array_equal(a, b)}
+    changed = {
+        names[i].split(".")[0]
+        for i, (a, b) in enumerate(zip(start, tuned))
+        if not np.array_equal(a, b)
+    }
     assert changed == {"head"}
     assert set(metrics) == {"finetuned_accuracy", "finetuned_macro_f1"}

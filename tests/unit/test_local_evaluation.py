@@ -19,8 +19,14 @@ from fedimb.core.data.synthetic import SyntheticSpec, device_data
 from fedimb.core.metrics import accuracy_distribution
 from fedimb.core.models import set_weights
 
-SYNTHETIC = ["dataset=synthetic", "partition=natural", "num_clients=4", "seed=3", "dropout=none",
-             "train.local_epochs=1"]
+SYNTHETIC = [
+    "dataset=synthetic",
+    "partition=natural",
+    "num_clients=4",
+    "seed=3",
+    "dropout=none",
+    "train.local_epochs=1",
+]
 
 
 def test_the_distribution_of_ten_accuracies():
@@ -28,7 +34,10 @@ def test_the_distribution_of_ten_accuracies():
     stats = accuracy_distribution(accuracies)
     assert stats["clients"] == 10
     assert stats["average"] == pytest.approx(0.55)
-    assert (stats["worst_10"], stats["best_10"]) == (pytest.approx(0.1), pytest.approx(1.0))  # ceil(10%) = 1 client
+    assert (stats["worst_10"], stats["best_10"]) == (
+        pytest.approx(0.1),
+        pytest.approx(1.0),
+    )  # ceil(10%) = 1 client
     assert stats["variance"] == pytest.approx(825.0)  # population variance of 10, 20, ..., 100 (%²)
     eleven = accuracy_distribution({k: k / 10 for k in range(11)})
     assert eleven["worst_10"] == pytest.approx(0.05)  # ceil(1.1) = 2 clients: 0.0 and 0.1
@@ -60,38 +69,62 @@ def test_the_server_tests_the_devices_it_holds_with_the_clients_values(monkeypat
     it computes their accuracies in one pass and sends no evaluation message; the values
     are those the clients compute on their own."""
     by_clients = InProcessFederation([*SYNTHETIC, "num_rounds=2"])
-    by_clients.run.__dict__.update(holds_client_tests=False, has_local_tests=True)  # the clients' path
+    by_clients.run.__dict__.update(
+        holds_client_tests=False, has_local_tests=True
+    )  # the clients' path
     expected = [by_clients.round(r)["local"]["global"]["accuracy"] for r in (1, 2)]
     by_server = InProcessFederation([*SYNTHETIC, "num_rounds=2"])
     asked = []
-    monkeypatch.setattr(InProcessNode, "evaluate", lambda node, *args: asked.append(node.partition_id))
+    monkeypatch.setattr(
+        InProcessNode, "evaluate", lambda node, *args: asked.append(node.partition_id)
+    )
     assert [by_server.round(r)["local"]["global"]["accuracy"] for r in (1, 2)] == expected
     assert asked == [] and by_server.run.holds_client_tests
 
 
-@pytest.mark.parametrize("overrides, tested", [
-    ([], [1, 2, 3]),
-    (["evaluation.local_every=2"], [2, 3]),  # every 2 rounds and after the last
-    (["evaluation.local_every=0"], []),
-    (["evaluation.every=3"], [3]),  # null: with the central test
-])
+@pytest.mark.parametrize(
+    "overrides, tested",
+    [
+        ([], [1, 2, 3]),
+        (["evaluation.local_every=2"], [2, 3]),  # every 2 rounds and after the last
+        (["evaluation.local_every=0"], []),
+        (["evaluation.every=3"], [3]),  # null: with the central test
+    ],
+)
 def test_which_rounds_test_locally(overrides, tested):
     fed = InProcessFederation([*SYNTHETIC, "num_rounds=3", *overrides])
     assert [r for r in (1, 2, 3) if "local" in fed.round(r)] == tested
 
 
 def test_without_local_test_sets_there_is_no_local_evaluation():
-    fed = InProcessFederation(["dataset=digits", "num_clients=3", "num_rounds=1", "dropout=none",
-                               "train.local_epochs=1"])
+    fed = InProcessFederation(
+        ["dataset=digits", "num_clients=3", "num_rounds=1", "dropout=none", "train.local_epochs=1"]
+    )
     assert "local" not in fed.round(1)
-    held_out = InProcessFederation(["dataset=digits", "num_clients=3", "num_rounds=1", "dropout=none",
-                                    "train.local_epochs=1", "evaluation.local_test_fraction=0.2"])
+    held_out = InProcessFederation(
+        [
+            "dataset=digits",
+            "num_clients=3",
+            "num_rounds=1",
+            "dropout=none",
+            "train.local_epochs=1",
+            "evaluation.local_test_fraction=0.2",
+        ]
+    )
     assert held_out.round(1)["local"]["global"]["clients"] == 3
 
 
 def test_a_personalised_method_reports_its_personal_models_too():
-    fed = InProcessFederation([*SYNTHETIC, "num_rounds=1", "method=grpfed", "model=mclr", "model.encoder=linear",
-                               "evaluation.personal=true"])
+    fed = InProcessFederation(
+        [
+            *SYNTHETIC,
+            "num_rounds=1",
+            "method=grpfed",
+            "model=mclr",
+            "model.encoder=linear",
+            "evaluation.personal=true",
+        ]
+    )
     local = fed.round(1)["local"]
     assert set(local) == {"global", "personal"}
     assert set(local["personal"]["accuracy"]) == {0, 1, 2, 3}
@@ -100,32 +133,70 @@ def test_a_personalised_method_reports_its_personal_models_too():
 def test_fedbabus_fine_tuning_rounds_test_locally_before_and_after_fine_tuning():
     """In a fine-tuning round each client tests the received model and then its
     fine-tuned head on its local test set; other rounds keep the plain local evaluation."""
-    fed = InProcessFederation([*SYNTHETIC, "num_rounds=2", "method=fedbabu", "model=mclr", "model.encoder=linear",
-                               "method.strategy.finetune_every=2"])
+    fed = InProcessFederation(
+        [
+            *SYNTHETIC,
+            "num_rounds=2",
+            "method=fedbabu",
+            "model=mclr",
+            "model.encoder=linear",
+            "method.strategy.finetune_every=2",
+        ]
+    )
     plain, tuned = fed.round(1), fed.round(2)
     assert set(plain["local"]) == {"global"}
-    assert set(tuned["local"]) == {"global", "personal"} and tuned["extra"]["finetuned_clients"] == 4
+    assert (
+        set(tuned["local"]) == {"global", "personal"} and tuned["extra"]["finetuned_clients"] == 4
+    )
     assert set(tuned["local"]["personal"]["accuracy"]) == {0, 1, 2, 3}
     assert tuned["local"]["personal"]["accuracy"] != tuned["local"]["global"]["accuracy"]
 
 
 def record(method: str, seed: int, clients: dict[int, float]) -> RunRecord:
-    rows = [{"round": 5, "stage": "train", "split": "local", "metric": f"accuracy_client_{k}", "value": v}
-            for k, v in clients.items()]
+    rows = [
+        {
+            "round": 5,
+            "stage": "train",
+            "split": "local",
+            "metric": f"accuracy_client_{k}",
+            "value": v,
+        }
+        for k, v in clients.items()
+    ]
     stats = accuracy_distribution(clients)
-    rows += [{"round": 5, "stage": "train", "split": "local", "metric": f"accuracy_{s}", "value": stats[s]}
-             for s in ("average", "worst_10", "best_10", "variance")]
-    return RunRecord(f"{method}-{seed}", {"method.name": method, "dataset.name": "synthetic"}, seed, {}, rows)
+    rows += [
+        {
+            "round": 5,
+            "stage": "train",
+            "split": "local",
+            "metric": f"accuracy_{s}",
+            "value": stats[s],
+        }
+        for s in ("average", "worst_10", "best_10", "variance")
+    ]
+    return RunRecord(
+        f"{method}-{seed}", {"method.name": method, "dataset.name": "synthetic"}, seed, {}, rows
+    )
 
 
 def test_the_report_table_pairs_clients_with_fedavg_of_the_same_seed():
-    assert share_below({0: 0.5, 1: 0.9, 2: 0.2}, {0: 0.6, 1: 0.8, 2: 0.2, 3: 1.0}) == pytest.approx(1 / 3)
-    groups = {"fedavg": [record("fedavg", 0, {0: 0.6, 1: 0.8})],
-              "qffl": [record("qffl", 0, {0: 0.7, 1: 0.7})]}
+    assert share_below({0: 0.5, 1: 0.9, 2: 0.2}, {0: 0.6, 1: 0.8, 2: 0.2, 3: 1.0}) == pytest.approx(
+        1 / 3
+    )
+    groups = {
+        "fedavg": [record("fedavg", 0, {0: 0.6, 1: 0.8})],
+        "qffl": [record("qffl", 0, {0: 0.7, 1: 0.7})],
+    }
     lines = clients_table(groups)
     assert lines[0] == "## Accuracy over clients"
-    assert "| qffl | 1 | 70.00 (n = 1) | 70.00 (n = 1) | 70.00 (n = 1) | 0.0 (n = 1) | 50.0 (n = 1) |" in lines
-    assert "| fedavg | 1 | 70.00 (n = 1) | 60.00 (n = 1) | 80.00 (n = 1) | 100.0 (n = 1) | 0.0 (n = 1) |" in lines
+    assert (
+        "| qffl | 1 | 70.00 (n = 1) | 70.00 (n = 1) | 70.00 (n = 1) | 0.0 (n = 1) | 50.0 (n = 1) |"
+        in lines
+    )
+    assert (
+        "| fedavg | 1 | 70.00 (n = 1) | 60.00 (n = 1) | 80.00 (n = 1) | 100.0 (n = 1) | 0.0 (n = 1) |"
+        in lines
+    )
     assert clients_table({"fedavg": [RunRecord("x", {}, 0, {}, [])]}) == []
 
 
@@ -134,8 +205,19 @@ def test_a_run_folder_keeps_the_distribution_and_its_evaluation_time(tmp_path):
 
     from fedimb.cli.launch import run_experiment
 
-    run_dir = run_experiment(compose([*SYNTHETIC, "runtime=in_process", "num_rounds=2", "checkpoint.enabled=false",
-                                      f"output.root={tmp_path}"]), tmp_path / "run", lambda line: None)
+    run_dir = run_experiment(
+        compose(
+            [
+                *SYNTHETIC,
+                "runtime=in_process",
+                "num_rounds=2",
+                "checkpoint.enabled=false",
+                f"output.root={tmp_path}",
+            ]
+        ),
+        tmp_path / "run",
+        lambda line: None,
+    )
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     last = [e for e in events if e["event"] == "round"][-1]
     assert last["timing"]["federated_eval"] > 0

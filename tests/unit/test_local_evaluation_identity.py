@@ -14,13 +14,21 @@ from fedimb.core.data.synthetic import device_sizes, train_count
 
 NUM_DEVICES = 6
 # seed 3 draws devices of 51 to 1,244 samples: 5 to 124 test samples each
-SYNTHETIC = ["dataset=synthetic", "partition=natural", f"num_clients={NUM_DEVICES}", "seed=3",
-             "train.local_epochs=1", "num_rounds=3"]
+SYNTHETIC = [
+    "dataset=synthetic",
+    "partition=natural",
+    f"num_clients={NUM_DEVICES}",
+    "seed=3",
+    "train.local_epochs=1",
+    "num_rounds=3",
+]
 
 
 @pytest.mark.parametrize("method", ["fedavg", "qffl"])
 @pytest.mark.parametrize("path", ["server", "clients"])
-def test_the_sample_weighted_mean_of_the_devices_accuracies_is_the_global_test_accuracy(method, path):
+def test_the_sample_weighted_mean_of_the_devices_accuracies_is_the_global_test_accuracy(
+    method, path
+):
     fed = InProcessFederation([*SYNTHETIC, f"method={method}"])
     if path == "clients":  # each client tests its own rows, as where the server lacks them
         fed.run.__dict__.update(holds_client_tests=False, has_local_tests=True)
@@ -31,7 +39,9 @@ def test_the_sample_weighted_mean_of_the_devices_accuracies_is_the_global_test_a
         local = record["local"]["global"]
         accuracies = np.array([local["accuracy"][k] for k in range(NUM_DEVICES)])
         assert local["clients"] == NUM_DEVICES
-        assert np.dot(accuracies, sizes) / sizes.sum() == pytest.approx(record["test"]["accuracy"], abs=1e-12)
+        assert np.dot(accuracies, sizes) / sizes.sum() == pytest.approx(
+            record["test"]["accuracy"], abs=1e-12
+        )
         assert local["average"] == pytest.approx(accuracies.mean(), abs=1e-12)
 
 

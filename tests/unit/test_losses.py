@@ -26,7 +26,9 @@ def test_eps_one_is_cross_entropy():
     torch.manual_seed(0)
     logits, targets = torch.randn(8, 5), torch.randint(0, 5, (8,))
     loss = relaxed_balanced_softmax_loss(logits, targets, [10, 1, 0, 3, 7], eps=1.0)
-    assert float(loss) == pytest.approx(float(nn.functional.cross_entropy(logits, targets)), abs=1e-6)
+    assert float(loss) == pytest.approx(
+        float(nn.functional.cross_entropy(logits, targets)), abs=1e-6
+    )
 
 
 def test_hand_computed_value():
@@ -34,8 +36,10 @@ def test_hand_computed_value():
     loss = relaxed_balanced_softmax_loss(torch.zeros(1, 2), torch.tensor([1]), [3, 1], eps=0.0)
     assert float(loss) == pytest.approx(-math.log(0.25))
     # eps 0.5: p̂ = 0.5*[0.75, 0.25] + 0.25 = [0.625, 0.375]
-    loss = relaxed_balanced_softmax_loss(torch.tensor([[1.0, 2.0]]), torch.tensor([0]), [3, 1], eps=0.5)
-    expected = -math.log(0.625 * math.e / (0.625 * math.e + 0.375 * math.e ** 2))
+    loss = relaxed_balanced_softmax_loss(
+        torch.tensor([[1.0, 2.0]]), torch.tensor([0]), [3, 1], eps=0.5
+    )
+    expected = -math.log(0.625 * math.e / (0.625 * math.e + 0.375 * math.e**2))
     assert float(loss) == pytest.approx(expected, rel=1e-6)
 
 
@@ -61,7 +65,9 @@ def test_balanced_softmax_equals_prior_weighted_softmax():
     p = counts / counts.sum()
     probs = p * logits.exp() / (p * logits.exp()).sum(dim=1, keepdim=True)
     expected = -probs[torch.arange(5), targets].log().mean()
-    assert float(relaxed_balanced_softmax_loss(logits, targets, counts, 0.0)) == pytest.approx(float(expected), rel=1e-5)
+    assert float(relaxed_balanced_softmax_loss(logits, targets, counts, 0.0)) == pytest.approx(
+        float(expected), rel=1e-5
+    )
 
 
 def test_restricted_softmax_scales_only_missing_classes():
@@ -75,5 +81,9 @@ def test_logit_calibration_hand_value():
     logits = torch.tensor([[0.0, 0.0]])
     counts = [16, 1]  # n^(-1/4) = [0.5, 1]
     loss = logit_calibration_loss(logits, torch.tensor([0]), counts, tau=1.0)
-    assert float(loss) == pytest.approx(-math.log(math.exp(-0.5) / (math.exp(-0.5) + math.exp(-1.0))))
-    assert float(logit_calibration_loss(logits, torch.tensor([0]), counts, tau=0.0)) == pytest.approx(math.log(2))
+    assert float(loss) == pytest.approx(
+        -math.log(math.exp(-0.5) / (math.exp(-0.5) + math.exp(-1.0)))
+    )
+    assert float(
+        logit_calibration_loss(logits, torch.tensor([0]), counts, tau=0.0)
+    ) == pytest.approx(math.log(2))

@@ -14,15 +14,35 @@ from fedimb.core.events import emit_clients_lost, format_event, lost_clients_cau
 from strategies.base.strategy import lost_client_reasons
 
 CFG = ["dataset=digits", "num_clients=3", "num_rounds=2", "runtime=in_process", "device=cpu"]
-START = {"method": "fedavg", "num_parameters": 100, "num_clients": 3, "num_rounds": 2, "round_unit": "Flower round"}
+START = {
+    "method": "fedavg",
+    "num_parameters": 100,
+    "num_clients": 3,
+    "num_rounds": 2,
+    "round_unit": "Flower round",
+}
 NO_DATA = "could not start: DataUnavailableError: device data /nope/device.npz does not exist"
 
 
 def a_round(number: int, ok: int, errors: int = 0, messages: tuple[str, ...] = ()) -> str:
-    clients = {"sampled": ok + errors, "succeeded": ok, "dropped": 0, "errors": errors, "rejected": 0,
-               "nonfinite": 0, "failures": errors}
-    return format_event("round", round=number, stage="train", seconds=1.0, test={"accuracy": 0.099},
-                        clients=clients, messages=list(messages))
+    clients = {
+        "sampled": ok + errors,
+        "succeeded": ok,
+        "dropped": 0,
+        "errors": errors,
+        "rejected": 0,
+        "nonfinite": 0,
+        "failures": errors,
+    }
+    return format_event(
+        "round",
+        round=number,
+        stage="train",
+        seconds=1.0,
+        test={"accuracy": 0.099},
+        clients=clients,
+        messages=list(messages),
+    )
 
 
 @pytest.fixture
@@ -30,15 +50,22 @@ def recorder(tmp_path):
     lines: list[str] = []
     recorder = RunRecorder(tmp_path, compose(CFG), echo=lines.append)
     recorder.feed(format_event("start", **START))
-    recorder.feed(format_event("round", round=0, stage="train", seconds=0.0, test={"accuracy": 0.099}))
+    recorder.feed(
+        format_event("round", round=0, stage="train", seconds=0.0, test={"accuracy": 0.099})
+    )
     recorder.lines = lines
     yield recorder
     recorder.close()
 
 
 def lost_event(reasons: dict[str, int]) -> str:
-    return format_event("warning", message="...", num_clients=3, clients_lost=sum(reasons.values()),
-                        clients_lost_reasons=reasons)
+    return format_event(
+        "warning",
+        message="...",
+        num_clients=3,
+        clients_lost=sum(reasons.values()),
+        clients_lost_reasons=reasons,
+    )
 
 
 def test_a_run_in_which_no_client_trained_fails_with_the_lost_clients_cause(recorder):
@@ -55,7 +82,10 @@ def test_a_run_in_which_no_client_trained_fails_with_the_lost_clients_cause(reco
 def test_without_lost_clients_the_cause_is_the_last_rounds_failure(recorder):
     recorder.feed(a_round(1, ok=0, errors=3, messages=("client 0 on node 7: RuntimeError: boom",)))
     recorder.feed(format_event("end", rounds=1, seconds=3.0))
-    assert recorder.failure_reason() == "no client trained in any round: client 0 on node 7: RuntimeError: boom"
+    assert (
+        recorder.failure_reason()
+        == "no client trained in any round: client 0 on node 7: RuntimeError: boom"
+    )
     assert recorder.summary()["completed"] is False
 
 
@@ -67,7 +97,9 @@ def test_a_run_that_lost_some_clients_completes_and_says_how_many_and_why(record
     assert recorder.failure_reason() is None
     summary = recorder.summary()
     assert summary["completed"] is True
-    assert summary["clients_lost"] == 1 and summary["clients_lost_reasons"] == {"did not connect": 1}
+    assert summary["clients_lost"] == 1 and summary["clients_lost_reasons"] == {
+        "did not connect": 1
+    }
     assert json.loads(json.dumps(summary))["clients_lost"] == 1
 
 
@@ -75,17 +107,28 @@ def test_a_run_that_lost_no_client_reports_none_lost(recorder):
     recorder.feed(a_round(1, ok=3))
     recorder.feed(format_event("end", rounds=1, seconds=1.0))
     summary = recorder.summary()
-    assert summary["completed"] is True and summary["clients_lost"] == 0 and summary["clients_lost_reasons"] == {}
+    assert (
+        summary["completed"] is True
+        and summary["clients_lost"] == 0
+        and summary["clients_lost_reasons"] == {}
+    )
 
 
 def test_lost_clients_are_a_node_failure_each_and_the_rest_did_not_connect():
-    assert lost_client_reasons(3, ["E: no data", "E: no data"]) == {"could not start: E: no data": 2,
-                                                                     "did not connect": 1}
+    assert lost_client_reasons(3, ["E: no data", "E: no data"]) == {
+        "could not start: E: no data": 2,
+        "did not connect": 1,
+    }
     assert lost_client_reasons(1, ["E: a", "E: b"]) == {"could not start: E: a": 1}  # an extra node
     assert lost_client_reasons(2, []) == {"did not connect": 2}
-    assert lost_clients_cause(1, {"could not start: E: a": 1}) == "1 of 1 clients could not start: E: a"
-    assert lost_clients_cause(3, {"did not connect": 1, "could not start: E: a": 1}) == \
-        "2 of 3 clients lost: 1 did not connect; 1 could not start: E: a"
+    assert (
+        lost_clients_cause(1, {"could not start: E: a": 1})
+        == "1 of 1 clients could not start: E: a"
+    )
+    assert (
+        lost_clients_cause(3, {"did not connect": 1, "could not start: E: a": 1})
+        == "2 of 3 clients lost: 1 did not connect; 1 could not start: E: a"
+    )
 
 
 def test_the_lost_clients_warning_is_printed_by_the_front_end(recorder, capsys):
@@ -93,7 +136,10 @@ def test_the_lost_clients_warning_is_printed_by_the_front_end(recorder, capsys):
     line = capsys.readouterr().out.strip()
     assert parse_event(line)["clients_lost"] == 2
     recorder.feed(line)
-    assert recorder.lines[-1] == "[fedimb] warning: 2 of 3 clients did not connect; continuing without them"
+    assert (
+        recorder.lines[-1]
+        == "[fedimb] warning: 2 of 3 clients did not connect; continuing without them"
+    )
 
 
 class FailingProxy:
@@ -118,12 +164,16 @@ class Manager:
 
 
 def test_the_registry_keeps_why_a_connected_node_could_not_start():
-    wrapped = ("Message contains an Error (reason: <class 'fedimb.core.errors.DataUnavailableError'>:<'device data "
-               "/nope/device.npz does not exist'>). It originated during client-side execution of a message.")
+    wrapped = (
+        "Message contains an Error (reason: <class 'fedimb.core.errors.DataUnavailableError'>:<'device data "
+        "/nope/device.npz does not exist'>). It originated during client-side execution of a message."
+    )
     manager = Manager([FailingProxy("a", ValueError(wrapped)), FailingProxy("b", None)])
     registry = ClientRegistry(capacity=3)
     registry.refresh(manager)
     assert registry.partition_ids() == [0]
-    assert registry.unstarted_nodes(manager) == {"a": "DataUnavailableError: device data /nope/device.npz does not exist"}
+    assert registry.unstarted_nodes(manager) == {
+        "a": "DataUnavailableError: device data /nope/device.npz does not exist"
+    }
     del manager.proxies["a"]  # a node that left is no longer a node that could not start
     assert registry.unstarted_nodes(manager) == {}

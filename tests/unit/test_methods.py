@@ -27,25 +27,48 @@ def data_overrides(method: str, data: str) -> list[str]:
 
 
 def test_all_expected_methods_are_configured():
-    assert {"fedavg", "fedprox", "bsm_fedavg", "fedrs", "fedlc", "fedbabu", "rebafl", "astraea", "astraea_aug",
-            "astraea_sched", "fedconcat", "fedconcat_id"} <= set(METHODS)
+    assert {
+        "fedavg",
+        "fedprox",
+        "bsm_fedavg",
+        "fedrs",
+        "fedlc",
+        "fedbabu",
+        "rebafl",
+        "astraea",
+        "astraea_aug",
+        "astraea_sched",
+        "fedconcat",
+        "fedconcat_id",
+    } <= set(METHODS)
 
 
 @pytest.mark.parametrize("data", DATA)
 @pytest.mark.parametrize("method", METHODS)
 def test_method_trains_two_rounds(method, data):
-    fed = InProcessFederation([
-        f"method={method}", *data_overrides(method, data), "num_clients=3", "num_rounds=2", "train.local_epochs=1",
-        "dropout=none", *smoke_overrides(method),  # multi-stage methods: their shortest run
-    ])
+    fed = InProcessFederation(
+        [
+            f"method={method}",
+            *data_overrides(method, data),
+            "num_clients=3",
+            "num_rounds=2",
+            "train.local_epochs=1",
+            "dropout=none",
+            *smoke_overrides(method),  # multi-stage methods: their shortest run
+        ]
+    )
     initial = parameters_to_ndarrays(fed.parameters)
     trained = 0
-    for rnd in range(1, fed.strategy.total_rounds() + 1):  # a method round may span several Flower rounds
+    for rnd in range(
+        1, fed.strategy.total_rounds() + 1
+    ):  # a method round may span several Flower rounds
         record = fed.round(rnd)
         trained += record["clients"]["succeeded"]
         assert record["clients"]["rejected"] == 0 and record["clients"]["errors"] == 0
         assert math.isfinite(record["train"]["train_loss"])
-        if record["clients"]["succeeded"] > 1 and initial:  # (local-only clients send no parameters)
+        if (
+            record["clients"]["succeeded"] > 1 and initial
+        ):  # (local-only clients send no parameters)
             assert record["weight_diversity"] > 0
     assert trained >= 2 * 3  # every client trained in each of the two rounds
     assert 0 <= record["test"]["accuracy"] <= 1  # the last round is always evaluated

@@ -54,8 +54,15 @@ def test_encoder_head_contract(name):
 
 def test_feature_dims():
     dims = {name: build_model({"name": name}, SHAPES[name], 10).feature_dim for name in SHAPES}
-    assert dims == {"cnn28": 128, "cnn32": 128, "astraea_cnn": 150, "mlp": 64, "resnet": 64, "ecg_cnn1d": 64,
-                    "mclr": 60}
+    assert dims == {
+        "cnn28": 128,
+        "cnn32": 128,
+        "astraea_cnn": 150,
+        "mlp": 64,
+        "resnet": 64,
+        "ecg_cnn1d": 64,
+        "mclr": 60,
+    }
 
 
 def test_astraea_cnn_parameter_count():

@@ -12,17 +12,29 @@ from fedimb.app import checkpoint
 from fedimb.app.in_process import InProcessFederation
 from fedimb.core.events import TAG
 
-SETUP = ["dataset=digits", "num_clients=3", "dropout=none", "train.local_epochs=1", "evaluation.every=1"]
+SETUP = [
+    "dataset=digits",
+    "num_clients=3",
+    "dropout=none",
+    "train.local_epochs=1",
+    "evaluation.every=1",
+]
 
 
 def round_events(text: str) -> list[dict]:
-    events = [json.loads(line[len(TAG):]) for line in text.splitlines() if line.startswith(TAG)]
+    events = [json.loads(line[len(TAG) :]) for line in text.splitlines() if line.startswith(TAG)]
     return [e for e in events if e["event"] == "round"]
 
 
 def run_rounds(tmp_path, capsys, overlap: bool, method: str = "fedavg"):
-    fed = InProcessFederation([*SETUP, f"method={method}", "checkpoint.enabled=true",
-                               f"checkpoint.dir={tmp_path / ('on' if overlap else 'off')}"])
+    fed = InProcessFederation(
+        [
+            *SETUP,
+            f"method={method}",
+            "checkpoint.enabled=true",
+            f"checkpoint.dir={tmp_path / ('on' if overlap else 'off')}",
+        ]
+    )
     fed.server.checkpointing = True
     capsys.readouterr()
     kept, returned = [], []
@@ -49,8 +61,10 @@ def test_overlapped_rounds_report_what_sequential_rounds_report(tmp_path, capsys
         np.testing.assert_array_equal(ovl, seq)  # round 2's model, not round 3's
 
 
-@pytest.mark.parametrize("settings", [["method=scaffold"],
-                                      ["evaluation.personal=true", "evaluation.local_test_fraction=0.2"]])
+@pytest.mark.parametrize(
+    "settings",
+    [["method=scaffold"], ["evaluation.personal=true", "evaluation.local_test_fraction=0.2"]],
+)
 def test_only_strategies_that_allow_it_overlap(settings):
     fed = InProcessFederation([*SETUP, *settings])
     assert not fed.strategy.evaluation_may_overlap()

@@ -21,8 +21,14 @@ LABELS = np.repeat(np.arange(NUM_CLASSES), PER_CLASS)  # balanced 10 x 500
 SPECS = {
     "iid": ({"name": "iid"}, 5),
     "dirichlet": ({"name": "dirichlet", "alpha": 0.5, "min_partition_size": 10}, 8),
-    "pathological": ({"name": "pathological", "classes_per_client": 2, "samples_per_client": None}, 10),
-    "clustered": ({"name": "clustered", "classes_per_group": [2, 2, 3, 3, 5], "samples_per_client": None}, 20),
+    "pathological": (
+        {"name": "pathological", "classes_per_client": 2, "samples_per_client": None},
+        10,
+    ),
+    "clustered": (
+        {"name": "clustered", "classes_per_group": [2, 2, 3, 3, 5], "samples_per_client": None},
+        20,
+    ),
     "longtail": ({"name": "longtail", "profile": "exponential", "imbalance_ratio": 10}, 5),
     "quantity": ({"name": "quantity", "rho": 0.7, "tau": 0.5}, 10),
 }
@@ -244,8 +250,14 @@ def test_longtail_exponential_global_counts():
 
 
 def test_longtail_dirichlet_client_split():
-    spec = {"name": "longtail", "profile": "exponential", "imbalance_ratio": 10,
-            "client_split": "dirichlet", "alpha": 0.5, "min_partition_size": 2}
+    spec = {
+        "name": "longtail",
+        "profile": "exponential",
+        "imbalance_ratio": 10,
+        "client_split": "dirichlet",
+        "alpha": 0.5,
+        "min_partition_size": 2,
+    }
     part = _part(spec, 5, seed=0)
     global_counts = part.counts.sum(axis=0)
     assert global_counts[0] == 500 and global_counts[-1] == 50
@@ -257,7 +269,7 @@ def test_longtail_bad_client_split():
 
 
 def test_longtail_profile_exponential_hand_values():
-    np.testing.assert_allclose(longtail_profile(3, "exponential", 10), [1.0, 10 ** -0.5, 0.1])
+    np.testing.assert_allclose(longtail_profile(3, "exponential", 10), [1.0, 10**-0.5, 0.1])
 
 
 def test_longtail_profile_halfnormal():
@@ -286,7 +298,9 @@ def test_longtail_profile_letters_few_classes():
 
 
 def test_longtail_profile_explicit():
-    np.testing.assert_allclose(longtail_profile(3, "explicit", frequencies=[2, 4, 1]), [0.5, 1.0, 0.25])
+    np.testing.assert_allclose(
+        longtail_profile(3, "explicit", frequencies=[2, 4, 1]), [0.5, 1.0, 0.25]
+    )
     with pytest.raises(ConfigError):
         longtail_profile(3, "explicit", frequencies=[1, 2])
     with pytest.raises(ConfigError):

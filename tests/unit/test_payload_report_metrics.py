@@ -32,7 +32,13 @@ def test_unpack_ignores_non_bytes_and_unprefixed():
 
 
 def test_scalars_skip_bytes_strings_and_bools():
-    record = {**payload.pack({"a": np.zeros(2)}), "loss": 0.25, "steps": 3, "name": "x", "flag": True}
+    record = {
+        **payload.pack({"a": np.zeros(2)}),
+        "loss": 0.25,
+        "steps": 3,
+        "name": "x",
+        "flag": True,
+    }
     s = payload.scalars(record)
     assert s == {"loss": 0.25, "steps": 3.0}
     assert all(isinstance(v, float) for v in s.values())
@@ -50,12 +56,23 @@ def test_format_parse_round_trip():
     assert line.startswith(events.TAG)
     assert "\n" not in line
     event = events.parse_event(line)
-    assert event == {"event": "round", "round": 3, "loss": 0.5, "recall": [0.1, 0.2], "nested": {"a": 1}}
+    assert event == {
+        "event": "round",
+        "round": 3,
+        "loss": 0.5,
+        "recall": [0.1, 0.2],
+        "nested": {"a": 1},
+    }
 
 
 def test_nan_and_inf_become_none_and_numpy_scalars_convert():
     line = events.format_event(
-        "x", a=float("nan"), b=[1.0, float("inf")], c=np.float32(1.5), d=np.int64(4), e={"k": np.float64("nan")}
+        "x",
+        a=float("nan"),
+        b=[1.0, float("inf")],
+        c=np.float32(1.5),
+        d=np.int64(4),
+        e={"k": np.float64("nan")},
     )
     event = events.parse_event(line)
     assert event == {"event": "x", "a": None, "b": [1.0, None], "c": 1.5, "d": 4, "e": {"k": None}}
@@ -72,11 +89,17 @@ def test_parse_event_takes_a_whole_line_only():
 
 @pytest.mark.parametrize(
     "line",
-    ["", "plain log line", '{"event": "x"}', events.TAG + "{not json", events.TAG + '{"no_event": 1}',
-     events.TAG + "[1, 2]"],
+    [
+        "",
+        "plain log line",
+        '{"event": "x"}',
+        events.TAG + "{not json",
+        events.TAG + '{"no_event": 1}',
+        events.TAG + "[1, 2]",
+    ],
 )
 def test_parse_event_rejects(line):
-     assert events.parse_event(line) is None
+    assert events.parse_event(line) is None
 
 
 # --------------------------------------------------------------------- metrics
@@ -125,10 +148,15 @@ def test_checkpoint_round_trip(tmp_path):
     from fedimb.app import checkpoint
 
     state = {
-        "round": 3, "q": 10.5, "name": "x", "nothing": None,
+        "round": 3,
+        "q": 10.5,
+        "name": "x",
+        "nothing": None,
         "weights": [np.arange(6, dtype=np.float32).reshape(2, 3), np.array([1, 2], dtype=np.int64)],
         "prototypes": {0: np.ones(3), 7: np.zeros(3)},
-        "members": {1, 4, 2}, "pairs": (1, "a"), "nested": {"mediators": [[0, 2], [1]]},
+        "members": {1, 4, 2},
+        "pairs": (1, "a"),
+        "nested": {"mediators": [[0, 2], [1]]},
     }
     checkpoint.save(tmp_path / "c.npz", state)
     back = checkpoint.load(tmp_path / "c.npz")

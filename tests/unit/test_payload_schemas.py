@@ -18,22 +18,36 @@ from strategies.base.round_log import ClientUpdate
 
 
 def federation(*overrides: str, num_clients: int = 3) -> InProcessFederation:
-    return InProcessFederation(["dataset=digits", f"num_clients={num_clients}", "train.local_epochs=1",
-                                "dropout=none", "partition=iid", *overrides])
+    return InProcessFederation(
+        [
+            "dataset=digits",
+            f"num_clients={num_clients}",
+            "train.local_epochs=1",
+            "dropout=none",
+            "partition=iid",
+            *overrides,
+        ]
+    )
 
 
 def started(fed: InProcessFederation, rnd: int = 1) -> dict:
     """Round ``rnd``'s instructions, by partition id."""
     fed.strategy.begin_round(rnd)
-    instructions = fed.strategy.configure_fit(server_round=rnd, parameters=fed.parameters, client_manager=fed.manager)
+    instructions = fed.strategy.configure_fit(
+        server_round=rnd, parameters=fed.parameters, client_manager=fed.manager
+    )
     return {fed.strategy.registry.partition_of(proxy): (proxy, ins) for proxy, ins in instructions}
 
 
 def honest_reply(fed, sent, pid: int):
     """What the real client ``pid`` answers to its instruction."""
     proxy, ins = sent[pid]
-    arrays, n, metrics = fed.client(fed.nodes[pid]).fit(parameters_to_ndarrays(ins.parameters), ins.config)
-    return proxy, FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n, metrics=metrics)
+    arrays, n, metrics = fed.client(fed.nodes[pid]).fit(
+        parameters_to_ndarrays(ins.parameters), ins.config
+    )
+    return proxy, FitRes(
+        status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n, metrics=metrics
+    )
 
 
 def tampered(reply, **arrays: np.ndarray):
@@ -64,13 +78,21 @@ SIZES = {"num_classes": 3, "feature_dim": 4, "num_examples": 5, "model": [(2, 2)
 
 
 def test_schema_checks_kind_shape_bounds_and_totals():
-    counts = PayloadSpec("counts", ANSWER, "integer", ("num_classes",), nonnegative=True, total="num_examples")
+    counts = PayloadSpec(
+        "counts", ANSWER, "integer", ("num_classes",), nonnegative=True, total="num_examples"
+    )
     assert schema.check({"counts": np.array([1, 4, 0])}, [counts], SIZES, ANSWER) is None
-    assert "must be integer" in schema.check({"counts": np.array([1.0, 4.0, 0.0])}, [counts], SIZES, ANSWER)
+    assert "must be integer" in schema.check(
+        {"counts": np.array([1.0, 4.0, 0.0])}, [counts], SIZES, ANSWER
+    )
     assert "shape" in schema.check({"counts": np.array([5])}, [counts], SIZES, ANSWER)
     assert "negative" in schema.check({"counts": np.array([6, -1, 0])}, [counts], SIZES, ANSWER)
     assert "sums to 6" in schema.check({"counts": np.array([2, 4, 0])}, [counts], SIZES, ANSWER)
-    nan = schema.check({"x": np.array([np.nan, 1.0, 1.0, 1.0])}, [PayloadSpec("x", UP, shape=("feature_dim",))], SIZES)
+    nan = schema.check(
+        {"x": np.array([np.nan, 1.0, 1.0, 1.0])},
+        [PayloadSpec("x", UP, shape=("feature_dim",))],
+        SIZES,
+    )
     assert nan.endswith(schema.NONFINITE)
 
 
@@ -93,16 +115,30 @@ def test_latent_mean_of_another_width_is_rejected_under_latent_cosine():
     assert_attacker_rejected(fed, "payload 'latent_mean' has shape (3,)")
 
 
-@pytest.mark.parametrize("classes, vectors, cause", [
-    (np.arange(3), np.ones((1, 8), dtype=np.float32), "prototypes_vectors' has shape"),   # more classes than vectors
-    (np.zeros((1, 1), dtype=np.int64), np.ones((1, 8), dtype=np.float32), "prototypes_classes' has shape"),  # 2-D
-])
+@pytest.mark.parametrize(
+    "classes, vectors, cause",
+    [
+        (
+            np.arange(3),
+            np.ones((1, 8), dtype=np.float32),
+            "prototypes_vectors' has shape",
+        ),  # more classes than vectors
+        (
+            np.zeros((1, 1), dtype=np.int64),
+            np.ones((1, 8), dtype=np.float32),
+            "prototypes_classes' has shape",
+        ),  # 2-D
+    ],
+)
 def test_malformed_rebafl_prototypes_are_rejected(classes, vectors, cause):
     fed = federation("method=rebafl")
     width = fed.run.new_model().feature_dim
     vectors = np.ones((vectors.shape[0], width), dtype=np.float32)
-    arrays = {protocol.PROTOTYPE_CLASSES: classes, protocol.PROTOTYPE_VECTORS: vectors,
-              protocol.PROTOTYPE_COUNTS: np.ones(len(classes), dtype=np.int64)}
+    arrays = {
+        protocol.PROTOTYPE_CLASSES: classes,
+        protocol.PROTOTYPE_VECTORS: vectors,
+        protocol.PROTOTYPE_COUNTS: np.ones(len(classes), dtype=np.int64),
+    }
     assert aggregate_with_attacker(fed, arrays) is not None
     assert_attacker_rejected(fed, cause)
 
@@ -110,12 +146,16 @@ def test_malformed_rebafl_prototypes_are_rejected(classes, vectors, cause):
 def test_rebafl_class_count_of_1e300_is_rejected_and_prototypes_stay_finite():
     fed = federation("method=rebafl")
     width = fed.run.new_model().feature_dim
-    arrays = {protocol.PROTOTYPE_CLASSES: np.array([0]),
-              protocol.PROTOTYPE_VECTORS: np.full((1, width), 1e30, np.float32),
-              protocol.PROTOTYPE_COUNTS: np.array([1e300])}
+    arrays = {
+        protocol.PROTOTYPE_CLASSES: np.array([0]),
+        protocol.PROTOTYPE_VECTORS: np.full((1, width), 1e30, np.float32),
+        protocol.PROTOTYPE_COUNTS: np.array([1e300]),
+    }
     aggregate_with_attacker(fed, arrays)
     assert_attacker_rejected(fed, "prototypes_counts' must be integer")
-    assert fed.strategy.prototypes and all(np.all(np.abs(v) < 1e3) for v in fed.strategy.prototypes.values())
+    assert fed.strategy.prototypes and all(
+        np.all(np.abs(v) < 1e3) for v in fed.strategy.prototypes.values()
+    )
 
 
 def test_scaffold_control_delta_of_3e38_is_rejected_and_control_stays_small():
@@ -145,8 +185,10 @@ def test_grpfed_q_stays_finite_when_a_loss_overflows_the_spread():
     fed = federation("method=grpfed")
     started(fed)
     fed.strategy.sigma, q = 0.5, fed.strategy.q
-    updates = [dataclasses.replace(u, metrics={**u.metrics, fed.strategy.loss_key: loss})
-               for u, loss in zip(fake_updates(fed), (2.0, 1e300))]
+    updates = [
+        dataclasses.replace(u, metrics={**u.metrics, fed.strategy.loss_key: loss})
+        for u, loss in zip(fake_updates(fed), (2.0, 1e300))
+    ]
     fed.strategy.aggregate(1, updates)
     assert fed.strategy.q == q and fed.strategy.sigma == 0.5
     assert any("loss spread not finite" in m for m in fed.strategy.round_log.messages)
@@ -158,8 +200,10 @@ def test_afl_mixture_that_is_not_finite_is_not_adopted():
     started(fed)
     fed.strategy.lambda_lr = 1e10  # with a loss of 1e300 the ascent step overflows
     before = fed.strategy.mixture.copy()
-    updates = [dataclasses.replace(u, metrics={protocol.INITIAL_LOSS: loss})
-               for u, loss in zip(fake_updates(fed), (2.0, 1e300))]
+    updates = [
+        dataclasses.replace(u, metrics={protocol.INITIAL_LOSS: loss})
+        for u, loss in zip(fake_updates(fed), (2.0, 1e300))
+    ]
     fed.strategy.aggregate(1, updates)
     np.testing.assert_array_equal(fed.strategy.mixture, before)
     assert any("mixture weights not finite" in m for m in fed.strategy.round_log.messages)
@@ -167,8 +211,15 @@ def test_afl_mixture_that_is_not_finite_is_not_adopted():
 
 # --------------------------------------------------------- histograms in answers
 def astraea(*overrides: str) -> InProcessFederation:
-    return federation("method=astraea", "partition=longtail", "partition.imbalance_ratio=10",
-                      "method.strategy.gamma=2", "method.strategy.mediator_epochs=1", *overrides, num_clients=4)
+    return federation(
+        "method=astraea",
+        "partition=longtail",
+        "partition.imbalance_ratio=10",
+        "method.strategy.gamma=2",
+        "method.strategy.mediator_epochs=1",
+        *overrides,
+        num_clients=4,
+    )
 
 
 def announce(fed, pid: int, counts, num_examples=None) -> None:
@@ -176,7 +227,9 @@ def announce(fed, pid: int, counts, num_examples=None) -> None:
     fed.strategy.registry.partition_ids()  # discovery has run
     info = fed.strategy.registry.info(pid)
     total = info.num_examples if num_examples is None else num_examples
-    fed.strategy.registry._by_pid[pid] = dataclasses.replace(info, label_counts=counts, num_examples=total)
+    fed.strategy.registry._by_pid[pid] = dataclasses.replace(
+        info, label_counts=counts, num_examples=total
+    )
 
 
 def discovered(fed) -> None:
@@ -192,16 +245,20 @@ def test_astraea_leaves_out_a_client_with_invalid_label_counts(counts):
     record = fed.round(1)
     assert 3 not in fed.strategy.counts and sorted(fed.strategy.counts) == [0, 1, 2]
     messages = record.get("messages", [])
-    assert any("1 client left out of the plan: label_counts invalid (client 3" in m for m in messages), messages
+    assert any(
+        "1 client left out of the plan: label_counts invalid (client 3" in m for m in messages
+    ), messages
     assert record["clients"]["succeeded"] >= 1
 
 
 def test_astraea_clips_the_ratios_of_an_inflated_histogram(monkeypatch):
     fed = astraea()
     discovered(fed)
-    monkeypatch.setattr(fed.strategy.registry, "query", lambda pids, config: {})  # the plan, not its execution
+    monkeypatch.setattr(
+        fed.strategy.registry, "query", lambda pids, config: {}
+    )  # the plan, not its execution
     counts = np.array(fed.strategy.registry.info(3).label_counts, dtype=np.int64)
-    counts[0] = 10 ** 15
+    counts[0] = 10**15
     announce(fed, 3, counts, int(counts.sum()))
     fed.strategy.registry._pid_by_device["its own data"] = 3  # a histogram the server cannot check
     fed.strategy.initialize()
@@ -221,8 +278,11 @@ def test_astraea_leaves_out_a_histogram_that_is_not_its_partitions(monkeypatch):
     announce(fed, 3, counts)
     fed.strategy.initialize()
     assert sorted(fed.strategy.counts) == [0, 1, 2]
-    assert any("left out of the plan: label_counts invalid (client 3: differs from the histogram of its partition)"
-               in m for m in fed.strategy.round_log.messages)
+    assert any(
+        "left out of the plan: label_counts invalid (client 3: differs from the histogram of its partition)"
+        in m
+        for m in fed.strategy.round_log.messages
+    )
 
 
 def test_astraea_leaves_out_a_rebalanced_histogram_the_plan_cannot_make(monkeypatch):
@@ -234,20 +294,31 @@ def test_astraea_leaves_out_a_rebalanced_histogram_the_plan_cannot_make(monkeypa
     def query(pids, config):
         answers = real_query(pids, config)
         counts = payload.unpack(answers[3])[protocol.LABEL_COUNTS] * 1000
-        answers[3] = {**answers[3], protocol.NUM_EXAMPLES: int(counts.sum()),
-                      **payload.pack({protocol.LABEL_COUNTS: counts})}
+        answers[3] = {
+            **answers[3],
+            protocol.NUM_EXAMPLES: int(counts.sum()),
+            **payload.pack({protocol.LABEL_COUNTS: counts}),
+        }
         return answers
 
     monkeypatch.setattr(fed.strategy.registry, "query", query)
     fed.strategy.initialize()
     assert sorted(fed.strategy.counts) == [0, 1, 2]
-    assert any("left out of the mediators: label_counts invalid (client 3: class" in m and "possible" in m
-               for m in fed.strategy.round_log.messages)
+    assert any(
+        "left out of the mediators: label_counts invalid (client 3: class" in m and "possible" in m
+        for m in fed.strategy.round_log.messages
+    )
 
 
 def fedconcat(*overrides: str) -> InProcessFederation:
-    return federation("method=fedconcat", "num_rounds=3", "method.strategy.num_clusters=2",
-                      "method.strategy.classifier_rounds=1", *overrides, num_clients=4)
+    return federation(
+        "method=fedconcat",
+        "num_rounds=3",
+        "method.strategy.num_clusters=2",
+        "method.strategy.classifier_rounds=1",
+        *overrides,
+        num_clients=4,
+    )
 
 
 @pytest.mark.parametrize("counts", [np.ones((2, 5), dtype=np.int64), None])
@@ -257,8 +328,10 @@ def test_fedconcat_leaves_out_a_client_with_invalid_label_counts(counts):
     announce(fed, 1, counts)
     fed.strategy.cluster_by_label_distributions()
     assert sorted(fed.strategy.clusters) == [0, 2, 3]
-    assert any("left out of the clustering: label_counts invalid (client 1" in m
-               for m in fed.strategy.round_log.messages)
+    assert any(
+        "left out of the clustering: label_counts invalid (client 1" in m
+        for m in fed.strategy.round_log.messages
+    )
 
 
 def test_fedconcat_leaves_out_a_noised_distribution_of_the_wrong_shape(monkeypatch):
@@ -279,24 +352,42 @@ def test_fedconcat_leaves_out_a_noised_distribution_of_the_wrong_shape(monkeypat
 
 
 # ------------------------------------------------------------------ honest runs
-@pytest.mark.parametrize("overrides", [
-    ["method=rebafl"],
-    ["method=scaffold"],
-    ["method=fedavg", "normalize=latent_cosine"],
-    ["method=astraea", "partition=longtail", "method.strategy.gamma=2", "method.strategy.mediator_epochs=1"],
-    ["method=fedconcat_id", "num_rounds=3", "method.strategy.classifier_rounds=1"],
-    ["method=fedconcat", "num_rounds=3", "method.strategy.classifier_rounds=1", "method.strategy.laplace_epsilon=1.0"],
-    ["method=local", "num_rounds=1"],
-], ids=lambda o: "+".join(x.split("=")[1] for x in o[:2]))
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["method=rebafl"],
+        ["method=scaffold"],
+        ["method=fedavg", "normalize=latent_cosine"],
+        [
+            "method=astraea",
+            "partition=longtail",
+            "method.strategy.gamma=2",
+            "method.strategy.mediator_epochs=1",
+        ],
+        ["method=fedconcat_id", "num_rounds=3", "method.strategy.classifier_rounds=1"],
+        [
+            "method=fedconcat",
+            "num_rounds=3",
+            "method.strategy.classifier_rounds=1",
+            "method.strategy.laplace_epsilon=1.0",
+        ],
+        ["method=local", "num_rounds=1"],
+    ],
+    ids=lambda o: "+".join(x.split("=")[1] for x in o[:2]),
+)
 def test_declared_payloads_accept_every_honest_payload(overrides):
     fed = federation(*overrides, num_clients=2)
     record = fed.round(1)
     messages = record.get("messages", [])
     clients = record["clients"]
     assert clients["rejected"] == 0 and clients["succeeded"] == clients["sampled"] >= 1, messages
-    assert not [m for m in messages if "left out" in m or "not finite" in m or "clipped" in m], messages
+    assert not [m for m in messages if "left out" in m or "not finite" in m or "clipped" in m], (
+        messages
+    )
     if getattr(fed.strategy, "ensemble_global_test", False):
-        assert record["test"].get("macro_f1") is not None  # the ensemble of the personal models' probabilities
+        assert (
+            record["test"].get("macro_f1") is not None
+        )  # the ensemble of the personal models' probabilities
 
 
 def test_personal_ensemble_leaves_out_probabilities_of_the_wrong_shape():
@@ -305,11 +396,27 @@ def test_personal_ensemble_leaves_out_probabilities_of_the_wrong_shape():
     fed = federation("method=local", "num_rounds=1", num_clients=2)
     fed.round(1)
     num_test, num_classes = len(fed.run.data.dataset.y_test), fed.run.num_classes
-    probs = {0: np.full((num_test, num_classes), 1.0 / num_classes, dtype=np.float32), 1: np.ones((3, 3), np.float32)}
-    results = [(fed.strategy.registry.proxy(pid), EvaluateRes(status=OK, loss=1.0, num_examples=1,
-                                                               metrics=payload.pack({protocol.GLOBAL_TEST_PROBS: p})))
-               for pid, p in probs.items()]
+    probs = {
+        0: np.full((num_test, num_classes), 1.0 / num_classes, dtype=np.float32),
+        1: np.ones((3, 3), np.float32),
+    }
+    results = [
+        (
+            fed.strategy.registry.proxy(pid),
+            EvaluateRes(
+                status=OK,
+                loss=1.0,
+                num_examples=1,
+                metrics=payload.pack({protocol.GLOBAL_TEST_PROBS: p}),
+            ),
+        )
+        for pid, p in probs.items()
+    ]
     fed.strategy.aggregate_evaluate(1, results, [])
-    assert fed.strategy.round_log.test["accuracy"] == pytest.approx(np.mean(fed.run.data.dataset.y_test == 0))
-    assert any("1 client left out of the ensemble: global_test_probs invalid (client 1" in m
-               for m in fed.strategy.round_log.messages)
+    assert fed.strategy.round_log.test["accuracy"] == pytest.approx(
+        np.mean(fed.run.data.dataset.y_test == 0)
+    )
+    assert any(
+        "1 client left out of the ensemble: global_test_probs invalid (client 1" in m
+        for m in fed.strategy.round_log.messages
+    )

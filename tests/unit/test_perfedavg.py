@@ -35,8 +35,18 @@ def hessian(w):
 
 def one_step(variant: str) -> np.ndarray:
     client = toy_client(PerFedAvgClient, X, Y)
-    config = {"local_epochs": 1, "batch_size": 4, "lr": BETA, "momentum": 0.0, "weight_decay": 0.0,
-              "optimizer": "sgd", "seed": 0, "server_round": 1, "alpha": ALPHA, "variant": variant}
+    config = {
+        "local_epochs": 1,
+        "batch_size": 4,
+        "lr": BETA,
+        "momentum": 0.0,
+        "weight_decay": 0.0,
+        "optimizer": "sgd",
+        "seed": 0,
+        "server_round": 1,
+        "alpha": ALPHA,
+        "variant": variant,
+    }
     weights, _, _ = client.fit([W0.astype(np.float32)], config)
     return weights[0]
 
@@ -64,9 +74,22 @@ def test_default_alpha_does_not_collapse_the_global_model():
     # a small quantity-skew federation with GRP-FED's optimiser (SGD 5e-3, momentum 0.9):
     # with alpha = 0.01 (alpha * lambda_max > 1) the global model predicted one class
     # from round 7 (10% accuracy); with the default it kept learning (70% at round 10)
-    fed = InProcessFederation(["method=perfedavg", "dataset=mnist5k", "partition=quantity", "num_clients=10",
-                               "dropout=none", "num_rounds=8", "train.local_epochs=2", "train.batch_size=64",
-                               "train.lr=0.005", "train.momentum=0.9", "train.weight_decay=0", "seed=0"])
+    fed = InProcessFederation(
+        [
+            "method=perfedavg",
+            "dataset=mnist5k",
+            "partition=quantity",
+            "num_clients=10",
+            "dropout=none",
+            "num_rounds=8",
+            "train.local_epochs=2",
+            "train.batch_size=64",
+            "train.lr=0.005",
+            "train.momentum=0.9",
+            "train.weight_decay=0",
+            "seed=0",
+        ]
+    )
     for server_round in range(1, 9):
         record = fed.round(server_round)
     recalls = record["test"]["recall"]

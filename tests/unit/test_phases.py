@@ -10,16 +10,32 @@ from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 from fedimb.app import phases
 from fedimb.app.in_process import InProcessFederation
 
-SERVER_PHASES = {"discover", "select", "first_reply", "last_reply", "aggregate", "fit", "end_round", "test",
-                 "federated_eval"}
+SERVER_PHASES = {
+    "discover",
+    "select",
+    "first_reply",
+    "last_reply",
+    "aggregate",
+    "fit",
+    "end_round",
+    "test",
+    "federated_eval",
+}
 CLIENT_PHASES = {"data", "model", "train", "serialise"}
 
 
 def test_every_phase_of_a_round_is_timed_and_kept_out_of_the_client_metrics():
-    fed = InProcessFederation(["dataset=digits", "num_clients=3", "dropout=none", "train.local_epochs=1"])
+    fed = InProcessFederation(
+        ["dataset=digits", "num_clients=3", "dropout=none", "train.local_epochs=1"]
+    )
     record = fed.round(1)
     timing = record["timing"]
-    expected = SERVER_PHASES - {"fit", "end_round", "test", "federated_eval"}  # the loop's own are in the event
+    expected = SERVER_PHASES - {
+        "fit",
+        "end_round",
+        "test",
+        "federated_eval",
+    }  # the loop's own are in the event
     expected |= {f"client_{p}" for p in CLIENT_PHASES} | {f"client_{p}_max" for p in CLIENT_PHASES}
     assert expected <= set(timing), sorted(expected - set(timing))
     assert "client_start" not in timing  # in process, the clients' start-up is the server's
@@ -29,12 +45,15 @@ def test_every_phase_of_a_round_is_timed_and_kept_out_of_the_client_metrics():
     assert not [k for k in record["train"] if "timing" in k or k.startswith("client_")]
     by_client = record["timing_by_client"]  # every replying client's own phases, by client id
     assert sorted(by_client) == ["0", "1", "2"]
-    assert max(c["train"] for c in by_client.values()) == round(timing["client_train_max"], 4)  # kept to 0.1 ms
+    assert max(c["train"] for c in by_client.values()) == round(
+        timing["client_train_max"], 4
+    )  # kept to 0.1 ms
     assert "client_peak_memory_mb" not in timing  # in process the memory is the server's
 
 
 def test_a_timed_client_computes_what_flowers_wrapper_computes(monkeypatch):
     monkeypatch.setattr(phases, "_in_server_process", False)  # a client process of its own
+
     class Doubler:
         def fit(self, parameters, config):
             return [2 * a for a in parameters], 7, {"loss": 1.5}
@@ -49,28 +68,46 @@ def test_a_timed_client_computes_what_flowers_wrapper_computes(monkeypatch):
     with clock.phase("data"):
         pass
     timed = phases.TimedClient(Wrapped(), clock).fit(ins)
-    assert [a.tobytes() for a in parameters_to_ndarrays(timed.parameters)] == \
-        [a.tobytes() for a in parameters_to_ndarrays(plain.parameters)]
+    assert [a.tobytes() for a in parameters_to_ndarrays(timed.parameters)] == [
+        a.tobytes() for a in parameters_to_ndarrays(plain.parameters)
+    ]
     assert timed.num_examples == plain.num_examples == 7
     metrics, timing = phases.split_client_timing(timed.metrics)
     assert metrics == {"loss": 1.5}
     assert {"data", "train", "serialise"} <= set(timing)
     import resource
 
-    assert 50 < timing["peak_memory_mb"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # torch is in
+    assert (
+        50 < timing["peak_memory_mb"] <= resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    )  # torch is in
 
 
 def test_a_client_sending_nonsense_timings_loses_only_those():
     metrics, timing = phases.split_client_timing(
-        {"loss": 0.5, "timing.train": 1.25, "timing.data": "slow", "timing.pack": float("nan"), "timing.model": -3.0})
+        {
+            "loss": 0.5,
+            "timing.train": 1.25,
+            "timing.data": "slow",
+            "timing.pack": float("nan"),
+            "timing.model": -3.0,
+        }
+    )
     assert metrics == {"loss": 0.5}
     assert timing == {"train": 1.25}
 
 
 def test_client_phases_are_summarised_as_mean_and_maximum():
-    summary = phases.summarise_clients([{"train": 1.0, "data": 0.5}, {"train": 3.0, "peak_memory_mb": 400.0}])
-    assert summary == {"client_data": 0.5, "client_data_max": 0.5, "client_train": 2.0, "client_train_max": 3.0,
-                       "client_peak_memory_mb": 400.0, "client_peak_memory_mb_max": 400.0}
+    summary = phases.summarise_clients(
+        [{"train": 1.0, "data": 0.5}, {"train": 3.0, "peak_memory_mb": 400.0}]
+    )
+    assert summary == {
+        "client_data": 0.5,
+        "client_data_max": 0.5,
+        "client_train": 2.0,
+        "client_train_max": 3.0,
+        "client_peak_memory_mb": 400.0,
+        "client_peak_memory_mb_max": 400.0,
+    }
 
 
 def test_a_forked_client_app_starts_when_its_launcher_forked_it(monkeypatch):

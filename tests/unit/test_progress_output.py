@@ -16,7 +16,13 @@ from fedimb.cli.sweep_end import SweepEnd, sweep_end_lines
 from fedimb.core.events import format_event
 
 MNIST = ["dataset=mnist5k", "num_clients=20", "num_rounds=30", "runtime=simulation", "device=cpu"]
-START = {"method": "fedavg", "num_parameters": 215370, "num_clients": 20, "num_rounds": 30, "round_unit": "Flower round"}
+START = {
+    "method": "fedavg",
+    "num_parameters": 215370,
+    "num_clients": 20,
+    "num_rounds": 30,
+    "round_unit": "Flower round",
+}
 
 
 class FakeClock:
@@ -27,13 +33,30 @@ class FakeClock:
         return self.now
 
 
-def round_event(number: int, seconds: float, accuracy: float, ok: int = 9, dropped: int = 11,
-                errors: int = 0, rejected: int = 0) -> dict:
-    return {"round": number, "stage": "train", "seconds": seconds,
-            "test": {"accuracy": accuracy, "macro_f1": accuracy - 0.01, "loss": 0.5},
-            "clients": {"sampled": ok + dropped + errors + rejected, "succeeded": ok, "dropped": dropped,
-                        "errors": errors, "rejected": rejected, "nonfinite": 0,
-                        "failures": dropped + errors + rejected}}
+def round_event(
+    number: int,
+    seconds: float,
+    accuracy: float,
+    ok: int = 9,
+    dropped: int = 11,
+    errors: int = 0,
+    rejected: int = 0,
+) -> dict:
+    return {
+        "round": number,
+        "stage": "train",
+        "seconds": seconds,
+        "test": {"accuracy": accuracy, "macro_f1": accuracy - 0.01, "loss": 0.5},
+        "clients": {
+            "sampled": ok + dropped + errors + rejected,
+            "succeeded": ok,
+            "dropped": dropped,
+            "errors": errors,
+            "rejected": rejected,
+            "nonfinite": 0,
+            "failures": dropped + errors + rejected,
+        },
+    }
 
 
 @pytest.fixture
@@ -47,14 +70,18 @@ def recorded(tmp_path):
     recorder.close()
 
 
-@pytest.mark.parametrize("seconds, text", [(0.4, "0s"), (48, "48s"), (62, "1m02s"), (520, "8m40s"),
-                                           (3599.6, "1h00m"), (7500, "2h05m")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [(0.4, "0s"), (48, "48s"), (62, "1m02s"), (520, "8m40s"), (3599.6, "1h00m"), (7500, "2h05m")],
+)
 def test_durations_read_as_a_person_says_them(seconds, text):
     assert format_duration(seconds) == text
 
 
 def test_eta_is_the_mean_round_time_after_the_first_times_the_rounds_left():
-    assert eta_seconds([40.0, 10.0, 20.0], remaining=27) == 15.0 * 27  # the first round's start-up left out
+    assert (
+        eta_seconds([40.0, 10.0, 20.0], remaining=27) == 15.0 * 27
+    )  # the first round's start-up left out
     assert eta_seconds([40.0], remaining=29) == 40.0 * 29  # nothing else to go by yet
     assert eta_seconds([], remaining=30) is None
     assert eta_seconds([40.0, 10.0], remaining=0) == 0.0
@@ -62,19 +89,31 @@ def test_eta_is_the_mean_round_time_after_the_first_times_the_rounds_left():
 
 def test_header_names_the_partition_dropout_runtime_and_device(recorded):
     _, lines, _ = recorded
-    assert lines == ["[fedimb] fedavg on mnist5k (pathological, 20 clients) | dropout bernoulli p=0.5 | "
-                     "simulation, cpu | 30 rounds, 215,370 parameters"]
+    assert lines == [
+        "[fedimb] fedavg on mnist5k (pathological, 20 clients) | dropout bernoulli p=0.5 | "
+        "simulation, cpu | 30 rounds, 215,370 parameters"
+    ]
 
 
 def test_header_of_other_settings(tmp_path):
     lines: list[str] = []
-    cfg = compose(["dataset=digits", "partition=dirichlet", "partition.alpha=0.1", "dropout=persistent",
-                   "runtime=in_process", "device=cpu"])
+    cfg = compose(
+        [
+            "dataset=digits",
+            "partition=dirichlet",
+            "partition.alpha=0.1",
+            "dropout=persistent",
+            "runtime=in_process",
+            "device=cpu",
+        ]
+    )
     recorder = RunRecorder(tmp_path, cfg, echo=lines.append)
     recorder.feed(format_event("start", **{**START, "num_rounds": 1}))
     recorder.close()
-    assert lines[0].endswith("(dirichlet alpha=0.1, 20 clients) | dropout persistent p=0.5, period 5 | "
-                             "in_process, cpu | 1 round, 215,370 parameters")
+    assert lines[0].endswith(
+        "(dirichlet alpha=0.1, 20 clients) | dropout persistent p=0.5, period 5 | "
+        "in_process, cpu | 1 round, 215,370 parameters"
+    )
 
 
 def test_the_simulation_says_it_is_starting_before_its_first_event(tmp_path):
@@ -91,14 +130,20 @@ def test_round_lines_count_dropped_clients_apart_from_failures_and_show_elapsed_
     clock.now += 45.0
     recorder.feed(format_event("round", **round_event(1, 40.0, 0.30)))
     clock.now += 19.8
-    recorder.feed(format_event("round", **round_event(2, 19.8, 0.40, ok=8, dropped=10, errors=1, rejected=1)))
+    recorder.feed(
+        format_event("round", **round_event(2, 19.8, 0.40, ok=8, dropped=10, errors=1, rejected=1))
+    )
     first, second = lines[1:]
-    assert first == ("round  1/30 | acc 0.3000 f1 0.2900 loss 0.5000 | 9 ok, 11 dropped | "
-                     "40.0s  elapsed 45s  eta 19m20s")
+    assert first == (
+        "round  1/30 | acc 0.3000 f1 0.2900 loss 0.5000 | 9 ok, 11 dropped | "
+        "40.0s  elapsed 45s  eta 19m20s"
+    )
     assert "failed" not in first  # dropout is the availability model, not a fault
     # the ETA from round 2 alone (round 1 held the start-up): 28 rounds x 19.8 s
-    assert second == ("round  2/30 | acc 0.4000 f1 0.3900 loss 0.5000 | 8 ok, 10 dropped, 2 failed | "
-                      "19.8s  elapsed 1m05s  eta 9m14s")
+    assert second == (
+        "round  2/30 | acc 0.4000 f1 0.3900 loss 0.5000 | 8 ok, 10 dropped, 2 failed | "
+        "19.8s  elapsed 1m05s  eta 9m14s"
+    )
     assert len(first) <= 100  # a 100-column terminal shows a round whole
 
 
@@ -106,11 +151,14 @@ def test_the_last_round_has_no_eta_and_the_run_ends_with_final_and_best_accuracy
     recorder, lines, clock = recorded
     for number in range(1, 31):
         clock.now += 8.4
-        recorder.feed(format_event("round", **round_event(number, 8.0, 0.82 if number == 27 else 0.80)))
+        recorder.feed(
+            format_event("round", **round_event(number, 8.0, 0.82 if number == 27 else 0.80))
+        )
     clock.now += 1.8
     assert lines[-1].endswith("8.0s  elapsed 4m12s")
-    assert recorder.done_line() == ("[fedimb] done in 4m14s: final accuracy 0.8000 (round 30), "
-                                    "best 0.8200 (round 27)")
+    assert recorder.done_line() == (
+        "[fedimb] done in 4m14s: final accuracy 0.8000 (round 30), best 0.8200 (round 27)"
+    )
 
 
 def fake_sweep(root: Path, completed: list[bool]) -> Path:
@@ -140,7 +188,9 @@ def test_a_sweep_ends_with_its_folder_its_tally_and_the_report_command(tmp_path,
 def test_the_sweep_folder_is_absolute(tmp_path, monkeypatch):
     sweep = fake_sweep(tmp_path, [True])
     monkeypatch.chdir(tmp_path)
-    assert sweep_end_lines(sweep.relative_to(tmp_path))[0].endswith(f"(1 completed, 0 failed): {sweep}")
+    assert sweep_end_lines(sweep.relative_to(tmp_path))[0].endswith(
+        f"(1 completed, 0 failed): {sweep}"
+    )
 
 
 def test_curves_count_clients_in_whole_numbers_and_the_legend_covers_no_bar(tmp_path, monkeypatch):
@@ -151,12 +201,15 @@ def test_curves_count_clients_in_whole_numbers_and_the_legend_covers_no_bar(tmp_
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)
     rounds = [{"round": 0, "test": {"accuracy": 0.1, "loss": 2.3}}] + [
-        round_event(n, 1.0, 0.2, ok=2, dropped=1) for n in range(1, 5)]
+        round_event(n, 1.0, 0.2, ok=2, dropped=1) for n in range(1, 5)
+    ]
     plot_curves(tmp_path / "curves.png", rounds, title="fedavg on digits")
     figure = figures[0]
     figure.canvas.draw()
     clients = figure.axes[2]
-    visible = [t for t in clients.get_yticks() if clients.get_ylim()[0] <= t <= clients.get_ylim()[1]]
+    visible = [
+        t for t in clients.get_yticks() if clients.get_ylim()[0] <= t <= clients.get_ylim()[1]
+    ]
     assert visible and all(float(t).is_integer() for t in visible)
     assert all(float(t).is_integer() for t in clients.get_xticks())
     legend = clients.get_legend().get_window_extent()

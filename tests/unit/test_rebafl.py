@@ -50,7 +50,9 @@ def test_cyclic_targets_enumerate_available_classes():
 def test_class_prototypes_are_class_means():
     x = torch.tensor([[1.0], [3.0], [10.0], [20.0], [30.0]])
     y = torch.tensor([0, 0, 1, 1, 2])
-    protos, counts = class_prototypes(torch.nn.Identity(), x, y, torch.tensor([0, 1, 2, 3]), batch_size=3)
+    protos, counts = class_prototypes(
+        torch.nn.Identity(), x, y, torch.tensor([0, 1, 2, 3]), batch_size=3
+    )
     assert counts == {0: 2, 1: 2}
     np.testing.assert_allclose(protos[0], [2.0])
     np.testing.assert_allclose(protos[1], [15.0])
@@ -65,7 +67,9 @@ def test_payload_round_trip():
 
 
 def rebafl(*overrides):
-    return InProcessFederation(["method=rebafl", "num_clients=4", "train.local_epochs=1", *overrides])
+    return InProcessFederation(
+        ["method=rebafl", "num_clients=4", "train.local_epochs=1", *overrides]
+    )
 
 
 def test_server_keeps_prototypes_of_classes_nobody_reported():
@@ -123,7 +127,9 @@ def test_augmentation_trains_only_the_classifier():
 def test_rejects_prototypes_of_wrong_dimension():
     fed = rebafl("dropout=none")
     fed.strategy.begin_round(1)
-    fed.strategy.configure_fit(server_round=1, parameters=fed.parameters, client_manager=fed.manager)
+    fed.strategy.configure_fit(
+        server_round=1, parameters=fed.parameters, client_manager=fed.manager
+    )
     bad = to_payload("prototypes", {0: np.ones(3, dtype=np.float32)}, {0: 5})
     res = FitRes(status=OK, parameters=fed.parameters, num_examples=5, metrics=bad)
     new, _ = fed.strategy.aggregate_fit(1, [(fed.nodes[0], res)], [])

@@ -35,23 +35,35 @@ def federation(*extra: InProcessNode, honest: int = 3):
     return ClientRegistry(capacity=3), manager, nodes
 
 
-@pytest.mark.parametrize("props, why", [
-    ({"partition_id": 99, "num_examples": 10}, "partition id 99 is outside 0..2"),
-    ({"partition_id": 3, "num_examples": 10}, "partition id 3 is outside 0..2"),
-    ({"partition_id": -7, "num_examples": 10}, "partition id -7 is outside 0..2"),
-    ({"num_examples": 10}, "no partition id"),
-    ({"partition_id": "0", "num_examples": 10}, "partition id '0' is not an integer"),
-    ({"partition_id": 0.0, "num_examples": 10}, "partition id 0.0 is not an integer"),
-    ({"partition_id": True, "num_examples": 10}, "partition id True is not an integer"),
-    ({"partition_id": "\nFEDIMB-EVENT " + "x" * 100, "num_examples": 10}, "is not an integer"),
-    ({"partition_id": 1}, "no num_examples"),
-    ({"partition_id": 1, "num_examples": -1}, "num_examples -1 is not a non-negative integer"),
-    ({"partition_id": 1, "num_examples": 1.5}, "num_examples 1.5 is not a non-negative integer"),
-    ({"partition_id": 1, "num_examples": "10"}, "num_examples '10' is not a non-negative integer"),
-    ({"partition_id": -1, "num_examples": 10}, "own data (partition id -1) but no device key"),
-    ({"partition_id": -1, "num_examples": 10, "device_key": 5}, "no device key"),
-    ({"partition_id": 1, "num_examples": 10, "array:label_counts": b"not an array"}, "label counts cannot be decoded"),
-])
+@pytest.mark.parametrize(
+    "props, why",
+    [
+        ({"partition_id": 99, "num_examples": 10}, "partition id 99 is outside 0..2"),
+        ({"partition_id": 3, "num_examples": 10}, "partition id 3 is outside 0..2"),
+        ({"partition_id": -7, "num_examples": 10}, "partition id -7 is outside 0..2"),
+        ({"num_examples": 10}, "no partition id"),
+        ({"partition_id": "0", "num_examples": 10}, "partition id '0' is not an integer"),
+        ({"partition_id": 0.0, "num_examples": 10}, "partition id 0.0 is not an integer"),
+        ({"partition_id": True, "num_examples": 10}, "partition id True is not an integer"),
+        ({"partition_id": "\nFEDIMB-EVENT " + "x" * 100, "num_examples": 10}, "is not an integer"),
+        ({"partition_id": 1}, "no num_examples"),
+        ({"partition_id": 1, "num_examples": -1}, "num_examples -1 is not a non-negative integer"),
+        (
+            {"partition_id": 1, "num_examples": 1.5},
+            "num_examples 1.5 is not a non-negative integer",
+        ),
+        (
+            {"partition_id": 1, "num_examples": "10"},
+            "num_examples '10' is not a non-negative integer",
+        ),
+        ({"partition_id": -1, "num_examples": 10}, "own data (partition id -1) but no device key"),
+        ({"partition_id": -1, "num_examples": 10, "device_key": 5}, "no device key"),
+        (
+            {"partition_id": 1, "num_examples": 10, "array:label_counts": b"not an array"},
+            "label counts cannot be decoded",
+        ),
+    ],
+)
 def test_a_bad_claim_is_refused_with_one_line_and_the_honest_clients_stay(props, why):
     intruder = CraftedNode("intruder", props)
     registry, manager, nodes = federation(intruder)
@@ -107,5 +119,7 @@ def test_the_strategy_survives_bad_claims_and_notes_them_in_the_round_log(claim)
     manager.register(CraftedNode("intruder", props))
     params = strategy.initialize_parameters(manager)
     instructions = strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
-    assert [proxy.inner for proxy, _ in instructions] == nodes  # partition 0's instructions go to its own node
+    assert [
+        proxy.inner for proxy, _ in instructions
+    ] == nodes  # partition 0's instructions go to its own node
     assert [m for m in strategy.round_log.messages if m.startswith("node intruder refused: ")]

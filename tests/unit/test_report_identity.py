@@ -21,7 +21,9 @@ OLD, NEW = 1_700_000_000, 1_700_086_400  # when the first run and its rerun fini
 
 def run(root, name, run_id, *, seed, final, finished):
     """A run folder with a run id, whose summary.json names the folder and was written at ``finished``."""
-    folder = make_run(root, name, seed=seed, final=final, best=final, more={"checkpoint": {"run_id": run_id}})
+    folder = make_run(
+        root, name, seed=seed, final=final, best=final, more={"checkpoint": {"run_id": run_id}}
+    )
     summary = json.loads((folder / "summary.json").read_text())
     (folder / "summary.json").write_text(json.dumps({**summary, "run_dir": str(folder.resolve())}))
     os.utime(folder / "summary.json", (finished, finished))
@@ -33,7 +35,9 @@ def outputs(tmp_path):
     """outputs/ with FedAvg seed 0 run twice (the older one also copied by MLflow and by
     hand), seed 1 once, and a folder whose summary.json is cut short."""
     root = tmp_path / "outputs"
-    first = run(root / "2026-01-01", "10-00-fedavg-s0", "aaaaaaaaaaaa", seed=0, final=0.4, finished=OLD)
+    first = run(
+        root / "2026-01-01", "10-00-fedavg-s0", "aaaaaaaaaaaa", seed=0, final=0.4, finished=OLD
+    )
     run(root / "2026-01-02", "10-00-fedavg-s0", "bbbbbbbbbbbb", seed=0, final=0.6, finished=NEW)
     run(root / "2026-01-02", "11-00-fedavg-s1", "cccccccccccc", seed=1, final=0.8, finished=NEW)
     # what MLflow's log_artifacts copies of the run folder, and a copy made by hand (sorts first)
@@ -48,13 +52,22 @@ def test_copies_count_once_and_the_rerun_is_left_out_with_a_warning(outputs, tmp
     text = write_report([outputs], tmp_path / "out", per_run=True).read_text()
     lines = text.splitlines()
     # seed 0's newest run (60%) and seed 1 (80%): 70.00 ± 14.14, not five runs
-    assert next(line for line in lines if line.startswith("| fedavg |")).startswith("| fedavg | 2 | 70.00 ± 14.14 |")
-    assert ("6 runs found; left out: 2 copies (in a tracker's store, or a second folder of a run id), "
-            "1 not completed; 1 rerun of the same set-up and seed left out.") in lines
+    assert next(line for line in lines if line.startswith("| fedavg |")).startswith(
+        "| fedavg | 2 | 70.00 ± 14.14 |"
+    )
+    assert (
+        "6 runs found; left out: 2 copies (in a tracker's store, or a second folder of a run id), "
+        "1 not completed; 1 rerun of the same set-up and seed left out."
+    ) in lines
     first = (outputs / "2026-01-01" / "10-00-fedavg-s0").resolve()
-    assert (f"Warning: 1 rerun of the same set-up and seed left out, the newest run of each kept (pass "
-            f"--keep-reruns to average them in): `{first}` (fedavg, seed 0).") in lines
-    assert "2 runs in 1 row: a row gives mean ± sample std over its n runs (column runs), one per seed" in text
+    assert (
+        f"Warning: 1 rerun of the same set-up and seed left out, the newest run of each kept (pass "
+        f"--keep-reruns to average them in): `{first}` (fedavg, seed 0)."
+    ) in lines
+    assert (
+        "2 runs in 1 row: a row gives mean ± sample std over its n runs (column runs), one per seed"
+        in text
+    )
     every_run = text.split("## Every run")[1]
     assert every_run.count("| fedavg | 0 |") == 1 and "| fedavg | 0 | 60.00 |" in every_run
 
@@ -68,7 +81,11 @@ def test_keep_reruns_averages_the_rerun_in_and_says_so(outputs, tmp_path):
 
 def test_the_folder_its_summary_names_is_the_run_and_the_others_copies(outputs):
     found = load_runs([outputs])
-    assert sorted(r.run_id for r in found.records) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"]
+    assert sorted(r.run_id for r in found.records) == [
+        "aaaaaaaaaaaa",
+        "bbbbbbbbbbbb",
+        "cccccccccccc",
+    ]
     first = next(r for r in found.records if r.run_id == "aaaaaaaaaaaa")
     assert first.name == str((outputs / "2026-01-01" / "10-00-fedavg-s0").resolve())
     assert found.reruns == [first] and (found.copies, found.incomplete) == (2, 1)
@@ -84,8 +101,14 @@ def test_export_keeps_each_run_once_and_flags_the_rerun(outputs, tmp_path):
     table = pd.read_csv(path)
     runs = table.drop_duplicates("run_id").set_index("run_id")
     assert sorted(runs.index) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"]  # no copy
-    assert runs["rerun"].to_dict() == {"aaaaaaaaaaaa": True, "bbbbbbbbbbbb": False, "cccccccccccc": False}
-    assert pd.Timestamp(runs.loc["aaaaaaaaaaaa", "finished"]) == pd.Timestamp(OLD, unit="s", tz="UTC")
+    assert runs["rerun"].to_dict() == {
+        "aaaaaaaaaaaa": True,
+        "bbbbbbbbbbbb": False,
+        "cccccccccccc": False,
+    }
+    assert pd.Timestamp(runs.loc["aaaaaaaaaaaa", "finished"]) == pd.Timestamp(
+        OLD, unit="s", tz="UTC"
+    )
     assert set(table[~table["rerun"]]["run_id"]) == {"bbbbbbbbbbbb", "cccccccccccc"}
 
 
@@ -98,14 +121,21 @@ def test_report_over_the_export_leaves_out_the_same_rerun(outputs, tmp_path):
 
 
 def test_cli_export_prints_what_it_found_and_left_out(outputs, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "fedimb", "export", str(outputs), "--out", str(tmp_path / "e.csv")],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "fedimb", "export", str(outputs), "--out", str(tmp_path / "e.csv")],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == ("6 runs found; left out: 2 copies (in a tracker's store, or a second folder of a run id), "
-                        "1 not completed; 1 rerun of the same set-up and seed flagged (column rerun).")
+    assert lines[0] == (
+        "6 runs found; left out: 2 copies (in a tracker's store, or a second folder of a run id), "
+        "1 not completed; 1 rerun of the same set-up and seed flagged (column rerun)."
+    )
     first = (outputs / "2026-01-01" / "10-00-fedavg-s0").resolve()
-    assert lines[1] == ("Warning: 1 rerun of the same set-up and seed kept and flagged (rerun = true; "
-                        "table[~table['rerun']] holds the newest run of each set-up and seed): "
-                        f"`{first}` (fedavg, seed 0).")
+    assert lines[1] == (
+        "Warning: 1 rerun of the same set-up and seed kept and flagged (rerun = true; "
+        "table[~table['rerun']] holds the newest run of each set-up and seed): "
+        f"`{first}` (fedavg, seed 0)."
+    )
     assert lines[2:] == ["3 runs, 6 rows", str((tmp_path / "e.csv").resolve())]

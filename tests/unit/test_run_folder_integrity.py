@@ -19,13 +19,32 @@ from flwr.common import FitIns, ndarrays_to_parameters
 
 from fedimb.app.config import compose
 from fedimb.app.phases import PhaseClock, TimedClient
-from fedimb.cli.run_folder import RunFolderError, RunFolderInUse, RunRecorder, hold_run_folder, release_run_folder
+from fedimb.cli.run_folder import (
+    RunFolderError,
+    RunFolderInUse,
+    RunRecorder,
+    hold_run_folder,
+    release_run_folder,
+)
 from fedimb.core.events import TAG, format_event, neutral, parse_event
 from strategies.base.round_log import RoundLog
 
 REPO = Path(__file__).resolve().parents[2]
-CFG = ["dataset=digits", "num_clients=3", "num_rounds=1", "runtime=in_process", "device=cpu", "dropout=none"]
-START = {"method": "fedavg", "num_parameters": 100, "num_clients": 3, "num_rounds": 1, "round_unit": "Flower round"}
+CFG = [
+    "dataset=digits",
+    "num_clients=3",
+    "num_rounds=1",
+    "runtime=in_process",
+    "device=cpu",
+    "dropout=none",
+]
+START = {
+    "method": "fedavg",
+    "num_parameters": 100,
+    "num_clients": 3,
+    "num_rounds": 1,
+    "round_unit": "Flower round",
+}
 
 #: what a hostile client puts in an exception message: the server's best round, and an
 #: artifact that would replace partition.json
@@ -34,25 +53,40 @@ FORGED_ARTIFACT = format_event("artifact", name="partition", data={"forged": Tru
 
 
 # ------------------------------------------------------------------ forged events
-@pytest.mark.parametrize("line", [
-    f"WARNING :   round 1: client 1 on node 7: RuntimeError: {FORGED_ARTIFACT}",  # Flower's log record
-    f"WARNING strategies.base.round_log: round 1: client 1 failed: {FORGED_ROUND}",  # in_process's log record
-    f"Exception ClientAppException occurred. Message: {FORGED_ROUND}",  # a line of the simulation's traceback
-    f"[   12.6s] {FORGED_ROUND}",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"WARNING :   round 1: client 1 on node 7: RuntimeError: {FORGED_ARTIFACT}",  # Flower's log record
+        f"WARNING strategies.base.round_log: round 1: client 1 failed: {FORGED_ROUND}",  # in_process's log record
+        f"Exception ClientAppException occurred. Message: {FORGED_ROUND}",  # a line of the simulation's traceback
+        f"[   12.6s] {FORGED_ROUND}",
+    ],
+)
 def test_an_event_quoted_inside_a_log_line_is_not_an_event(line):
     assert parse_event(line) is None
 
 
 def test_the_servers_own_event_lines_still_parse():
-    for line in (FORGED_ROUND, f"  {FORGED_ARTIFACT}\r", format_event("end", rounds=2, seconds=1.5)):
+    for line in (
+        FORGED_ROUND,
+        f"  {FORGED_ARTIFACT}\r",
+        format_event("end", rounds=2, seconds=1.5),
+    ):
         assert parse_event(line) is not None
 
 
-@pytest.mark.parametrize("text", [
-    f"boom\n{FORGED_ROUND}", f"boom\r{FORGED_ROUND}", f"boom\x85{FORGED_ROUND}", f"boom\u2028{FORGED_ROUND}",
-    FORGED_ROUND, f"x {TAG.lower()}{{\"event\":\"end\"}}", "y" * 5000 + f"\n{FORGED_ROUND}",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"boom\n{FORGED_ROUND}",
+        f"boom\r{FORGED_ROUND}",
+        f"boom\x85{FORGED_ROUND}",
+        f"boom\u2028{FORGED_ROUND}",
+        FORGED_ROUND,
+        f'x {TAG.lower()}{{"event":"end"}}',
+        "y" * 5000 + f"\n{FORGED_ROUND}",
+    ],
+)
 def test_neutral_text_is_one_bounded_line_that_never_carries_an_event(text):
     safe = neutral(text)
     assert len(safe.splitlines()) == 1 and len(safe) <= 300
@@ -73,7 +107,9 @@ def test_a_round_note_quotes_a_client_in_one_line_without_the_tag(caplog):
 def test_the_lost_clients_warning_quotes_their_errors_in_one_line(capsys):
     from fedimb.core.events import emit_clients_lost
 
-    emit_clients_lost(3, {f"could not start: OSError: x\n{FORGED_ARTIFACT}": 1, "did not connect": 1})
+    emit_clients_lost(
+        3, {f"could not start: OSError: x\n{FORGED_ARTIFACT}": 1, "did not connect": 1}
+    )
     (line,) = capsys.readouterr().out.splitlines()
     (why, _) = parse_event(line)["clients_lost_reasons"]
     assert why.startswith("could not start: OSError: x FEDIMB_EVENT {") and "\n" not in why
@@ -119,7 +155,9 @@ def test_a_failing_clients_traceback_in_the_servers_log_carries_no_event(tmp_pat
     for line in logged.splitlines():
         recorder.feed(line)
     recorder.close()
-    assert (tmp_path / "events.jsonl").read_text() == "" and not (tmp_path / "partition.json").exists()
+    assert (tmp_path / "events.jsonl").read_text() == "" and not (
+        tmp_path / "partition.json"
+    ).exists()
 
 
 def test_a_client_cannot_forge_events_of_an_in_process_run(tmp_path, monkeypatch):
@@ -130,10 +168,18 @@ def test_a_client_cannot_forge_events_of_an_in_process_run(tmp_path, monkeypatch
 
     forged = {1: FORGED_ARTIFACT, 2: FORGED_ROUND}
     inject = faults.inject
-    monkeypatch.setattr(faults, "inject", lambda cfg, pid, client: _Forger(forged[pid], client) if pid in forged
-                        else inject(cfg, pid, client))
-    run_dir = run_experiment(compose([*CFG, "num_rounds=2", "checkpoint.enabled=false",
-                                      f"output.root={tmp_path}"]), tmp_path / "run", lambda line: None)
+    monkeypatch.setattr(
+        faults,
+        "inject",
+        lambda cfg, pid, client: (
+            _Forger(forged[pid], client) if pid in forged else inject(cfg, pid, client)
+        ),
+    )
+    run_dir = run_experiment(
+        compose([*CFG, "num_rounds=2", "checkpoint.enabled=false", f"output.root={tmp_path}"]),
+        tmp_path / "run",
+        lambda line: None,
+    )
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert not [e for e in events if e["event"] == "artifact"]
     assert [e["round"] for e in events if e["event"] == "round"] == [0, 1, 2]
@@ -142,16 +188,23 @@ def test_a_client_cannot_forge_events_of_an_in_process_run(tmp_path, monkeypatch
     assert json.loads((run_dir / "summary.json").read_text())["best_accuracy"] != 0.999
     notes = [m for e in events if e["event"] == "round" for m in e.get("messages", [])]
     assert notes and all("FEDIMB_EVENT" in m and "\n" not in m for m in notes)
-    assert not [line for line in (run_dir / "flwr.log").read_text().splitlines()
-                if parse_event(line.split("] ", 1)[-1]) and '"accuracy":0.999' in line]
+    assert not [
+        line
+        for line in (run_dir / "flwr.log").read_text().splitlines()
+        if parse_event(line.split("] ", 1)[-1]) and '"accuracy":0.999' in line
+    ]
 
 
 # ------------------------------------------------------------------ one writer
 def _holder(run_dir: Path) -> subprocess.Popen:
     """Another process that holds ``run_dir``'s lock until it is killed; returns once it holds it."""
-    code = ("import sys, time; from pathlib import Path; from fedimb.cli.run_folder import hold_run_folder; "
-            "hold_run_folder(Path(sys.argv[1])); print('held', flush=True); time.sleep(3600)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    code = (
+        "import sys, time; from pathlib import Path; from fedimb.cli.run_folder import hold_run_folder; "
+        "hold_run_folder(Path(sys.argv[1])); print('held', flush=True); time.sleep(3600)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(run_dir)], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     return proc
 
@@ -159,7 +212,9 @@ def _holder(run_dir: Path) -> subprocess.Popen:
 def test_a_second_writer_is_refused_and_the_lock_dies_with_its_holder(tmp_path):
     holder = _holder(tmp_path)
     try:
-        with pytest.raises(RunFolderInUse, match=rf"run folder {tmp_path} is in use by process {holder.pid} "):
+        with pytest.raises(
+            RunFolderInUse, match=rf"run folder {tmp_path} is in use by process {holder.pid} "
+        ):
             hold_run_folder(tmp_path)
     finally:
         holder.kill()  # SIGKILL: no chance to clean up
@@ -183,11 +238,18 @@ def test_resume_and_attach_refuse_a_run_folder_in_use_in_one_line(tmp_path):
     holder = _holder(run_dir)
     try:
         for command in ("resume", "attach"):
-            done = subprocess.run([sys.executable, "-m", "fedimb", command, str(run_dir)], cwd=REPO,
-                                  capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                [sys.executable, "-m", "fedimb", command, str(run_dir)],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             assert done.returncode == 2, done.stderr[-2000:]
-            assert done.stderr.strip() == (f"fedimb: error: run folder {run_dir} is in use by process {holder.pid} "
-                                           "(a fedimb run, resume or attach writing it); wait for it to end or stop it")
+            assert done.stderr.strip() == (
+                f"fedimb: error: run folder {run_dir} is in use by process {holder.pid} "
+                "(a fedimb run, resume or attach writing it); wait for it to end or stop it"
+            )
     finally:
         holder.kill()
         holder.wait()
@@ -197,23 +259,35 @@ def test_resume_and_attach_refuse_a_run_folder_in_use_in_one_line(tmp_path):
 def test_resume_skips_and_reports_a_damaged_events_line(tmp_path):
     from fedimb.cli.launch import events_of_last_attempt
 
-    good = [format_event("start", **START), format_event("round", round=0, stage="train", test={"accuracy": 0.1}),
-            format_event("round", round=1, stage="train", seconds=1.0, test={"accuracy": 0.5})]
+    good = [
+        format_event("start", **START),
+        format_event("round", round=0, stage="train", test={"accuracy": 0.1}),
+        format_event("round", round=1, stage="train", seconds=1.0, test={"accuracy": 0.5}),
+    ]
     lines = [json.dumps(parse_event(line)) for line in good]
-    (tmp_path / "events.jsonl").write_text("\n".join([lines[0], "\x00\x00garbage", *lines[1:], '{"event": "rou']))
+    (tmp_path / "events.jsonl").write_text(
+        "\n".join([lines[0], "\x00\x00garbage", *lines[1:], '{"event": "rou'])
+    )
     warnings: list[str] = []
     recorder = RunRecorder(tmp_path, compose(CFG), echo=warnings.append, resume=True)
     assert [r["round"] for r in recorder.rounds] == [0, 1]
-    assert warnings == [f"[fedimb] warning: skipped 2 damaged lines of {tmp_path / 'events.jsonl'} (lines 2, 5)"]
+    assert warnings == [
+        f"[fedimb] warning: skipped 2 damaged lines of {tmp_path / 'events.jsonl'} (lines 2, 5)"
+    ]
     recorder.feed(format_event("end", rounds=1, seconds=2.0))  # not glued to the line cut short
     recorder.close()
-    assert json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1]) == {"event": "end", "rounds": 1,
-                                                                                      "seconds": 2.0}
+    assert json.loads((tmp_path / "events.jsonl").read_text().splitlines()[-1]) == {
+        "event": "end",
+        "rounds": 1,
+        "seconds": 2.0,
+    }
     assert events_of_last_attempt(tmp_path) == 4
 
 
 # ------------------------------------------------------------------ full disk
-def test_a_full_disk_at_the_end_is_one_line_and_the_run_can_still_be_completed(tmp_path, monkeypatch):
+def test_a_full_disk_at_the_end_is_one_line_and_the_run_can_still_be_completed(
+    tmp_path, monkeypatch
+):
     from omegaconf import OmegaConf
 
     from fedimb.app import checkpoint

@@ -14,18 +14,29 @@ import pytest
 from fedimb.cli.run_follower import FlwrCli, LogCursor, RunFollower, RunLost, RunStatus
 from fedimb.core.events import format_event
 
-LOG = ["INFO: starting ServerApp", format_event("start", num_rounds=2), "INFO: round 1",
-       format_event("round", round=1), "INFO: round 2", format_event("round", round=2),
-       format_event("end", rounds=2), "INFO: done"]
+LOG = [
+    "INFO: starting ServerApp",
+    format_event("start", num_rounds=2),
+    "INFO: round 1",
+    format_event("round", round=1),
+    "INFO: round 2",
+    format_event("round", round=2),
+    format_event("end", rounds=2),
+    "INFO: done",
+]
 
 
-def printer(lines: list[str], *, code: int = 0, partial: str | None = None, hang: bool = False) -> list[str]:
+def printer(
+    lines: list[str], *, code: int = 0, partial: str | None = None, hang: bool = False
+) -> list[str]:
     """A command that prints ``lines`` (and ``partial`` without its newline), then exits
     with ``code`` or, with ``hang``, stays silent until stopped."""
-    script = (f"import sys, time\nfor line in {json.dumps(lines)}: print(line, flush=True)\n"
-              f"sys.stdout.write({json.dumps(partial or '')}); sys.stdout.flush()\n"
-              f"print('flwr says goodbye', file=sys.stderr, flush=True)\n"
-              f"{'time.sleep(3600)' if hang else ''}\nsys.exit({code})\n")
+    script = (
+        f"import sys, time\nfor line in {json.dumps(lines)}: print(line, flush=True)\n"
+        f"sys.stdout.write({json.dumps(partial or '')}); sys.stdout.flush()\n"
+        f"print('flwr says goodbye', file=sys.stderr, flush=True)\n"
+        f"{'time.sleep(3600)' if hang else ''}\nsys.exit({code})\n"
+    )
     return [sys.executable, "-c", script]
 
 
@@ -59,8 +70,14 @@ class Recorder:
         return any('"event":"end"' in line for line in self.lines)
 
     def follower(self, cli: FlwrCli, patience: float = 30.0) -> RunFollower:
-        return RunFollower(cli, self.lines.append, self.complete, self.notices.append, patience=patience,
-                           status_every=0.05)
+        return RunFollower(
+            cli,
+            self.lines.append,
+            self.complete,
+            self.notices.append,
+            patience=patience,
+            status_every=0.05,
+        )
 
     def log_lines(self) -> list[str]:
         return [line for line in self.lines if line in LOG]
@@ -87,7 +104,9 @@ def test_an_attached_front_end_skips_the_events_its_run_folder_holds():
     assert delivered == LOG[4:]
 
 
-CONNECTION = "Using SuperLink: fedimb (127.0.0.1:9093)"  # flwr run's and flwr log's first stdout line
+CONNECTION = (
+    "Using SuperLink: fedimb (127.0.0.1:9093)"  # flwr run's and flwr log's first stdout line
+)
 
 
 def test_a_cut_stream_is_followed_by_a_reattached_one_without_repeats():
@@ -107,7 +126,10 @@ def test_a_run_that_finished_without_its_final_event_reports_flowers_status():
     follower = recorder.follower(cli)
     follower.start(printer(["Successfully started run 3", *LOG[:2]], code=1))
     assert recorder.log_lines() == LOG[:4] and not recorder.complete()
-    assert follower.final_status == failed and str(failed) == "finished:failed (ServerApp exited with code 1)"
+    assert (
+        follower.final_status == failed
+        and str(failed) == "finished:failed (ServerApp exited with code 1)"
+    )
 
 
 def test_a_silent_stream_of_a_finished_run_is_ended_and_read_again():
@@ -122,7 +144,9 @@ def test_a_superlink_that_does_not_answer_ends_the_wait_after_the_patience():
     cli = FakeCli([], [None])
     recorder = Recorder()
     with pytest.raises(RunLost, match=r"lost run 9: .*runtime.reattach_seconds=0.2"):
-        recorder.follower(cli, patience=0.2).start(printer(["Successfully started run 9", *LOG[:2]], code=1))
+        recorder.follower(cli, patience=0.2).start(
+            printer(["Successfully started run 9", *LOG[:2]], code=1)
+        )
     assert any("waiting for run 9: the SuperLink does not answer" in n for n in recorder.notices)
 
 
@@ -142,8 +166,11 @@ def test_a_run_that_never_started_returns_flwrs_code_and_words():
 
 def test_stopping_a_running_run_asks_the_superlink():
     outcomes = {}
-    for name, status, answers in (("running", RUNNING, True), ("finished", COMPLETED, True),
-                                  ("silent", RUNNING, False)):
+    for name, status, answers in (
+        ("running", RUNNING, True),
+        ("finished", COMPLETED, True),
+        ("silent", RUNNING, False),
+    ):
         cli = FakeCli([], [status])
         cli.stop = lambda run_id, cli=cli, answers=answers: cli.stopped.append(run_id) or answers
         follower = Recorder().follower(cli)
@@ -152,7 +179,10 @@ def test_stopping_a_running_run_asks_the_superlink():
     assert outcomes == {
         "running": ("stopped run 4 (flwr stop)", [4]),
         "finished": ("run 4 is finished:completed", []),
-        "silent": ("could not stop run 4: the SuperLink does not answer; stop it with flwr stop 4", [4]),
+        "silent": (
+            "could not stop run 4: the SuperLink does not answer; stop it with flwr stop 4",
+            [4],
+        ),
     }
 
 
@@ -165,11 +195,17 @@ def run_folder(tmp_path: Path, *overrides: str) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("case,expected", [
-    ("simulated", r"ran with runtime=simulation: only a deployed run goes on without its front end"),
-    ("never started", r"names no Flower run \(superlink_run.json is missing or unreadable\)"),
-    ("complete", r"is complete already \(summary.json\): nothing to attach to"),
-])
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        (
+            "simulated",
+            r"ran with runtime=simulation: only a deployed run goes on without its front end",
+        ),
+        ("never started", r"names no Flower run \(superlink_run.json is missing or unreadable\)"),
+        ("complete", r"is complete already \(summary.json\): nothing to attach to"),
+    ],
+)
 def test_attach_refuses_a_run_folder_it_cannot_follow_in_one_line(tmp_path, case, expected):
     from fedimb.cli.launch import attach_experiment
     from fedimb.core.errors import ConfigError

@@ -30,10 +30,22 @@ def test_keys_are_created_0600_without_a_chmod_afterwards(tmp_path, open_umask, 
     monkeypatch.setattr(os, "fchmod", lambda *args, **kwargs: None)
     make_certificates(tmp_path)
     make_node_keys(tmp_path, 2)
-    assert {name: oct(mode(tmp_path / name)) for name in SECRETS} == {name: "0o600" for name in SECRETS}
+    assert {name: oct(mode(tmp_path / name)) for name in SECRETS} == {
+        name: "0o600" for name in SECRETS
+    }
     assert b"PRIVATE KEY" in (tmp_path / "node-0").read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["ca.crt", "ca.key", "server.pem", "server.key", "node-0", "node-0.pub", "node-1", "node-1.pub"])
+        [
+            "ca.crt",
+            "ca.key",
+            "server.pem",
+            "server.key",
+            "node-0",
+            "node-0.pub",
+            "node-1",
+            "node-1.pub",
+        ]
+    )
 
 
 def test_a_link_planted_where_a_key_goes_is_replaced_not_written_through(tmp_path):
@@ -55,7 +67,11 @@ def test_the_local_federations_superlink_listens_on_loopback_only(tmp_path, monk
     from fedimb.cli import processes
 
     started = []
-    monkeypatch.setattr(processes.ManagedProcess, "__init__", lambda self, args, *rest: started.append(args))
+    monkeypatch.setattr(
+        processes.ManagedProcess, "__init__", lambda self, args, *rest: started.append(args)
+    )
     superlink = processes.SuperLink(tmp_path / "superlink.log", simulation=False)
     args = started[0]
-    assert args[args.index("--host") + 1] == "127.0.0.1" and superlink.address.startswith("127.0.0.1:")
+    assert args[args.index("--host") + 1] == "127.0.0.1" and superlink.address.startswith(
+        "127.0.0.1:"
+    )

@@ -21,8 +21,16 @@ from fedimb.core.training import (
     train_epochs,
 )
 
-ONE_CLIENT = ["dataset=digits", "num_clients=1", "dropout=none", "partition=iid", "train.local_epochs=1", "train.momentum=0.0",
-              "train.weight_decay=0.0", "train.batch_size=200"]
+ONE_CLIENT = [
+    "dataset=digits",
+    "num_clients=1",
+    "dropout=none",
+    "partition=iid",
+    "train.local_epochs=1",
+    "train.momentum=0.0",
+    "train.weight_decay=0.0",
+    "train.batch_size=200",
+]
 
 
 def plain_loop(fed, weights, server_round, after_backward=None, model=None):
@@ -31,13 +39,22 @@ def plain_loop(fed, weights, server_round, after_backward=None, model=None):
     set_weights(model, weights)
     cfg = fed.cfg
     idx = torch.from_numpy(fed.run.data.partition.indices[0])
-    x, y = torch.from_numpy(fed.run.data.dataset.x_train), torch.from_numpy(fed.run.data.dataset.y_train)
+    x, y = (
+        torch.from_numpy(fed.run.data.dataset.x_train),
+        torch.from_numpy(fed.run.data.dataset.y_train),
+    )
     hp = TrainConfig.from_mapping(cfg.train)
     result = train_epochs(
-        model, x, y, idx, epochs=hp.local_epochs, batch_size=hp.batch_size,
+        model,
+        x,
+        y,
+        idx,
+        epochs=hp.local_epochs,
+        batch_size=hp.batch_size,
         optimizer=make_optimizer(model.parameters(), hp),
         loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
-        generator=seeded_generator(int(cfg.seed), server_round, 0), after_backward=after_backward,
+        generator=seeded_generator(int(cfg.seed), server_round, 0),
+        after_backward=after_backward,
     )
     return get_weights(model), result.steps
 
@@ -67,7 +84,9 @@ def test_scaffold_control_variates_follow_option_ii():
     y1, steps = plain_loop(fed, x0, 1)
     lr = float(fed.cfg.train.lr)
     index = fed.strategy.param_index
-    expected = [(x0[i] - y1[i]) / (steps * lr) for i in index]  # c_i+ = c_i - c + (x - y)/(K lr), c = c_i = 0
+    expected = [
+        (x0[i] - y1[i]) / (steps * lr) for i in index
+    ]  # c_i+ = c_i - c + (x - y)/(K lr), c = c_i = 0
     stored = fed.client(fed.nodes[0]).load_state("scaffold_control")
     assert_close([stored[f"c{j}"] for j in range(len(index))], expected, tol=1e-4)
     assert_close(fed.strategy.control, expected, tol=1e-4)  # c += |S|/N mean(delta c), |S| = N = 1
@@ -76,8 +95,15 @@ def test_scaffold_control_variates_follow_option_ii():
 def test_scaffold_gradient_mean_control_under_adam_is_the_mean_local_gradient():
     # Under Adam (x - y)/(K lr) is no gradient estimate; control=gradient_mean keeps the
     # mean uncorrected gradient.
-    fed = InProcessFederation(["method=scaffold", *ONE_CLIENT, "train.optimizer=adam", "train.lr=0.001",
-                               "method.client.control=gradient_mean"])
+    fed = InProcessFederation(
+        [
+            "method=scaffold",
+            *ONE_CLIENT,
+            "train.optimizer=adam",
+            "train.lr=0.001",
+            "method.client.control=gradient_mean",
+        ]
+    )
     x0 = parameters_to_ndarrays(fed.parameters)
     fed.round(1)
     model = fed.run.new_model()
@@ -88,17 +114,31 @@ def test_scaffold_gradient_mean_control_under_adam_is_the_mean_local_gradient():
             total.add_(p.grad)
 
     y1, steps = plain_loop(fed, x0, 1, after_backward=record, model=model)
-    assert_close(parameters_to_ndarrays(fed.parameters), y1)  # c = c_i = 0: no correction in round 1
+    assert_close(
+        parameters_to_ndarrays(fed.parameters), y1
+    )  # c = c_i = 0: no correction in round 1
     expected = [(total / steps).numpy() for total in sums]
     stored = fed.client(fed.nodes[0]).load_state("scaffold_control")
     assert_close([stored[f"c{j}"] for j in range(len(expected))], expected)
-    displacement = max(float(np.abs((x0[i] - y1[i]) / (steps * 0.001)).max()) for i in fed.strategy.param_index)
-    assert max(float(np.abs(e).max()) for e in expected) < displacement / 3  # the option II formula would be far off
+    displacement = max(
+        float(np.abs((x0[i] - y1[i]) / (steps * 0.001)).max()) for i in fed.strategy.param_index
+    )
+    assert (
+        max(float(np.abs(e).max()) for e in expected) < displacement / 3
+    )  # the option II formula would be far off
 
 
 def test_scaffold_server_control_scales_with_participation():
-    fed = InProcessFederation(["method=scaffold", "dataset=digits", "num_clients=4", "dropout=none", "fraction_fit=0.5",
-                               "train.local_epochs=1"])
+    fed = InProcessFederation(
+        [
+            "method=scaffold",
+            "dataset=digits",
+            "num_clients=4",
+            "dropout=none",
+            "fraction_fit=0.5",
+            "train.local_epochs=1",
+        ]
+    )
     fed.round(1)
     deltas = []
     for node in fed.nodes:
@@ -110,8 +150,16 @@ def test_scaffold_server_control_scales_with_participation():
 
 
 def test_feddyn_client_and_server_state():
-    fed = InProcessFederation(["method=feddyn", "dataset=digits", "num_clients=2", "dropout=none", "train.local_epochs=1",
-                               "method.client.alpha=0.1"])
+    fed = InProcessFederation(
+        [
+            "method=feddyn",
+            "dataset=digits",
+            "num_clients=2",
+            "dropout=none",
+            "train.local_epochs=1",
+            "method.client.alpha=0.1",
+        ]
+    )
     s = fed.strategy
     x0 = parameters_to_ndarrays(fed.parameters)
     fed.round(1)
@@ -122,8 +170,11 @@ def test_feddyn_client_and_server_state():
         thetas.append(x0[0] - g / 0.1)
     h_expected = -0.1 * sum(t - x0[0] for t in thetas) / 2
     np.testing.assert_allclose(s.h[0], h_expected, atol=1e-5)
-    np.testing.assert_allclose(parameters_to_ndarrays(fed.parameters)[0], np.mean(thetas, axis=0) - h_expected / 0.1,
-                               atol=1e-4)
+    np.testing.assert_allclose(
+        parameters_to_ndarrays(fed.parameters)[0],
+        np.mean(thetas, axis=0) - h_expected / 0.1,
+        atol=1e-4,
+    )
     fed.round(2)  # the state persists: round 2 starts from round 1's linear terms
     g2 = fed.client(fed.nodes[0]).load_state("feddyn_linear")["g0"]
     assert not np.allclose(g2, -0.1 * (thetas[0] - x0[0]))
@@ -131,15 +182,17 @@ def test_feddyn_client_and_server_state():
 
 def test_moon_contrastive_loss_hand_value():
     z = torch.tensor([[1.0, 0.0]])
-    z_glob = torch.tensor([[1.0, 0.0]])   # cos 1
-    z_prev = torch.tensor([[0.0, 1.0]])   # cos 0
+    z_glob = torch.tensor([[1.0, 0.0]])  # cos 1
+    z_prev = torch.tensor([[0.0, 1.0]])  # cos 0
     tau = 0.5
     expected = -math.log(math.exp(1 / tau) / (math.exp(1 / tau) + math.exp(0.0)))
     assert float(contrastive_loss(z, z_glob, z_prev, tau)) == pytest.approx(expected)
 
 
 def test_moon_model_has_the_projection_head_and_keeps_the_previous_model():
-    fed = InProcessFederation(["method=moon", "dataset=digits", "num_clients=2", "dropout=none", "train.local_epochs=1"])
+    fed = InProcessFederation(
+        ["method=moon", "dataset=digits", "num_clients=2", "dropout=none", "train.local_epochs=1"]
+    )
     model = fed.run.new_model()
     assert model.feature_dim == 256 and model.head.in_features == 256
     fed.round(1)
@@ -150,7 +203,9 @@ def test_moon_model_has_the_projection_head_and_keeps_the_previous_model():
 def test_fednova_normaliser_and_update():
     assert fednova_normaliser(10, 0.0) == 10
     rho, tau = 0.9, 3
-    assert fednova_normaliser(tau, rho) == pytest.approx(sum((1 - rho ** (j + 1)) / (1 - rho) for j in range(tau)))
+    assert fednova_normaliser(tau, rho) == pytest.approx(
+        sum((1 - rho ** (j + 1)) / (1 - rho) for j in range(tau))
+    )
     g = [np.array([0.0])]
     # client 1: 2 steps moved to -2 (d = 1/step), client 2: 4 steps moved to -2 (d = 0.5/step); equal sizes
     out = fednova_update(g, [[np.array([-2.0])], [np.array([-2.0])]], [1, 1], [2, 4])
@@ -162,8 +217,8 @@ def test_fedavgm_hand_values_and_reduction_to_fedavg():
     opt = ServerMomentum(lr=1.0, momentum=0.0)
     np.testing.assert_allclose(opt.step([np.array([1.0])], [np.array([0.5])])[0], [0.5])
     opt = ServerMomentum(lr=1.0, momentum=0.5)
-    x1 = opt.step([np.array([1.0])], [np.array([0.0])])[0]     # v = 1, x = 0
-    x2 = opt.step([x1], [np.array([-1.0])])[0]                  # v = 0.5*1 + 1 = 1.5, x = -1.5
+    x1 = opt.step([np.array([1.0])], [np.array([0.0])])[0]  # v = 1, x = 0
+    x2 = opt.step([x1], [np.array([-1.0])])[0]  # v = 0.5*1 + 1 = 1.5, x = -1.5
     np.testing.assert_allclose([x1[0], x2[0]], [0.0, -1.5])
 
 
@@ -176,5 +231,7 @@ def test_fedavgm_one_client_matches_the_reference():
     x1 = parameters_to_ndarrays(fed.parameters)
     fed.round(2)
     y2, _ = plain_loop(fed, x1, 2)
-    expected = [b - (0.9 * (a - b) + (b - c)) for a, b, c in zip(x0, x1, y2)]  # x2 = x1 - (beta v1 + (x1 - y2))
+    expected = [
+        b - (0.9 * (a - b) + (b - c)) for a, b, c in zip(x0, x1, y2)
+    ]  # x2 = x1 - (beta v1 + (x1 - y2))
     assert_close(parameters_to_ndarrays(fed.parameters), expected, tol=1e-5)

@@ -48,8 +48,14 @@ def test_partition_summary_2x3():
     counts = np.array([[2, 2, 2], [0, 3, 0]])
     s = partition_summary(counts)
     assert set(s) == {
-        "num_clients", "num_classes", "global_counts", "client_sizes", "client_counts",
-        "client_kl_to_uniform", "mean_client_kl_to_uniform", "global_kl_to_uniform",
+        "num_clients",
+        "num_classes",
+        "global_counts",
+        "client_sizes",
+        "client_counts",
+        "client_kl_to_uniform",
+        "mean_client_kl_to_uniform",
+        "global_kl_to_uniform",
     }
     assert s["num_clients"] == 2
     assert s["num_classes"] == 3

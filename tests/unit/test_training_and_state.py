@@ -41,8 +41,17 @@ def test_train_epochs_reduces_loss():
         before = float(nn.functional.cross_entropy(model(x), y))
     idx = torch.arange(len(x))
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    result = train_epochs(model, x, y, idx, epochs=5, batch_size=20, optimizer=opt,
-                          loss_fn=loss_fn, generator=seeded_generator(0))
+    result = train_epochs(
+        model,
+        x,
+        y,
+        idx,
+        epochs=5,
+        batch_size=20,
+        optimizer=opt,
+        loss_fn=loss_fn,
+        generator=seeded_generator(0),
+    )
     with torch.no_grad():
         after = float(nn.functional.cross_entropy(model(x), y))
     assert after < before
@@ -65,8 +74,15 @@ def test_train_epochs_only_uses_given_indices_and_calls_hooks():
 
     idx = torch.tensor([3, 7, 11, 20, 42])
     result = train_epochs(
-        model, x, y, idx, epochs=2, batch_size=2, optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-        loss_fn=loss_fn, generator=seeded_generator(1),
+        model,
+        x,
+        y,
+        idx,
+        epochs=2,
+        batch_size=2,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss_fn=loss_fn,
+        generator=seeded_generator(1),
         after_backward=lambda: calls.__setitem__("backward", calls["backward"] + 1),
         after_step=lambda: calls.__setitem__("step", calls["step"] + 1),
     )
@@ -114,17 +130,28 @@ def test_seeded_generator_keys_matter():
 
 
 def test_train_config_and_optimizer():
-    values = {"local_epochs": 2, "batch_size": 8, "lr": 0.1, "momentum": 0.9, "weight_decay": 0.0,
-              "optimizer": "sgd"}
+    values = {
+        "local_epochs": 2,
+        "batch_size": 8,
+        "lr": 0.1,
+        "momentum": 0.9,
+        "weight_decay": 0.0,
+        "optimizer": "sgd",
+    }
     cfg = TrainConfig.from_mapping(values)
     assert cfg.as_dict() == values
     opt = make_optimizer(nn.Linear(2, 2).parameters(), cfg)
     assert isinstance(opt, torch.optim.SGD)
     assert opt.param_groups[0]["lr"] == 0.1 and opt.param_groups[0]["momentum"] == 0.9
-    adam = make_optimizer(nn.Linear(2, 2).parameters(), TrainConfig.from_mapping({**values, "optimizer": "adam"}))
+    adam = make_optimizer(
+        nn.Linear(2, 2).parameters(), TrainConfig.from_mapping({**values, "optimizer": "adam"})
+    )
     assert isinstance(adam, torch.optim.Adam)
     with pytest.raises(ConfigError, match="sgd"):
-        make_optimizer(nn.Linear(2, 2).parameters(), TrainConfig.from_mapping({**values, "optimizer": "nosuch"}))
+        make_optimizer(
+            nn.Linear(2, 2).parameters(),
+            TrainConfig.from_mapping({**values, "optimizer": "nosuch"}),
+        )
     with pytest.raises(ConfigError, match="lr"):
         TrainConfig.from_mapping({k: v for k, v in values.items() if k != "lr"})
 
@@ -142,7 +169,11 @@ def _client():
     x = torch.randn(12, 1, 8, 8, generator=g)
     y = torch.randint(0, 10, (12,), generator=g)
     data = ClientData(
-        partition_id=2, x=x, y=y, indices=torch.arange(12), num_classes=10,
+        partition_id=2,
+        x=x,
+        y=y,
+        indices=torch.arange(12),
+        num_classes=10,
         label_counts=np.bincount(y.numpy(), minlength=10),
     )
     model = build_model({"name": "mlp"}, (1, 8, 8), 10, seed=0)
@@ -151,7 +182,10 @@ def _client():
 
 def test_state_round_trip():
     client, ctx = _client()
-    arrays = {"c": np.arange(6, dtype=np.float32).reshape(2, 3), "n": np.array([1, 2, 3], dtype=np.int64)}
+    arrays = {
+        "c": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "n": np.array([1, 2, 3], dtype=np.int64),
+    }
     client.save_state("scaffold", arrays)
     out = client.load_state("scaffold")
     assert set(out) == {"c", "n"}
@@ -165,7 +199,9 @@ def test_state_round_trip():
 def test_state_survives_a_new_client_on_the_same_context():
     client, ctx = _client()
     client.save_state("s", {"a": np.array([4.0])})
-    other = BaseClient(context=ctx, data=client.data, model=client.model, device=torch.device("cpu"))
+    other = BaseClient(
+        context=ctx, data=client.data, model=client.model, device=torch.device("cpu")
+    )
     np.testing.assert_array_equal(other.load_state("s")["a"], [4.0])
 
 

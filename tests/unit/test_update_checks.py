@@ -13,8 +13,12 @@ from tests.strategy_rounds import started_round
 
 
 def reply(arrays, n: int, **metrics) -> FitRes:
-    return FitRes(status=OK, parameters=ndarrays_to_parameters(arrays), num_examples=n,
-                  metrics={"train_loss": 1.0, **metrics})
+    return FitRes(
+        status=OK,
+        parameters=ndarrays_to_parameters(arrays),
+        num_examples=n,
+        metrics={"train_loss": 1.0, **metrics},
+    )
 
 
 def size_of(strategy, pid: int) -> int:
@@ -22,14 +26,18 @@ def size_of(strategy, pid: int) -> int:
 
 
 def honest(base, value: float):
-    return [np.full_like(a, value) if np.issubdtype(a.dtype, np.floating) else a.copy() for a in base]
+    return [
+        np.full_like(a, value) if np.issubdtype(a.dtype, np.floating) else a.copy() for a in base
+    ]
 
 
 def aggregate_with(strategy, nodes, base, attacker: FitRes):
     """Round 1 with two honest clients (all ones, all threes) and ``attacker`` as client 2."""
-    results = [(nodes[0], reply(honest(base, 1.0), size_of(strategy, 0))),
-               (nodes[1], reply(honest(base, 3.0), size_of(strategy, 1))),
-               (nodes[2], attacker)]
+    results = [
+        (nodes[0], reply(honest(base, 1.0), size_of(strategy, 0))),
+        (nodes[1], reply(honest(base, 3.0), size_of(strategy, 1))),
+        (nodes[2], attacker),
+    ]
     new, _ = strategy.aggregate_fit(1, results, [])
     return new
 
@@ -42,7 +50,11 @@ def assert_only_honest_averaged(strategy, new, base):
     expected = (n0 * 1.0 + n1 * 3.0) / (n0 + n1)
     merged = parameters_to_ndarrays(new)
     assert [a.dtype for a in merged] == [a.dtype for a in base]
-    assert all(np.allclose(m, expected) for m, a in zip(merged, base) if np.issubdtype(a.dtype, np.floating))
+    assert all(
+        np.allclose(m, expected)
+        for m, a in zip(merged, base)
+        if np.issubdtype(a.dtype, np.floating)
+    )
 
 
 def _cast(base, dtype):
@@ -56,14 +68,19 @@ def test_arrays_of_another_dtype_are_rejected(dtype):
     strategy, nodes, base = started_round()
     new = aggregate_with(strategy, nodes, base, reply(_cast(base, dtype), 1))
     assert_only_honest_averaged(strategy, new, base)
-    assert any(f"is {np.dtype(dtype)}, the server sent float32" in m for m in strategy.round_log.messages)
+    assert any(
+        f"is {np.dtype(dtype)}, the server sent float32" in m for m in strategy.round_log.messages
+    )
 
 
 def test_more_samples_than_the_partition_holds_are_rejected():
     strategy, nodes, base = started_round()
     new = aggregate_with(strategy, nodes, base, reply(honest(base, 100.0), 10**12))
     assert_only_honest_averaged(strategy, new, base)
-    assert any(f"exceeds the {size_of(strategy, 2):,} training samples" in m for m in strategy.round_log.messages)
+    assert any(
+        f"exceeds the {size_of(strategy, 2):,} training samples" in m
+        for m in strategy.round_log.messages
+    )
 
 
 def test_a_device_with_its_own_data_is_bounded_by_the_size_it_announced():
@@ -89,11 +106,14 @@ def test_finite_weights_too_large_to_compute_with_are_rejected():
     assert any("square overflows float32" in m for m in strategy.round_log.messages)
 
 
-@pytest.mark.parametrize("metrics, cause", [
-    ({f"m{i}": 1.0 for i in range(300)}, "301 metrics, more than 256"),  # with train_loss
-    ({"note": "x" * 2000}, "metric 'note' is a text of 2,000 characters"),
-    ({"k" * 2000: 1.0}, "a metric key of 2,000 characters"),
-])
+@pytest.mark.parametrize(
+    "metrics, cause",
+    [
+        ({f"m{i}": 1.0 for i in range(300)}, "301 metrics, more than 256"),  # with train_loss
+        ({"note": "x" * 2000}, "metric 'note' is a text of 2,000 characters"),
+        ({"k" * 2000: 1.0}, "a metric key of 2,000 characters"),
+    ],
+)
 def test_metrics_out_of_bounds_are_rejected(metrics, cause):
     strategy, nodes, base = started_round()
     attacker = reply(honest(base, 5.0), size_of(strategy, 2))
@@ -107,8 +127,14 @@ def test_metrics_out_of_bounds_are_rejected(metrics, cause):
 def test_a_metric_that_is_no_finite_number_does_not_pull_the_others_mean(value):
     strategy, nodes, base = started_round()
     attacker = reply(honest(base, 2.0), size_of(strategy, 2), train_loss=value)
-    strategy.aggregate_fit(1, [(nodes[0], reply(honest(base, 1.0), size_of(strategy, 0), train_loss=2.0)),
-                               (nodes[2], attacker)], [])
+    strategy.aggregate_fit(
+        1,
+        [
+            (nodes[0], reply(honest(base, 1.0), size_of(strategy, 0), train_loss=2.0)),
+            (nodes[2], attacker),
+        ],
+        [],
+    )
     assert strategy.round_log.succeeded == 2  # the model is fine: only the metric is left out
     assert strategy.round_log.client_metrics["train_loss"] == pytest.approx(2.0)
 
@@ -124,19 +150,34 @@ def test_a_check_that_raises_rejects_that_client_only(monkeypatch):
 
     monkeypatch.setattr(strategy, "check_payloads", fragile)
     from fedimb.core import payload
+
     attacker = reply(honest(base, 5.0), size_of(strategy, 2))
     attacker.metrics.update(payload.pack({protocol.LATENT_MEAN: np.zeros(3, dtype=np.float32)}))
     new = aggregate_with(strategy, nodes, base, attacker)
     assert_only_honest_averaged(strategy, new, base)
-    assert any("unreadable update (IndexError: index 7 is out of bounds)" in m for m in strategy.round_log.messages)
+    assert any(
+        "unreadable update (IndexError: index 7 is out of bounds)" in m
+        for m in strategy.round_log.messages
+    )
 
 
 def test_a_non_finite_aggregate_is_not_adopted():
     # q-FedAvg's loss powers of a finite but huge loss (1e40, q = 10) make the step NaN; it was adopted
     strategy, nodes, base = started_round("method=qffl", "method.strategy.update=qfedavg")
-    strategy.run.client_training_loss = lambda weights, pid: 1e40 if pid == 2 else 2.0  # as the server finds them
-    results = [(nodes[pid], reply(honest(base, 1.0 + pid), size_of(strategy, pid),
-                                  **{protocol.INITIAL_LOSS: 1e40 if pid == 2 else 2.0})) for pid in range(3)]
+    strategy.run.client_training_loss = lambda weights, pid: (
+        1e40 if pid == 2 else 2.0
+    )  # as the server finds them
+    results = [
+        (
+            nodes[pid],
+            reply(
+                honest(base, 1.0 + pid),
+                size_of(strategy, pid),
+                **{protocol.INITIAL_LOSS: 1e40 if pid == 2 else 2.0},
+            ),
+        )
+        for pid in range(3)
+    ]
     new, _ = strategy.aggregate_fit(1, results, [])
     assert new is None
     assert all(np.array_equal(a, b) for a, b in zip(strategy.current_weights, base))
@@ -150,14 +191,25 @@ def test_a_loss_the_server_can_compute_must_be_that_loss(method, factor):
     extra = ["method.client.loss_at=received"] if method == "grpfed" else []
     strategy, nodes, base = started_round(f"method={method}", *extra)
     truth = [strategy.run.client_training_loss(base, pid) for pid in range(3)]
-    results = [(nodes[pid], reply(honest(base, 1.0 + pid), size_of(strategy, pid),
-                                  **{protocol.INITIAL_LOSS: truth[pid] * (factor if pid == 2 else 1.0)}))
-               for pid in range(3)]
+    results = [
+        (
+            nodes[pid],
+            reply(
+                honest(base, 1.0 + pid),
+                size_of(strategy, pid),
+                **{protocol.INITIAL_LOSS: truth[pid] * (factor if pid == 2 else 1.0)},
+            ),
+        )
+        for pid in range(3)
+    ]
     strategy.aggregate_fit(1, results, [])
     log = strategy.round_log
     assert log.succeeded == 2 and log.rejected == 1
-    assert any("update of client 2 rejected: initial_loss" in m and "is not the loss of the model it was sent" in m
-               for m in log.messages)
+    assert any(
+        "update of client 2 rejected: initial_loss" in m
+        and "is not the loss of the model it was sent" in m
+        for m in log.messages
+    )
 
 
 def test_a_device_with_its_own_data_reports_a_loss_the_server_cannot_check():
@@ -165,5 +217,6 @@ def test_a_device_with_its_own_data_reports_a_loss_the_server_cannot_check():
     strategy.registry._pid_by_device["fingerprint"] = 2
     res = reply(base, 10, **{protocol.INITIAL_LOSS: 123.0})
     assert strategy.check_reported_loss(2, res, protocol.INITIAL_LOSS) is None
-    assert "positive number" in strategy.check_reported_loss(2, reply(base, 10, **{protocol.INITIAL_LOSS: -1.0}),
-                                                             protocol.INITIAL_LOSS)
+    assert "positive number" in strategy.check_reported_loss(
+        2, reply(base, 10, **{protocol.INITIAL_LOSS: -1.0}), protocol.INITIAL_LOSS
+    )

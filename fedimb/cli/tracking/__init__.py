@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -31,7 +32,15 @@ TRACKERS = {
 }
 STATE_FILE = "tracking.json"  # in the run folder: which tracker run a resumed run continues
 
-__all__ = ["RunInfo", "Tracker", "TrackingError", "TrackedRun", "check_tracking", "open_tracking", "round_metrics"]
+__all__ = [
+    "RunInfo",
+    "Tracker",
+    "TrackingError",
+    "TrackedRun",
+    "check_tracking",
+    "open_tracking",
+    "round_metrics",
+]
 
 
 def _name(cfg: DictConfig) -> str:
@@ -48,29 +57,49 @@ def check_tracking(cfg: DictConfig) -> None:
         raise TrackingError(f"unknown tracking '{name}' (choose from: none, {', '.join(TRACKERS)})")
     package = TRACKERS[name][2]
     if importlib.util.find_spec(package) is None:
-        raise TrackingError(f"tracking={name} needs the {package} package, which is not installed: "
-                            f"make install EXTRAS=dev,{name}")
+        raise TrackingError(
+            f"tracking={name} needs the {package} package, which is not installed: "
+            f"make install EXTRAS=dev,{name}"
+        )
 
 
 def round_metrics(event: dict[str, Any]) -> dict[str, float]:
     """A round event's values as ``split/metric`` keys (the rows of metrics.csv), but of
     the local evaluation only the distribution: each client's accuracy (up to one per
     client of 10,000) stays in metrics.csv, which the tracker keeps as an artifact."""
-    return {f"{split}/{metric}": value for split, metric, value in metric_rows(event)
-            if not (split == "local" and "accuracy_client_" in metric)}
+    return {
+        f"{split}/{metric}": value
+        for split, metric, value in metric_rows(event)
+        if not (split == "local" and "accuracy_client_" in metric)
+    }
 
 
 SUMMARY_METRICS = (
-    "final_accuracy", "final_macro_f1", "final_loss", "best_accuracy", "best_round", "rounds",
-    "bytes_up", "bytes_down", "round_to_target", "bytes_to_target",
-    "wall_seconds", "server_seconds", "first_round_seconds", "mean_round_seconds_after_first",
+    "final_accuracy",
+    "final_macro_f1",
+    "final_loss",
+    "best_accuracy",
+    "best_round",
+    "rounds",
+    "bytes_up",
+    "bytes_down",
+    "round_to_target",
+    "bytes_to_target",
+    "wall_seconds",
+    "server_seconds",
+    "first_round_seconds",
+    "mean_round_seconds_after_first",
     *(f"local_accuracy_{stat}" for stat in DISTRIBUTION_STATS),
 )
 
 
 def summary_metrics(summary: dict[str, Any]) -> dict[str, float]:
     """summary.json's results (not its settings) as ``summary/*``; absent ones left out."""
-    return {f"summary/{key}": float(summary[key]) for key in SUMMARY_METRICS if summary.get(key) is not None}
+    return {
+        f"summary/{key}": float(summary[key])
+        for key in SUMMARY_METRICS
+        if summary.get(key) is not None
+    }
 
 
 class TrackedRun:
@@ -88,8 +117,10 @@ class TrackedRun:
         try:
             return call()
         except Exception as err:  # noqa: BLE001 - a tracker must not end the run it logs
-            self.echo(f"[fedimb] warning: {self.tracker.name} tracking stopped ({action}): "
-                      f"{type(err).__name__}: {err}")
+            self.echo(
+                f"[fedimb] warning: {self.tracker.name} tracking stopped ({action}): "
+                f"{type(err).__name__}: {err}"
+            )
             self.tracker = None
             return None
 
@@ -97,12 +128,17 @@ class TrackedRun:
         """The recorder's callback for each round it accepts (a round repeated by a
         restarted attempt is logged again at the same step)."""
         metrics = round_metrics(event)
-        self._guard(f"round {event['round']}", lambda: self.tracker.log_metrics(metrics, int(event["round"])))
+        self._guard(
+            f"round {event['round']}",
+            lambda: self.tracker.log_metrics(metrics, int(event["round"])),
+        )
 
     def end(self, summary: dict[str, Any] | None) -> None:
         """The summary, the run folder's files as artifacts, and the run's status."""
         completed = bool(summary and summary.get("completed"))
-        self._guard("end", lambda: self.tracker.end(summary_metrics(summary or {}), self.run_dir, completed))
+        self._guard(
+            "end", lambda: self.tracker.end(summary_metrics(summary or {}), self.run_dir, completed)
+        )
         self.tracker = None
 
 
@@ -122,7 +158,9 @@ def open_tracking(cfg: DictConfig, run_dir: Path, echo: Callable[[str], None]) -
     try:
         state = tracker.begin(state.get(name) or {})
     except Exception as err:
-        raise TrackingError(f"tracking={name}: cannot start the run: {type(err).__name__}: {err}") from err
+        raise TrackingError(
+            f"tracking={name}: cannot start the run: {type(err).__name__}: {err}"
+        ) from err
     state_file.write_text(json.dumps({name: state}, indent=1) + "\n")
     echo(f"[fedimb] tracking: {tracker.where()}")
     return TrackedRun(tracker, run_dir, echo)

@@ -11,7 +11,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedimb.core.errors import FedimbError
 
-PARAM_CHARS = 500  # a longer value (a file partition's index lists) is cut: params describe, files keep
+PARAM_CHARS = (
+    500  # a longer value (a file partition's index lists) is cut: params describe, files keep
+)
 
 
 class TrackingError(FedimbError):
@@ -22,11 +24,11 @@ class TrackingError(FedimbError):
 class RunInfo:
     """A run as trackers name and describe it."""
 
-    name: str                  # the run folder's name
-    group: str | None          # the sweep it belongs to (its folder, below the output root), if any
+    name: str  # the run folder's name
+    group: str | None  # the sweep it belongs to (its folder, below the output root), if any
     output_root: Path
     params: dict[str, str] = field(default_factory=dict)  # the resolved config, dotted keys
-    tags: dict[str, str] = field(default_factory=dict)    # method, dataset, partition, seed, ...
+    tags: dict[str, str] = field(default_factory=dict)  # method, dataset, partition, seed, ...
 
 
 class Tracker:
@@ -62,7 +64,7 @@ def flatten(tree: Any) -> dict[str, str]:
     out = {}
     for key, value in flatten_config(tree).items():
         text = json.dumps(value) if isinstance(value, tuple) else str(value)
-        out[key] = text if len(text) <= PARAM_CHARS else text[:PARAM_CHARS - 1] + "…"
+        out[key] = text if len(text) <= PARAM_CHARS else text[: PARAM_CHARS - 1] + "…"
     return out
 
 
@@ -81,10 +83,15 @@ def sweep_group(run_dir: Path, output_root: Path) -> str | None:
 def run_info(cfg: DictConfig, run_dir: Path) -> RunInfo:
     output_root = Path(str(cfg.output.root)).resolve()
     tags = {
-        "method": str(cfg.method.name), "dataset": str(cfg.dataset.name), "model": str(cfg.model.name),
-        "partition": str(cfg.partition.name), "dropout": str(cfg.dropout.name),
-        "runtime": str(cfg.runtime.name), "seed": str(cfg.seed),
-        "run_id": str(cfg.checkpoint.get("run_id")), "run_dir": str(run_dir),
+        "method": str(cfg.method.name),
+        "dataset": str(cfg.dataset.name),
+        "model": str(cfg.model.name),
+        "partition": str(cfg.partition.name),
+        "dropout": str(cfg.dropout.name),
+        "runtime": str(cfg.runtime.name),
+        "seed": str(cfg.seed),
+        "run_id": str(cfg.checkpoint.get("run_id")),
+        "run_dir": str(run_dir),
     }
     params = flatten(OmegaConf.to_container(cfg, resolve=True))
     return RunInfo(run_dir.name, sweep_group(run_dir, output_root), output_root, params, tags)

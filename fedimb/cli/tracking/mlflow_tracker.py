@@ -60,18 +60,24 @@ class MlflowTracker(Tracker):
         location = (self.run.output_root / "mlartifacts").as_uri() if local else None
         # the UI then opens it on its runs and charts (model training), not on GenAI traces
         return self.client.create_experiment(
-            name, artifact_location=location, tags={"mlflow.experimentKind": "custom_model_development"},
+            name,
+            artifact_location=location,
+            tags={"mlflow.experimentKind": "custom_model_development"},
         )
 
     def _sweep_parent(self, experiment_id: str) -> str:
         """The sweep's parent run, created by its first job."""
         found = self.client.search_runs(
-            [experiment_id], filter_string=f"tags.`fedimb.sweep` = '{self.run.group}'", max_results=1,
+            [experiment_id],
+            filter_string=f"tags.`fedimb.sweep` = '{self.run.group}'",
+            max_results=1,
         )
         if found:
             return found[0].info.run_id
         parent = self.client.create_run(
-            experiment_id, tags={"fedimb.sweep": self.run.group}, run_name=f"sweep {self.run.group}",
+            experiment_id,
+            tags={"fedimb.sweep": self.run.group},
+            run_name=f"sweep {self.run.group}",
         )
         return parent.info.run_id
 
@@ -80,7 +86,7 @@ class MlflowTracker(Tracker):
 
         params = [Param(k, v) for k, v in sorted(self.run.params.items())]
         for start in range(0, len(params), BATCH):
-            self.client.log_batch(self.run_id, params=params[start:start + BATCH])
+            self.client.log_batch(self.run_id, params=params[start : start + BATCH])
 
     def where(self) -> str:
         return f"MLflow run {self.run_id} in {self.uri}"
@@ -91,7 +97,7 @@ class MlflowTracker(Tracker):
         now = int(time.time() * 1000)
         batch = [Metric(key, value, now, step) for key, value in metrics.items()]
         for start in range(0, len(batch), 1000):
-            self.client.log_batch(self.run_id, metrics=batch[start:start + 1000])
+            self.client.log_batch(self.run_id, metrics=batch[start : start + 1000])
 
     def end(self, summary: dict[str, float], run_dir: Path, completed: bool) -> None:
         if summary:  # at the last round, so that a chart of summary/* sits at the run's end

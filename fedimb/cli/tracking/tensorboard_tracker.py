@@ -19,8 +19,14 @@ class TensorBoardTracker(Tracker):
     def begin(self, resumed: dict[str, Any]) -> dict[str, Any]:
         from torch.utils.tensorboard import SummaryWriter
 
-        root = Path(str(self.settings.get("log_dir") or self.run.output_root / "tensorboard")).resolve()
-        self.log_dir = Path(resumed["log_dir"]) if resumed.get("log_dir") else root / (self.run.group or "") / self.run.name
+        root = Path(
+            str(self.settings.get("log_dir") or self.run.output_root / "tensorboard")
+        ).resolve()
+        self.log_dir = (
+            Path(resumed["log_dir"])
+            if resumed.get("log_dir")
+            else root / (self.run.group or "") / self.run.name
+        )
         self.writer = SummaryWriter(log_dir=str(self.log_dir))
         if not resumed:
             rows = "\n".join(f"| {k} | {v} |" for k, v in sorted(self.run.params.items()))

@@ -24,10 +24,16 @@ class WandbTracker(Tracker):
         directory = Path(str(settings.get("dir") or self.run.output_root)).resolve()
         directory.mkdir(parents=True, exist_ok=True)
         self.wandb_run = wandb.init(
-            project=str(settings.project), entity=settings.get("entity"),
-            mode=settings.get("mode"), dir=str(directory), name=self.run.name, group=self.run.group,
-            id=resumed.get("id"), resume="allow" if resumed.get("id") else None,
-            config=self.run.params, tags=[tags["method"], tags["dataset"], tags["partition"], f"seed={tags['seed']}"],
+            project=str(settings.project),
+            entity=settings.get("entity"),
+            mode=settings.get("mode"),
+            dir=str(directory),
+            name=self.run.name,
+            group=self.run.group,
+            id=resumed.get("id"),
+            resume="allow" if resumed.get("id") else None,
+            config=self.run.params,
+            tags=[tags["method"], tags["dataset"], tags["partition"], f"seed={tags['seed']}"],
             reinit="create_new",  # a sweep's jobs run one after another in one process
             settings=wandb.Settings(console="off", quiet=True),  # the front end owns stdout
         )

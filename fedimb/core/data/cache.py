@@ -6,8 +6,8 @@ import atexit
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -45,7 +45,9 @@ def disk_cached(key: str, load: Callable[[], dict[str, np.ndarray]]) -> dict[str
 _COMPLETE = "complete"  # written last into a stored folder: its arrays are whole
 
 
-def disk_stored(key: str, write: Callable[[Path], None], names: Iterable[str]) -> dict[str, np.ndarray]:
+def disk_stored(
+    key: str, write: Callable[[Path], None], names: Iterable[str]
+) -> dict[str, np.ndarray]:
     """Arrays too large to hold in every process: ``write(folder)`` stores them as
     ``<name>.npy`` files in ``<cache>/<key>/`` (once per machine), and each process maps
     them copy-on-write, so it reads from disk only the rows it indexes (a client its own

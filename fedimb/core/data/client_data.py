@@ -47,6 +47,8 @@ class ClientData:
     def global_test(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The global test set, for client-side evaluations of personalised models."""
         if self.x_test is None or self.y_test is None:
-            raise ConfigError("this method evaluates on the global test set on the clients, "
-                              "but the data set is not available on this node")
+            raise ConfigError(
+                "this method evaluates on the global test set on the clients, "
+                "but the data set is not available on this node"
+            )
         return self.x_test, self.y_test

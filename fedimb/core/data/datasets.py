@@ -13,9 +13,10 @@ import dataclasses
 import os
 import socket
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,9 @@ class ArrayDataset:
     y_test: np.ndarray
     num_classes: int
     groups_train: np.ndarray | None = None  # natural client of each training sample (e.g. patient)
-    groups_test: np.ndarray | None = None   # natural client of each test sample (Synthetic's devices)
+    groups_test: np.ndarray | None = (
+        None  # natural client of each test sample (Synthetic's devices)
+    )
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -49,7 +52,9 @@ class DatasetInfo:
     input_shape: tuple[int, ...]
     online: bool
     load_raw: Callable[[Mapping[str, Any]], dict[str, np.ndarray]]
-    images: bool = True  # pixel values 0..255, standardised per channel; False: features used as drawn
+    images: bool = (
+        True  # pixel values 0..255, standardised per channel; False: features used as drawn
+    )
     client_tests: bool = False  # every natural client has its own test set (groups_test)
     # (num_classes, input_shape) that the data set's settings choose, where they do (Synthetic)
     configured: Callable[[Mapping[str, Any]], tuple[int, tuple[int, ...]]] | None = None
@@ -100,7 +105,12 @@ def _raw_digits(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
 _HF_SOURCES: dict[str, dict[str, str]] = {
     "fmnist": {"hf_id": "zalando-datasets/fashion_mnist", "image": "image", "label": "label"},
     "cifar10": {"hf_id": "uoft-cs/cifar10", "image": "img", "label": "label"},
-    "svhn": {"hf_id": "ufldl-stanford/svhn", "hf_config": "cropped_digits", "image": "image", "label": "label"},
+    "svhn": {
+        "hf_id": "ufldl-stanford/svhn",
+        "hf_config": "cropped_digits",
+        "image": "image",
+        "label": "label",
+    },
     "cinic10": {"hf_id": "flwrlabs/cinic10", "image": "image", "label": "label"},
 }
 
@@ -135,7 +145,9 @@ def _local_copy(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray] | N
                 missing = {"x_train", "y_train", "x_test", "y_test"} - set(npz.files)
                 if missing:
                     raise DataUnavailableError(f"{path} lacks arrays {sorted(missing)}")
-                keys = ["x_train", "y_train", "x_test", "y_test"] + (["groups_train"] if "groups_train" in npz.files else [])
+                keys = ["x_train", "y_train", "x_test", "y_test"] + (
+                    ["groups_train"] if "groups_train" in npz.files else []
+                )
                 return {k: npz[k] for k in keys}
     return None
 
@@ -188,7 +200,9 @@ def _download_mitbih(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray
     """MIT-BIH arrhythmia beats via wfdb, from ``dataset.root`` or PhysioNet."""
     from fedimb.core.data.ecg import load_mitbih
 
-    return load_mitbih(spec, reachable=_hub_reachable("physionet.org"), offline_error=_offline_error)
+    return load_mitbih(
+        spec, reachable=_hub_reachable("physionet.org"), offline_error=_offline_error
+    )
 
 
 def _raw_synthetic(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -206,9 +220,13 @@ def synthetic_spec(spec: Mapping[str, Any]):
     from fedimb.core.data.synthetic import SyntheticSpec
 
     return SyntheticSpec(
-        alpha=float(spec["alpha"]), beta=float(spec["beta"]), iid=bool(spec["iid"]),
-        dimension=int(spec["dimension"]), num_classes=int(spec["num_classes"]),
-        num_devices=int(spec["num_devices"]), data_seed=int(spec["data_seed"]),
+        alpha=float(spec["alpha"]),
+        beta=float(spec["beta"]),
+        iid=bool(spec["iid"]),
+        dimension=int(spec["dimension"]),
+        num_classes=int(spec["num_classes"]),
+        num_devices=int(spec["num_devices"]),
+        data_seed=int(spec["data_seed"]),
     )
 
 
@@ -237,8 +255,15 @@ DATASETS: dict[str, DatasetInfo] = {
     "cinic10": DatasetInfo(10, (3, 32, 32), True, _online("cinic10", _download_hf)),
     "emnist": DatasetInfo(47, (1, 28, 28), True, _online("emnist", _download_emnist)),
     "mitbih": DatasetInfo(12, (1, 256), True, _online("mitbih", _download_mitbih)),
-    "synthetic": DatasetInfo(10, (60,), False, _raw_synthetic, images=False,
-                             client_tests=True, configured=_synthetic_shape),
+    "synthetic": DatasetInfo(
+        10,
+        (60,),
+        False,
+        _raw_synthetic,
+        images=False,
+        client_tests=True,
+        configured=_synthetic_shape,
+    ),
 }
 
 
@@ -268,7 +293,11 @@ def load_dataset(spec: Mapping[str, Any]) -> ArrayDataset:
     with _LOCK:
         if key not in _LOADED:
             raw = info.load_raw(spec)
-            _LOADED[key] = _normalise(name, raw, info.num_classes) if info.images else _as_drawn(name, raw, info)
+            _LOADED[key] = (
+                _normalise(name, raw, info.num_classes)
+                if info.images
+                else _as_drawn(name, raw, info)
+            )
         return _LOADED[key]
 
 
@@ -280,10 +309,14 @@ def _as_drawn(name: str, raw: Mapping[str, np.ndarray], info: DatasetInfo) -> Ar
     """A generated data set's features as drawn (float32): the model sees the
     distribution the paper defines, not a standardised one."""
     return ArrayDataset(
-        name=name, num_classes=info.num_classes,
-        x_train=np.ascontiguousarray(raw["x_train"], dtype=np.float32), y_train=np.asarray(raw["y_train"], dtype=np.int64),
-        x_test=np.ascontiguousarray(raw["x_test"], dtype=np.float32), y_test=np.asarray(raw["y_test"], dtype=np.int64),
-        groups_train=_groups(raw, "groups_train"), groups_test=_groups(raw, "groups_test"),
+        name=name,
+        num_classes=info.num_classes,
+        x_train=np.ascontiguousarray(raw["x_train"], dtype=np.float32),
+        y_train=np.asarray(raw["y_train"], dtype=np.int64),
+        x_test=np.ascontiguousarray(raw["x_test"], dtype=np.float32),
+        y_test=np.asarray(raw["y_test"], dtype=np.int64),
+        groups_train=_groups(raw, "groups_train"),
+        groups_test=_groups(raw, "groups_test"),
     )
 
 
@@ -301,5 +334,6 @@ def _normalise(name: str, raw: Mapping[str, np.ndarray], num_classes: int) -> Ar
         x_test=np.ascontiguousarray((x_test - mean) / std, dtype=np.float32),
         y_test=np.asarray(raw["y_test"], dtype=np.int64),
         num_classes=num_classes,
-        groups_train=_groups(raw, "groups_train"), groups_test=_groups(raw, "groups_test"),
+        groups_train=_groups(raw, "groups_train"),
+        groups_test=_groups(raw, "groups_test"),
     )

@@ -26,21 +26,29 @@ from fedimb.core.errors import ConfigError, DataUnavailableError
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pgm", ".ppm", ".tif", ".tiff", ".webp"}
 
 
-def load_device_data(path: str | Path, input_shape: tuple[int, ...], num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+def load_device_data(
+    path: str | Path, input_shape: tuple[int, ...], num_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(x, y) of the data at ``path``: float32 inputs of ``input_shape`` and int64 labels."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise DataUnavailableError(f"device data {path} does not exist (check --node-config data-path)")
+        raise DataUnavailableError(
+            f"device data {path} does not exist (check --node-config data-path)"
+        )
     if path.is_dir():
         x, y = _read_class_folders(path, input_shape)
     elif path.suffix == ".npz":
         x, y = _read_npz(path, input_shape)
     else:
-        raise ConfigError(f"device data {path} must be an .npz file with x/y or a directory of class sub-folders")
+        raise ConfigError(
+            f"device data {path} must be an .npz file with x/y or a directory of class sub-folders"
+        )
     if len(y) == 0:
         raise ConfigError(f"device data {path} holds no samples")
     if y.min() < 0 or y.max() >= num_classes:
-        raise ConfigError(f"device data {path} has labels in [{y.min()}, {y.max()}], the run needs [0, {num_classes})")
+        raise ConfigError(
+            f"device data {path} has labels in [{y.min()}, {y.max()}], the run needs [0, {num_classes})"
+        )
     return _standardise(x), y
 
 
@@ -48,7 +56,9 @@ def _read_npz(path: Path, input_shape: tuple[int, ...]) -> tuple[np.ndarray, np.
     try:
         with np.load(path, allow_pickle=False) as npz:
             if "x" not in npz.files or "y" not in npz.files:
-                raise ConfigError(f"device data {path} must hold arrays 'x' and 'y', it has {sorted(npz.files)}")
+                raise ConfigError(
+                    f"device data {path} must hold arrays 'x' and 'y', it has {sorted(npz.files)}"
+                )
             x, y = npz["x"], npz["y"]
     except (OSError, ValueError) as err:
         raise ConfigError(f"device data {path} is not a readable .npz file ({err})") from None
@@ -69,12 +79,16 @@ def _read_class_folders(path: Path, input_shape: tuple[int, ...]) -> tuple[np.nd
     from PIL import Image
 
     if len(input_shape) != 3:
-        raise ConfigError(f"device data {path}: image folders need an image data set, the run's inputs are {input_shape}")
+        raise ConfigError(
+            f"device data {path}: image folders need an image data set, the run's inputs are {input_shape}"
+        )
     channels, height, width = input_shape
     folders = sorted(p for p in path.iterdir() if p.is_dir())
     bad = [p.name for p in folders if not p.name.isdigit()]
     if not folders or bad:
-        raise ConfigError(f"device data {path} needs class sub-folders named by class index (0, 1, ...), found {bad or 'none'}")
+        raise ConfigError(
+            f"device data {path} needs class sub-folders named by class index (0, 1, ...), found {bad or 'none'}"
+        )
     images, labels = [], []
     for folder in folders:
         for file in sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES):

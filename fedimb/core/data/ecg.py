@@ -12,8 +12,9 @@ one patient).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -31,18 +32,22 @@ def _import_wfdb():
     except ImportError:  # pragma: no cover - wfdb is a dependency
         from fedimb.core.errors import DataUnavailableError
 
-        raise DataUnavailableError("reading MIT-BIH needs the 'wfdb' package (.venv/bin/pip install wfdb)") from None
+        raise DataUnavailableError(
+            "reading MIT-BIH needs the 'wfdb' package (.venv/bin/pip install wfdb)"
+        ) from None
     return wfdb
 
 
-def record_beats(signal: np.ndarray, samples: np.ndarray, symbols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def record_beats(
+    signal: np.ndarray, samples: np.ndarray, symbols: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """Windows of ``WINDOW`` samples centred on each annotated beat of a known class."""
     half = WINDOW // 2
     xs, ys = [], []
     for sample, symbol in zip(samples, symbols):
         if symbol not in BEAT_CLASSES or sample - half < 0 or sample + half > len(signal):
             continue
-        beat = signal[sample - half: sample + half].astype(np.float32)
+        beat = signal[sample - half : sample + half].astype(np.float32)
         xs.append((beat - beat.mean()) / (beat.std() + 1e-6))
         ys.append(BEAT_CLASSES.index(symbol))
     if not xs:
@@ -51,8 +56,11 @@ def record_beats(signal: np.ndarray, samples: np.ndarray, symbols: list[str]) ->
 
 
 def load_mitbih(
-    spec: Mapping[str, Any], reachable: bool, offline_error: Callable[[str, str], Exception],
-    test_fraction: float = 0.2, seed: int = 0,
+    spec: Mapping[str, Any],
+    reachable: bool,
+    offline_error: Callable[[str, str], Exception],
+    test_fraction: float = 0.2,
+    seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """Training/test beats and the record (client) of every training beat."""
     wfdb = _import_wfdb()

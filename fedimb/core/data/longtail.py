@@ -3,7 +3,7 @@ and the partitioner that keeps a profile's share of every class before splitting
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -12,17 +12,41 @@ from fedimb.core.errors import ConfigError
 
 # English letter frequencies (percent), the common reference table.
 LETTER_FREQUENCIES = {
-    "a": 8.167, "b": 1.492, "c": 2.782, "d": 4.253, "e": 12.702, "f": 2.228, "g": 2.015,
-    "h": 6.094, "i": 6.966, "j": 0.153, "k": 0.772, "l": 4.025, "m": 2.406, "n": 6.749,
-    "o": 7.507, "p": 1.929, "q": 0.095, "r": 5.987, "s": 6.327, "t": 9.056, "u": 2.758,
-    "v": 0.978, "w": 2.360, "x": 0.150, "y": 1.974, "z": 0.074,
+    "a": 8.167,
+    "b": 1.492,
+    "c": 2.782,
+    "d": 4.253,
+    "e": 12.702,
+    "f": 2.228,
+    "g": 2.015,
+    "h": 6.094,
+    "i": 6.966,
+    "j": 0.153,
+    "k": 0.772,
+    "l": 4.025,
+    "m": 2.406,
+    "n": 6.749,
+    "o": 7.507,
+    "p": 1.929,
+    "q": 0.095,
+    "r": 5.987,
+    "s": 6.327,
+    "t": 9.056,
+    "u": 2.758,
+    "v": 0.978,
+    "w": 2.360,
+    "x": 0.150,
+    "y": 1.974,
+    "z": 0.074,
 }
 # EMNIST 'balanced' label order: 10 digits, 26 capitals, 11 distinct lower-case letters.
 EMNIST_BALANCED_CHARS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabdefghnqrt"
 
 
 def longtail_profile(
-    num_classes: int, profile: str, imbalance_ratio: float = 10.0,
+    num_classes: int,
+    profile: str,
+    imbalance_ratio: float = 10.0,
     frequencies: Sequence[float] | None = None,
 ) -> np.ndarray:
     """Relative class frequencies (max 1) of a global long-tail profile.
@@ -52,10 +76,14 @@ def longtail_profile(
         elif num_classes <= 26:
             w = np.sort(np.array(list(LETTER_FREQUENCIES.values())))[::-1][:num_classes]
         else:
-            raise ConfigError(f"the 'letters' profile needs <= 26 or exactly 47 classes, got {num_classes}")
+            raise ConfigError(
+                f"the 'letters' profile needs <= 26 or exactly 47 classes, got {num_classes}"
+            )
     elif profile == "explicit":
         if frequencies is None or len(frequencies) != num_classes:
-            raise ConfigError(f"partition.frequencies must list {num_classes} values for profile 'explicit'")
+            raise ConfigError(
+                f"partition.frequencies must list {num_classes} values for profile 'explicit'"
+            )
         w = np.asarray(frequencies, dtype=np.float64)
         if (w < 0).any() or w.max() <= 0:
             raise ConfigError("partition.frequencies must be non-negative with a positive maximum")
@@ -67,9 +95,17 @@ def longtail_profile(
 
 
 def longtail(
-    labels, num_classes, num_clients, rng, seed, profile: str = "exponential",
-    imbalance_ratio: float = 10.0, frequencies: Sequence[float] | None = None,
-    client_split: str = "iid", alpha: float = 0.5, min_partition_size: int = 2,
+    labels,
+    num_classes,
+    num_clients,
+    rng,
+    seed,
+    profile: str = "exponential",
+    imbalance_ratio: float = 10.0,
+    frequencies: Sequence[float] | None = None,
+    client_split: str = "iid",
+    alpha: float = 0.5,
+    min_partition_size: int = 2,
 ) -> Split:
     """Global class imbalance (Astraea §2.3/§4.1): keep a ``profile`` fraction of each
     class, then split the kept samples over clients (``iid`` = Astraea's random local
@@ -83,7 +119,11 @@ def longtail(
     if client_split == "iid":
         parts, _ = iid(labels[subset], num_classes, num_clients, rng, seed)
     elif client_split == "dirichlet":
-        parts, _ = dirichlet(labels[subset], num_classes, num_clients, rng, seed, alpha, min_partition_size)
+        parts, _ = dirichlet(
+            labels[subset], num_classes, num_clients, rng, seed, alpha, min_partition_size
+        )
     else:
-        raise ConfigError(f"partition.client_split must be 'iid' or 'dirichlet', got '{client_split}'")
+        raise ConfigError(
+            f"partition.client_split must be 'iid' or 'dirichlet', got '{client_split}'"
+        )
     return [subset[p] for p in parts], None

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,11 @@ class Partition:
 
 
 def make_partition(
-    labels: np.ndarray, num_classes: int, num_clients: int, spec: Mapping[str, Any], seed: int,
+    labels: np.ndarray,
+    num_classes: int,
+    num_clients: int,
+    spec: Mapping[str, Any],
+    seed: int,
     groups: np.ndarray | None = None,
 ) -> Partition:
     """Partition ``labels`` over ``num_clients`` clients as the ``partition`` config says.

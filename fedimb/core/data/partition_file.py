@@ -20,7 +20,9 @@ def read_partition_file(path: str | None) -> dict[str, Any]:
     from pathlib import Path
 
     if not path:
-        raise ConfigError("partition=file needs partition.path=<file.json> ({\"clients\": [[indices], ...]})")
+        raise ConfigError(
+            'partition=file needs partition.path=<file.json> ({"clients": [[indices], ...]})'
+        )
     try:
         content = json.loads(Path(str(path)).expanduser().read_text())
     except FileNotFoundError:
@@ -29,7 +31,9 @@ def read_partition_file(path: str | None) -> dict[str, Any]:
         raise ConfigError(f"partition.path: {path} is not a JSON file ({err})") from None
     clients = content.get("clients") if isinstance(content, dict) else None
     if not isinstance(clients, list) or not all(isinstance(c, list) for c in clients):
-        raise ConfigError(f"partition.path: {path} must hold {{\"clients\": [[indices of client 0], ...]}}")
+        raise ConfigError(
+            f'partition.path: {path} must hold {{"clients": [[indices of client 0], ...]}}'
+        )
     for k, client in enumerate(clients):
         for index in client:
             if not isinstance(index, int) or isinstance(index, bool):
@@ -38,8 +42,17 @@ def read_partition_file(path: str | None) -> dict[str, Any]:
     return {"clients": clients, "digest": digest}
 
 
-def from_file(labels, num_classes, num_clients, rng, seed, path=None, clients=None, digest=None,
-              allow_empty=False) -> Split:
+def from_file(
+    labels,
+    num_classes,
+    num_clients,
+    rng,
+    seed,
+    path=None,
+    clients=None,
+    digest=None,
+    allow_empty=False,
+) -> Split:
     """The clients' training indices given in the configuration (``partition=file``,
     filled from ``partition.path`` by :func:`read_partition_file`): indices into the
     data set's training split as fedimb loads it. A sample may belong to several
@@ -49,8 +62,10 @@ def from_file(labels, num_classes, num_clients, rng, seed, path=None, clients=No
     if clients is None:
         clients = read_partition_file(path)["clients"]
     if len(clients) != num_clients:
-        raise ConfigError(f"partition.path holds {len(clients)} clients but num_clients={num_clients}: "
-                          f"set num_clients={len(clients)}")
+        raise ConfigError(
+            f"partition.path holds {len(clients)} clients but num_clients={num_clients}: "
+            f"set num_clients={len(clients)}"
+        )
     out = []
     for k, client in enumerate(clients):
         ix = np.asarray(client, dtype=np.int64)
@@ -58,11 +73,15 @@ def from_file(labels, num_classes, num_clients, rng, seed, path=None, clients=No
             if allow_empty:
                 out.append(ix)
                 continue
-            raise ConfigError(f"partition.path: client {k} has no samples (partition.allow_empty_clients=true "
-                              f"runs without it)")
+            raise ConfigError(
+                f"partition.path: client {k} has no samples (partition.allow_empty_clients=true "
+                f"runs without it)"
+            )
         if ix.min() < 0 or ix.max() >= len(labels):
             wrong = int(ix.min()) if ix.min() < 0 else int(ix.max())
-            raise ConfigError(f"partition.path: client {k} has index {wrong}, outside the training split "
-                              f"[0, {len(labels) - 1}]")
+            raise ConfigError(
+                f"partition.path: client {k} has index {wrong}, outside the training split "
+                f"[0, {len(labels) - 1}]"
+            )
         out.append(ix)
     return out, None

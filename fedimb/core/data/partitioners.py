@@ -10,7 +10,8 @@ global long tail is in :mod:`.longtail`, a user's own split in :mod:`.partition_
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,9 @@ def _split_by_classes(labels, num_classes, held, rng, samples_per_client, what) 
     if samples_per_client is None:
         for c in range(num_classes):
             holders = [i for i, classes in enumerate(held) if c in classes]
-            for i, part in zip(holders, np.array_split(np.asarray(pools[c], dtype=np.int64), max(len(holders), 1))):
+            for i, part in zip(
+                holders, np.array_split(np.asarray(pools[c], dtype=np.int64), max(len(holders), 1))
+            ):
                 out[i].extend(part.tolist())
         return [np.asarray(ix, dtype=np.int64) for ix in out]
     samples_per_client = int(samples_per_client)
@@ -121,7 +124,12 @@ def _split_by_classes(labels, num_classes, held, rng, samples_per_client, what) 
 
 
 def pathological(
-    labels, num_classes, num_clients, rng, seed, classes_per_client: int = 2,
+    labels,
+    num_classes,
+    num_clients,
+    rng,
+    seed,
+    classes_per_client: int = 2,
     samples_per_client: int | None = None,
 ) -> Split:
     """Each client holds ``classes_per_client`` classes (ReBaFL §5.1, FedAvg's shards)."""
@@ -131,7 +139,9 @@ def pathological(
             f"partition.classes_per_client must be in [1, {num_classes}], got {classes_per_client}"
         )
     held = _deal_classes(rng, num_classes, [k] * num_clients)
-    return _split_by_classes(labels, num_classes, held, rng, samples_per_client, "pathological"), None
+    return _split_by_classes(
+        labels, num_classes, held, rng, samples_per_client, "pathological"
+    ), None
 
 
 def client_groups(num_clients: int, num_groups: int) -> np.ndarray:
@@ -140,7 +150,12 @@ def client_groups(num_clients: int, num_groups: int) -> np.ndarray:
 
 
 def clustered(
-    labels, num_classes, num_clients, rng, seed, classes_per_group: Sequence[int] = (2, 2, 3, 3, 5),
+    labels,
+    num_classes,
+    num_clients,
+    rng,
+    seed,
+    classes_per_group: Sequence[int] = (2, 2, 3, 3, 5),
     samples_per_client: int | None = None,
 ) -> Split:
     """Clients in equal contiguous groups; group g's clients hold ``classes_per_group[g]``
@@ -151,10 +166,14 @@ def clustered(
             f"partition.classes_per_group entries must be in [1, {num_classes}], got {list(classes_per_group)}"
         )
     if len(per_group) > num_clients:
-        raise ConfigError(f"{len(per_group)} client groups need at least as many clients, got {num_clients}")
+        raise ConfigError(
+            f"{len(per_group)} client groups need at least as many clients, got {num_clients}"
+        )
     groups = client_groups(num_clients, len(per_group))
     held = _deal_classes(rng, num_classes, [per_group[g] for g in groups])
-    return _split_by_classes(labels, num_classes, held, rng, samples_per_client, "clustered"), groups
+    return _split_by_classes(
+        labels, num_classes, held, rng, samples_per_client, "clustered"
+    ), groups
 
 
 def quantity(
@@ -187,7 +206,7 @@ def quantity(
     for k in range(num_clients):
         ix = []
         for c in range(num_classes):
-            ix.append(pools[c][taken[c]: taken[c] + want[k, c]])
+            ix.append(pools[c][taken[c] : taken[c] + want[k, c]])
             taken[c] += want[k, c]
         out.append(np.concatenate(ix))
     return out, None
@@ -196,10 +215,14 @@ def quantity(
 def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
     """One client per natural group of the data set (e.g. MIT-BIH: one per patient)."""
     if groups is None:
-        raise ConfigError("partition 'natural' needs a data set with natural clients (e.g. dataset=mitbih)")
+        raise ConfigError(
+            "partition 'natural' needs a data set with natural clients (e.g. dataset=mitbih)"
+        )
     rows = rows_by_group(groups)
     if len(rows) != num_clients:
-        raise ConfigError(f"partition 'natural' has {len(rows)} clients in this data set: set num_clients={len(rows)}")
+        raise ConfigError(
+            f"partition 'natural' has {len(rows)} clients in this data set: set num_clients={len(rows)}"
+        )
     return list(rows.values()), None
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,9 +29,7 @@ def kl_to_uniform(counts: np.ndarray) -> np.ndarray | float:
     return float(kl[0]) if single else kl
 
 
-def partition_summary(
-    counts: np.ndarray, groups: Sequence[int] | None = None
-) -> dict[str, object]:
+def partition_summary(counts: np.ndarray, groups: Sequence[int] | None = None) -> dict[str, object]:
     """JSON-ready description of a partition: per-client and global class counts, KLD."""
     counts = np.asarray(counts, dtype=np.int64)
     kl = kl_to_uniform(counts)
@@ -43,7 +41,9 @@ def partition_summary(
         "client_counts": counts.tolist(),
         "client_kl_to_uniform": [None if np.isnan(v) else round(float(v), 6) for v in kl],
         "mean_client_kl_to_uniform": float(np.nanmean(kl)) if np.isfinite(kl).any() else None,
-        "global_kl_to_uniform": None if np.isnan(global_kl := kl_to_uniform(counts.sum(axis=0))) else global_kl,
+        "global_kl_to_uniform": None
+        if np.isnan(global_kl := kl_to_uniform(counts.sum(axis=0)))
+        else global_kl,
     }
     if groups is not None:
         summary["client_groups"] = [int(g) for g in groups]

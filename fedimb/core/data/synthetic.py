@@ -67,7 +67,9 @@ def device_sizes(spec: SyntheticSpec) -> np.ndarray:
 def _global_model(spec: SyntheticSpec) -> tuple[np.ndarray, np.ndarray]:
     """The W and b every device shares in Synthetic_IID."""
     rng = np.random.default_rng([spec.data_seed, _STREAM, 1])
-    return rng.normal(0.0, 1.0, (spec.dimension, spec.num_classes)), rng.normal(0.0, 1.0, spec.num_classes)
+    return rng.normal(0.0, 1.0, (spec.dimension, spec.num_classes)), rng.normal(
+        0.0, 1.0, spec.num_classes
+    )
 
 
 def train_count(size: int) -> int:
@@ -111,14 +113,21 @@ def write_devices(spec: SyntheticSpec, folder: Path) -> None:
     arrays, offsets = {}, {}
     for part, per_device in counts.items():
         total = int(per_device.sum())
-        arrays[f"x_{part}"] = open_memmap(folder / f"x_{part}.npy", "w+", np.float32, (total, spec.dimension))
+        arrays[f"x_{part}"] = open_memmap(
+            folder / f"x_{part}.npy", "w+", np.float32, (total, spec.dimension)
+        )
         arrays[f"y_{part}"] = open_memmap(folder / f"y_{part}.npy", "w+", np.int64, (total,))
-        arrays[f"groups_{part}"] = open_memmap(folder / f"groups_{part}.npy", "w+", np.int64, (total,))
+        arrays[f"groups_{part}"] = open_memmap(
+            folder / f"groups_{part}.npy", "w+", np.int64, (total,)
+        )
         arrays[f"groups_{part}"][:] = np.repeat(np.arange(spec.num_devices), per_device)
         offsets[part] = np.concatenate([[0], np.cumsum(per_device)])
     for k in range(spec.num_devices):
         device = device_data(spec, k)
-        for part, x, y in (("train", device.x_train, device.y_train), ("test", device.x_test, device.y_test)):
+        for part, x, y in (
+            ("train", device.x_train, device.y_train),
+            ("test", device.x_test, device.y_test),
+        ):
             rows = slice(int(offsets[part][k]), int(offsets[part][k + 1]))
             arrays[f"x_{part}"][rows] = x
             arrays[f"y_{part}"][rows] = y

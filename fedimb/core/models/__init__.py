@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -42,7 +43,9 @@ def build_model(
     try:
         model = MODELS[name](tuple(input_shape), int(num_classes), **kwargs)
     except (TypeError, ValueError, RuntimeError) as err:
-        raise ConfigError(f"model '{name}' cannot be built for input {tuple(input_shape)}: {err}") from None
+        raise ConfigError(
+            f"model '{name}' cannot be built for input {tuple(input_shape)}: {err}"
+        ) from None
     model = model if projection_dim is None else with_projection(model, int(projection_dim))
     return in_fast_layout(model)
 
@@ -66,5 +69,12 @@ def with_projection(model: EncoderHeadNet, dim: int) -> EncoderHeadNet:
     return EncoderHeadNet(encoder, dim, model.num_classes)
 
 
-__all__ = ["MODELS", "EncoderHeadNet", "build_model", "get_weights", "num_parameters", "set_weights",
-           "trainable_indices"]
+__all__ = [
+    "MODELS",
+    "EncoderHeadNet",
+    "build_model",
+    "get_weights",
+    "num_parameters",
+    "set_weights",
+    "trainable_indices",
+]

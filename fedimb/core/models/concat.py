@@ -23,7 +23,9 @@ class ConcatEncoder(nn.Module):
         return torch.cat([encoder(x) for encoder in self.parts], dim=1)
 
 
-def concatenated_model(template: EncoderHeadNet, encoder_weights: list[list[np.ndarray]]) -> EncoderHeadNet:
+def concatenated_model(
+    template: EncoderHeadNet, encoder_weights: list[list[np.ndarray]]
+) -> EncoderHeadNet:
     """An :class:`EncoderHeadNet` whose encoder is K copies of ``template.encoder`` loaded
     with ``encoder_weights`` (one list of arrays per encoder, in state_dict order) and
     whose head is a fresh linear layer on the K·d concatenated features."""
@@ -32,10 +34,14 @@ def concatenated_model(template: EncoderHeadNet, encoder_weights: list[list[np.n
         encoder = copy.deepcopy(template.encoder)
         set_weights(encoder, weights)
         parts.append(encoder)
-    return EncoderHeadNet(ConcatEncoder(parts), template.feature_dim * len(parts), template.num_classes)
+    return EncoderHeadNet(
+        ConcatEncoder(parts), template.feature_dim * len(parts), template.num_classes
+    )
 
 
-def split_model_weights(template: EncoderHeadNet, weights: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def split_model_weights(
+    template: EncoderHeadNet, weights: list[np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Full-model arrays (state_dict order) -> (encoder arrays, head arrays)."""
     keys = list(template.state_dict())
     encoder = [w for k, w in zip(keys, weights) if k.startswith("encoder.")]
@@ -47,7 +53,13 @@ def split_model_weights(template: EncoderHeadNet, weights: list[np.ndarray]) -> 
 
 def encoders_to_payload(encoder_weights: list[list[np.ndarray]]) -> dict:
     """The K encoders' weights as named payload arrays ``encoder.<k>.<j>``."""
-    return payload.pack({f"{protocol.ENCODERS}{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)})
+    return payload.pack(
+        {
+            f"{protocol.ENCODERS}{k}.{j}": w
+            for k, ws in enumerate(encoder_weights)
+            for j, w in enumerate(ws)
+        }
+    )
 
 
 def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]]:
@@ -55,6 +67,6 @@ def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]
     grouped: dict[int, dict[int, np.ndarray]] = {}
     for key, value in arrays.items():
         if key.startswith(protocol.ENCODERS):
-            k, j = key[len(protocol.ENCODERS):].split(".")
+            k, j = key[len(protocol.ENCODERS) :].split(".")
             grouped.setdefault(int(k), {})[int(j)] = value
     return [[grouped[k][j] for j in sorted(grouped[k])] for k in sorted(grouped)]

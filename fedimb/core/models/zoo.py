@@ -16,8 +16,12 @@ def cnn28(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNet:
     FC C. Kernel 5x5 with padding 2 and 2x2 max-pooling follow LeNet-5 (not stated)."""
     c = input_shape[0]
     body = nn.Sequential(
-        nn.Conv2d(c, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c, 16, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(),
     )
     encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), 128), nn.ReLU())
@@ -29,9 +33,15 @@ def cnn32(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNet:
     (3x3, padding 1; kernel not stated)."""
     c = input_shape[0]
     body = nn.Sequential(
-        nn.Conv2d(c, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c, 16, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
         nn.Flatten(),
     )
     encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), 128), nn.ReLU())
@@ -45,16 +55,22 @@ def astraea_cnn(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNe
     47 classes on 28x28 input."""
     c = input_shape[0]
     body = nn.Sequential(
-        nn.Conv2d(c, 12, 5, stride=2), nn.ReLU(),
-        nn.Conv2d(12, 18, 3, stride=2), nn.ReLU(), nn.Dropout(0.5),
-        nn.Conv2d(18, 24, 2, stride=1), nn.ReLU(),
+        nn.Conv2d(c, 12, 5, stride=2),
+        nn.ReLU(),
+        nn.Conv2d(12, 18, 3, stride=2),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Conv2d(18, 24, 2, stride=1),
+        nn.ReLU(),
         nn.Flatten(),
     )
     encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), 150), nn.ReLU())
     return EncoderHeadNet(encoder, 150, num_classes)
 
 
-def mclr(input_shape: tuple[int, ...], num_classes: int, encoder: str = "identity") -> EncoderHeadNet:
+def mclr(
+    input_shape: tuple[int, ...], num_classes: int, encoder: str = "identity"
+) -> EncoderHeadNet:
     """Multinomial logistic regression, the convex model of FedProx (§5.1) and q-FFL on the
     Synthetic data sets: softmax(W x + b).
 
@@ -77,7 +93,9 @@ def mclr(input_shape: tuple[int, ...], num_classes: int, encoder: str = "identit
     return EncoderHeadNet(nn.Sequential(nn.Flatten(), layer), width, num_classes)
 
 
-def mlp(input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (128, 64)) -> EncoderHeadNet:
+def mlp(
+    input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (128, 64)
+) -> EncoderHeadNet:
     """A fully connected network for small inputs such as ``digits`` (8x8)."""
     layers: list[nn.Module] = [nn.Flatten()]
     width = 1
@@ -98,7 +116,9 @@ class _BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(cout)
         self.shortcut = nn.Sequential()
         if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
         self.relu = nn.ReLU()
 
     def forward(self, x):
@@ -114,7 +134,9 @@ def resnet(input_shape: tuple[int, ...], num_classes: int, depth: int = 8) -> En
         raise ValueError(f"resnet depth must be 6n+2 >= 8, got {depth}")
     n = (depth - 2) // 6
     layers: list[nn.Module] = [
-        nn.Conv2d(input_shape[0], 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()
+        nn.Conv2d(input_shape[0], 16, 3, 1, 1, bias=False),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
     ]
     cin = 16
     for stage, cout in enumerate((16, 32, 64)):
@@ -129,9 +151,18 @@ def ecg_cnn1d(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNet:
     """A 1-D CNN for single-lead ECG beats (input ``(1, length)``): three conv blocks
     (16/32/64 channels) and global average pooling to a 64-d feature."""
     encoder = nn.Sequential(
-        nn.Conv1d(input_shape[0], 16, 7, padding=3), nn.BatchNorm1d(16), nn.ReLU(), nn.MaxPool1d(2),
-        nn.Conv1d(16, 32, 5, padding=2), nn.BatchNorm1d(32), nn.ReLU(), nn.MaxPool1d(2),
-        nn.Conv1d(32, 64, 3, padding=1), nn.BatchNorm1d(64), nn.ReLU(),
-        nn.AdaptiveAvgPool1d(1), nn.Flatten(),
+        nn.Conv1d(input_shape[0], 16, 7, padding=3),
+        nn.BatchNorm1d(16),
+        nn.ReLU(),
+        nn.MaxPool1d(2),
+        nn.Conv1d(16, 32, 5, padding=2),
+        nn.BatchNorm1d(32),
+        nn.ReLU(),
+        nn.MaxPool1d(2),
+        nn.Conv1d(32, 64, 3, padding=1),
+        nn.BatchNorm1d(64),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool1d(1),
+        nn.Flatten(),
     )
     return EncoderHeadNet(encoder, 64, num_classes)

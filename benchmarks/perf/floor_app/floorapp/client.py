@@ -15,5 +15,7 @@ def query(msg: Message, context: Context) -> Message:
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     weights = msg.content["weights"]
-    return Message(RecordDict({"weights": ArrayRecord([np.asarray(a.numpy()) for a in weights.values()])}),
-                   reply_to=msg)
+    return Message(
+        RecordDict({"weights": ArrayRecord([np.asarray(a.numpy()) for a in weights.values()])}),
+        reply_to=msg,
+    )

@@ -11,8 +11,10 @@ app = ServerApp()
 
 
 def ask_all(grid: Grid, nodes: list[int], message_type: str, content: RecordDict) -> list[Message]:
-    messages = [Message(content=RecordDict(dict(content)), dst_node_id=node, message_type=message_type)
-                for node in nodes]
+    messages = [
+        Message(content=RecordDict(dict(content)), dst_node_id=node, message_type=message_type)
+        for node in nodes
+    ]
     return list(grid.send_and_receive(messages))
 
 
@@ -25,5 +27,8 @@ def main(grid: Grid, context: Context) -> None:
     for rnd in range(1, int(context.run_config["num-rounds"]) + 1):
         started = time.perf_counter()
         replies = ask_all(grid, nodes, "train", RecordDict({"weights": weights}))
-        print(f"round {rnd}/ replies={sum(r.has_content() for r in replies)} "
-              f"seconds={time.perf_counter() - started:.2f}", flush=True)
+        print(
+            f"round {rnd}/ replies={sum(r.has_content() for r in replies)} "
+            f"seconds={time.perf_counter() - started:.2f}",
+            flush=True,
+        )
