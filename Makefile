@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 EXTRAS ?= dev
 STAMP  := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: install run test test-fast test-deployment test-faults test-edge edge-image bench docs clean
+.PHONY: install run lint test test-fast test-deployment test-faults test-edge edge-image bench docs clean
 ARCH ?= arm64
 
 install: $(STAMP)
@@ -20,6 +20,12 @@ $(STAMP): pyproject.toml
 
 run: install
 	$(BIN)/fedimb $(ARGS)
+
+# style and types: ruff (lint and format) on the whole tree, mypy on fedimb/core and fedimb/app
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,6 +1,7 @@
 """The attack matrix: one crafted client in every runtime, and whether the federation held.
 
-    python benchmarks/attacks.py [--runtimes in_process,simulation,deployment] [--rows dtype_int64,...]
+    python benchmarks/attacks.py [--runtimes in_process,simulation,deployment]
+                                 [--rows dtype_int64,...]
                                  [--aggregations mean,median,trimmed_mean,krum]
                                  [--no-byzantine | --only-byzantine]
 
@@ -30,34 +31,19 @@ measures one row again and rewrites the table; cells never measured say so.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (  # noqa: E402
-    REPO,
-    argument_parser,
-    local_federation_for,
-    publish_in_docs,
-    publish_table,
-)
+from benchmarks import common
 
 #: IID and lr 0.1, so that 3 rounds reach ~92 % and a harmed model shows (pathological
 #: partitions leave a 3-round model near chance, where any model looks unharmed)
-EXPERIMENT = [
-    "dataset=digits",
-    "num_clients=3",
-    "num_rounds=3",
-    "dropout=none",
-    "partition=iid",
-    "train.lr=0.1",
-    "seed=0",
-    "fault.clients=[1]",
-]
+EXPERIMENT = common.matrix_experiment(["partition=iid", "train.lr=0.1"])
 BYZANTINE = [
     "dataset=digits",
     "num_clients=10",
@@ -68,7 +54,7 @@ BYZANTINE = [
     "seed=0",
     "method=fedavg",
 ]
-RUNTIMES = ("in_process", "simulation", "deployment")
+RUNTIMES = common.MATRIX_RUNTIMES
 AGGREGATIONS = ("mean", "median", "trimmed_mean", "krum")
 #: one point of accuracy: the most an attacked run may lose to the run without the attacker
 TOLERANCE = 0.01
@@ -298,7 +284,7 @@ def method_overrides(method: str) -> list[str]:
     """``method=<m>`` and the method's shortest complete run (its YAML's ``smoke:``)."""
     from omegaconf import OmegaConf
 
-    smoke = OmegaConf.load(REPO / "conf" / "method" / f"{method}.yaml").get("smoke") or []
+    smoke = OmegaConf.load(common.REPO / "conf" / "method" / f"{method}.yaml").get("smoke") or []
     return [f"method={method}", *map(str, smoke)]
 
 
@@ -307,19 +293,11 @@ def fedimb_run(
 ) -> RunSummary:
     """One front-end run under ``root``, summarised."""
     place = federation.runtime_overrides() if federation is not None else [f"runtime={runtime}"]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fedimb",
-            *overrides,
-            *place,
-            f"output.root={root}",
-            f"checkpoint.dir={root / 'checkpoints'}",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    done = common.run_fedimb(
+        *overrides,
+        *place,
+        f"output.root={root}",
+        f"checkpoint.dir={root / 'checkpoints'}",
         timeout=TIMEOUT,
     )
     return summarise(run_folder(root), done.returncode, done.stderr)
@@ -334,7 +312,8 @@ def reference_key(row: Row) -> str:
 def one_cell(
     name: str, runtime: str, out: Path, federation=None, references: dict | None = None
 ) -> Cell:
-    """Run row ``name`` in ``runtime`` (and its reference, once per method and runtime) and judge it."""
+    """Run row ``name`` in ``runtime`` (and its reference, once per method and runtime) and
+    judge it."""
     row = ROWS[name]
     base = [
         *EXPERIMENT,
@@ -380,11 +359,12 @@ def byzantine(aggregations: list[str], out: Path) -> list[dict]:
     known = [
         a
         for a in aggregations
-        if a == "mean" or (REPO / "conf" / "aggregation" / f"{a}.yaml").exists()
+        if a == "mean" or (common.REPO / "conf" / "aggregation" / f"{a}.yaml").exists()
     ]
     for skipped in sorted(set(aggregations) - set(known)):
         print(
-            f"aggregation={skipped}: not in this configuration (conf/aggregation/{skipped}.yaml); skipped"
+            f"aggregation={skipped}: not in this configuration "
+            f"(conf/aggregation/{skipped}.yaml); skipped"
         )
     results = []
     for aggregation in known:
@@ -399,7 +379,11 @@ def byzantine(aggregations: list[str], out: Path) -> list[dict]:
             )
             started = time.perf_counter()
             # without conf/aggregation/, mean is today's only rule: no setting to name
-            rule = rule_overrides(aggregation) if (REPO / "conf" / "aggregation").is_dir() else []
+            rule = (
+                rule_overrides(aggregation)
+                if (common.REPO / "conf" / "aggregation").is_dir()
+                else []
+            )
             run = fedimb_run(
                 [*BYZANTINE, *rule, *attack], out / "byzantine" / f"{aggregation}-{flippers}"
             )
@@ -414,7 +398,7 @@ def byzantine(aggregations: list[str], out: Path) -> list[dict]:
                 }
             )
             print(
-                f"byzantine {aggregation} x{flippers}: {results[-1]} ({time.perf_counter() - started:.0f} s)",
+                f"byzantine {aggregation} x{flippers}: {results[-1]} ({common.since(started)})",
                 flush=True,
             )
     return results
@@ -437,10 +421,11 @@ def accuracy(value: float | None) -> str:
 
 def matrix_lines(cells: dict[tuple[str, str], Cell], flips: list[dict]) -> list[str]:
     lines = [
-        f"Set-up: `{' '.join(EXPERIMENT)}` plus the row's method (its `smoke:` settings) and attack; "
-        "the reference run has client 1 raising in every round.",
+        f"Set-up: `{' '.join(EXPERIMENT)}` plus the row's method (its `smoke:` settings) "
+        "and attack; the reference run has client 1 raising in every round.",
         "",
-        "| attack | method | runtime | survived | counted | unharmed | accuracy (client 1 failing) | what happened |",
+        "| attack | method | runtime | survived | counted | unharmed "
+        "| accuracy (client 1 failing) | what happened |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, row in ROWS.items():
@@ -481,13 +466,13 @@ def matrix_lines(cells: dict[tuple[str, str], Cell], flips: list[dict]) -> list[
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
     parser.add_argument("--rows", default=",".join(ROWS))
     parser.add_argument("--aggregations", default=",".join(AGGREGATIONS))
     parser.add_argument("--no-byzantine", action="store_true", help="leave out the Byzantine study")
     parser.add_argument("--only-byzantine", action="store_true", help="leave out the attack matrix")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "attacks")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "attacks")
     args = parser.parse_args()
     unknown = sorted(set(args.rows.split(",")) - set(ROWS))
     if unknown:
@@ -500,15 +485,10 @@ def main() -> None:
         names = [n for n in args.rows.split(",") if runtime in ROWS[n].runtimes]
         if not names:
             continue
-        with local_federation_for(runtime, args.out / "federation") as federation:
+        with common.local_federation_for(runtime, args.out / "federation") as federation:
             for name in names:
-                started = time.perf_counter()
-                cell = one_cell(name, runtime, args.out, federation, references)
-                print(
-                    f"{runtime:>11} {name:>18}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)",
-                    flush=True,
-                )
-                cells[name, runtime] = cell
+                run = partial(one_cell, name, runtime, args.out, federation, references)
+                cells[name, runtime] = common.run_cell(runtime, name, 18, run)
     flips = (
         saved["byzantine"]
         if args.no_byzantine
@@ -520,11 +500,11 @@ def main() -> None:
     )
     lines = matrix_lines(cells, flips)
     command = (
-        "Command: `python benchmarks/attacks.py` (`--runtimes R --rows A --no-byzantine` measures those "
-        "cells again, `--only-byzantine` the Byzantine study)"
+        "Command: `python benchmarks/attacks.py` (`--runtimes R --rows A --no-byzantine` "
+        "measures those cells again, `--only-byzantine` the Byzantine study)"
     )
-    publish_table(args.out / "table.md", ["# Attack matrix", "", *lines, "", command])
-    publish_in_docs("attack_matrix", [*lines, "", command])
+    common.publish_table(args.out / "table.md", ["# Attack matrix", "", *lines, "", command])
+    common.publish_in_docs("attack_matrix", [*lines, "", command])
 
 
 if __name__ == "__main__":

@@ -7,8 +7,13 @@ import contextlib
 import inspect
 import os
 import platform
+import subprocess
 import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 #: the tables the documentation includes (docs/benchmarks/*.md, docs/faults.md)
@@ -19,6 +24,59 @@ DOCS_DATA = DOCS_TABLES / "data"
 DOCS_FIGURES = REPO / "docs" / "img" / "bench"
 #: resolution of a figure in the docs: readable, and a PNG of tens of kilobytes
 FIGURE_DPI = 80
+#: the federation every cell of the fault and attack matrices starts from: three clients on
+#: the embedded digits, three rounds, every client available
+MATRIX_FEDERATION = ["dataset=digits", "num_clients=3", "num_rounds=3", "dropout=none"]
+#: the runtimes a matrix cell runs in
+MATRIX_RUNTIMES = ("in_process", "simulation", "deployment")
+
+
+def matrix_experiment(training: list[str], fault: tuple[str, ...] = ()) -> list[str]:
+    """The overrides of every cell of a fault or attack matrix: :data:`MATRIX_FEDERATION`,
+    the matrix's ``training`` settings, seed 0 and client 1 the one that misbehaves (with
+    the matrix's own ``fault`` settings)."""
+    return [*MATRIX_FEDERATION, *training, "seed=0", "fault.clients=[1]", *fault]
+
+
+def since(started: float) -> str:
+    """The whole seconds since ``started`` (a :func:`time.perf_counter` reading), e.g. ``12 s``."""
+    return f"{time.perf_counter() - started:.0f} s"
+
+
+def run_cell(runtime: str, name: str, width: int, run: Callable[[], Any]) -> Any:
+    """One cell of a fault or attack matrix: ``run()`` (a dataclass comes back), printed
+    with the seconds it took as the matrix's progress line, and returned."""
+    started = time.perf_counter()
+    cell = run()
+    print(f"{runtime:>11} {name:>{width}}: {asdict(cell)} ({since(started)})", flush=True)
+    return cell
+
+
+def fedimb_command(*args: str) -> list[str]:
+    """``python -m fedimb <args>`` with this interpreter, as a command line."""
+    return [sys.executable, "-m", "fedimb", *args]
+
+
+def run_fedimb(*args: str, **options) -> subprocess.CompletedProcess:
+    """``python -m fedimb <args>`` from the repository root to completion, its output
+    captured as text; ``options`` go to :func:`subprocess.run` (e.g. ``timeout``)."""
+    return subprocess.run(
+        fedimb_command(*args), cwd=REPO, capture_output=True, text=True, **options
+    )
+
+
+def start_fedimb(*args: str, stderr: int = subprocess.PIPE, **options) -> subprocess.Popen:
+    """``python -m fedimb <args>`` from the repository root in the background, its output
+    piped as text (``stderr=subprocess.STDOUT`` joins the two streams); ``options`` go to
+    :class:`subprocess.Popen`."""
+    return subprocess.Popen(
+        fedimb_command(*args),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        **options,
+    )
 
 
 def publish_table(table: Path, lines: list[str]) -> Path:
@@ -45,8 +103,7 @@ def publish_in_docs(
     if not new and not path.exists():
         return None
     if script is None:
-        caller = inspect.currentframe().f_back.f_globals.get("__file__") or sys.argv[0]  # type: ignore[union-attr]
-        script = os.path.relpath(Path(caller).resolve(), REPO)
+        script = calling_script()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f"<!-- written by {Path(script).as_posix()}; rerun it to update -->\n\n"
@@ -58,6 +115,23 @@ def publish_in_docs(
 
     redraw(name)
     return path
+
+
+def publish_results(table: Path, name: str, lines: list[str], new: bool = True) -> Path:
+    """Write a script's whole report ``lines`` to ``table`` (:func:`publish_table`) and its
+    first markdown table to the docs' table ``name`` (:func:`publish_in_docs`, which
+    ``new`` goes to); return ``table``."""
+    script = calling_script()
+    publish_table(table, lines)
+    publish_in_docs(name, table_part(lines), script=script, new=new)
+    return table
+
+
+def calling_script() -> str:
+    """The file (relative to the repository) of the code that called the caller."""
+    frame = inspect.currentframe().f_back.f_back  # type: ignore[union-attr]
+    caller = frame.f_globals.get("__file__") or sys.argv[0]  # type: ignore[union-attr]
+    return os.path.relpath(Path(caller).resolve(), REPO)
 
 
 def publish_data(name: str, rows: list[dict]) -> Path:

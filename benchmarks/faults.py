@@ -1,6 +1,7 @@
 """The fault matrix: every fault injected into every runtime, and what the run made of it.
 
-    python benchmarks/faults.py [--runtimes in_process,simulation,deployment] [--faults raise,nan,...]
+    python benchmarks/faults.py [--runtimes in_process,simulation,deployment]
+                                [--faults raise,nan,...]
 
 Each cell runs digits over 3 clients for 3 rounds with client 1 misbehaving in round 2
 (``fault.*``, see fedimb/app/faults.py), or with a process killed during round 2, and
@@ -31,31 +32,17 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (  # noqa: E402
-    REPO,
-    argument_parser,
-    local_federation_for,
-    publish_in_docs,
-    publish_table,
-)
+from benchmarks import common
 
-EXPERIMENT = [
-    "dataset=digits",
-    "num_clients=3",
-    "num_rounds=3",
-    "dropout=none",
-    "train.local_epochs=1",
-    "seed=0",
-    "fault.clients=[1]",
-    "fault.rounds=[2]",
-]
-RUNTIMES = ("in_process", "simulation", "deployment")
+EXPERIMENT = common.matrix_experiment(["train.local_epochs=1"], ("fault.rounds=[2]",))
+RUNTIMES = common.MATRIX_RUNTIMES
 #: fault -> (how it is made, what round 2 must count, the words of the cause the count must carry)
 FAULTS = {
     "raise": (
@@ -99,12 +86,12 @@ KILLED_WORKER = {
 BAD_UPDATES = ("nan", "shape", "payload", "hang")
 #: the cells that cannot occur: in process the clients run inside the server's process
 NOT_APPLICABLE = {("kill_worker", "in_process")}
+#: the test of a bad update, one case per fault
+BAD_UPDATE_TEST = "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated"
 #: the tests that prove a cell beside tests/integration/test_fault_matrix.py
 OTHER_TESTS = {
     "raise": "test_failures.py::test_a_client_error_shows_its_type_and_message",
-    "nan": "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[nan]",
-    "shape": "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[shape]",
-    "payload": "test_failures.py::test_a_bad_update_is_rejected_counted_and_never_aggregated[payload]",
+    **{fault: f"{BAD_UPDATE_TEST}[{fault}]" for fault in ("nan", "shape", "payload")},
     "hang": "test_failures.py::test_a_client_slower_than_the_round_timeout_fails_in_process",
     "kill_worker": "deployment/test_faults.py::test_secure_federation_survives_client_faults",
     "kill_server": "test_resume.py::test_server_killed_mid_run_resumes_with_identical_results",
@@ -131,18 +118,13 @@ class Cell:
 
 
 def fedimb(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "fedimb", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    """``python -m fedimb <args>`` in the background, in a session of its own."""
+    return common.start_fedimb(*args, start_new_session=True)
 
 
 def read_until(proc: subprocess.Popen, marker: str, lines: list[str]) -> None:
-    """Collect the front end's output into ``lines`` up to the first line starting with ``marker``."""
+    """Collect the front end's output into ``lines`` up to the first line starting with
+    ``marker``."""
     assert proc.stdout is not None
     for line in proc.stdout:
         lines.append(line.rstrip("\n"))
@@ -278,13 +260,7 @@ def one_cell(
         proc.returncode != 0 and "fedimb resume" in err
     ):  # the run stopped: resume it
         extra = federation.runtime_overrides()[1:2] if federation is not None else []
-        resumed = subprocess.run(
-            [sys.executable, "-m", "fedimb", "resume", str(run_dir), *extra],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
+        resumed = common.run_fedimb("resume", str(run_dir), *extra, timeout=900)
         stopped = (
             [
                 line.split("the run failed (")[-1].split(" at ")[0]
@@ -343,10 +319,10 @@ def proved_by(fault: str, runtime: str) -> str:
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--runtimes", default=",".join(RUNTIMES))
     parser.add_argument("--faults", default=",".join(FAULTS))
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "faults")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "faults")
     args = parser.parse_args()
     faults = args.faults.split(",")
     if any(f in BAD_UPDATES for f in faults) and "raise" not in faults:
@@ -354,15 +330,10 @@ def main() -> None:
     timing = Timing()
     cells = []
     for runtime in args.runtimes.split(","):
-        with local_federation_for(runtime, args.out / "federation") as federation:
+        with common.local_federation_for(runtime, args.out / "federation") as federation:
             for fault in faults:
-                started = time.perf_counter()
-                cell = one_cell(fault, runtime, args.out, federation, timing)
-                print(
-                    f"{runtime:>11} {fault:>11}: {asdict(cell)} ({time.perf_counter() - started:.0f} s)",
-                    flush=True,
-                )
-                cells.append(cell)
+                run = partial(one_cell, fault, runtime, args.out, federation, timing)
+                cells.append(common.run_cell(runtime, fault, 11, run))
                 if federation is not None and fault == "kill_worker":  # bring SuperNode 1 back
                     federation.start_node(1)
                     time.sleep(5)
@@ -376,8 +347,8 @@ def main() -> None:
     cells = [known[f, r] for r in RUNTIMES for f in FAULTS if (f, r) in known]
     path.write_text(json.dumps([asdict(c) for c in cells], indent=1))
     lines = [
-        f"Set-up: `{' '.join(EXPERIMENT)} runtime.round_timeout={timing.round_timeout}`; client 1 misbehaves in "
-        f"round 2 (a late answer comes after {timing.hang} s).",
+        f"Set-up: `{' '.join(EXPERIMENT)} runtime.round_timeout={timing.round_timeout}`; "
+        f"client 1 misbehaves in round 2 (a late answer comes after {timing.hang} s).",
         "",
         "| fault | runtime | survived | counted | lost nothing | what happened | proved by |",
         "|---|---|---|---|---|---|---|",
@@ -390,11 +361,12 @@ def main() -> None:
         )
     lines += [
         "",
-        "Command: `python benchmarks/faults.py` (`--runtimes R --faults F` measures those cells again)",
+        "Command: `python benchmarks/faults.py` "
+        "(`--runtimes R --faults F` measures those cells again)",
     ]
-    publish_table(args.out / "table.md", ["# Fault matrix", "", *lines])
+    common.publish_table(args.out / "table.md", ["# Fault matrix", "", *lines])
     if len(cells) == len(RUNTIMES) * len(FAULTS):  # the whole matrix
-        publish_in_docs("fault_matrix", lines)
+        common.publish_in_docs("fault_matrix", lines)
 
 
 if __name__ == "__main__":

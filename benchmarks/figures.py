@@ -34,12 +34,13 @@ FROM_TABLES: dict[str, tuple[str, Callable]] = {}
 FROM_DATA: dict[str, Callable] = {}
 
 
-# -- reading tables and data --------------------------------------------------------------------------
+# -- reading tables and data -----------------------------------------------------------------------
 
 
 def read_table(path: Path) -> list[dict[str, str]]:
     """The rows of the first Markdown table in ``path``, keyed by the header's cells (a
-    cell the header repeats, such as ``diff.``, named after the one before it: ``diff. (T = 1)``)."""
+    cell the header repeats, such as ``diff.``, named after the one before it:
+    ``diff. (T = 1)``)."""
     lines = [line.strip() for line in Path(path).read_text().splitlines()]
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
     table = []
@@ -94,7 +95,7 @@ def label(row: dict[str, str]) -> str:
     return next(iter(row.values())).replace("`", "")
 
 
-# -- registering -------------------------------------------------------------------------------------
+# -- registering -----------------------------------------------------------------------------------
 
 
 def from_table(*names: str):
@@ -118,7 +119,7 @@ def from_data(suffix: str):
     return register
 
 
-# -- shared plot shapes ------------------------------------------------------------------------------
+# -- shared plot shapes ----------------------------------------------------------------------------
 
 
 def grouped_bars(
@@ -180,6 +181,32 @@ def legend_below(ax, columns: int = 3) -> None:
     )
 
 
+def bar_figure(
+    size: tuple[float, float],
+    groups: list[str],
+    series: dict[str, tuple[np.ndarray, np.ndarray | None]],
+    legend_columns: int,
+    horizontal: bool = False,
+    **settings,
+):
+    """A figure of :func:`grouped_bars` with the axes ``settings`` and the legend below."""
+    _, ax = canvas(figsize=size)
+    grouped_bars(ax, groups, series, horizontal=horizontal)
+    return finish(ax, legend_columns, **settings)
+
+
+def finish(ax, legend_columns: int, **settings):
+    """The figure of ``ax`` with the axes ``settings`` set and the legend below."""
+    ax.set(**settings)
+    legend_below(ax, legend_columns)
+    return ax.figure
+
+
+def columns_without_errors(rows, columns: dict[str, str]) -> dict[str, tuple[np.ndarray, None]]:
+    """Bar series without error bars: legend label -> the values of that table column."""
+    return {name: (column(rows, key), None) for name, key in columns.items()}
+
+
 def method_accuracy(rows: list[dict[str, str]], title: str):
     """Final accuracy per method as a dot with ±std whiskers over seeds (dots, not bars, so
     the axis can zoom in on differences of a point), the best accuracy as a diamond."""
@@ -210,41 +237,42 @@ def method_accuracy(rows: list[dict[str, str]], title: str):
     return fig
 
 
-# -- performance -------------------------------------------------------------------------------------
+# -- performance -----------------------------------------------------------------------------------
 
 
-@from_table("perf_fedavg")
-def perf_fedavg(rows):
-    fig, ax = canvas(figsize=(8.5, 3.2))
-    grouped_bars(
-        ax,
+def time_bars(rows, size: tuple[float, float], bars: dict[str, str], **settings):
+    """Two horizontal bars per table row (legend label -> table column) without error bars."""
+    return bar_figure(
+        size,
         [label(r) for r in rows],
-        {
-            "rounds 2+ (s per round)": (column(rows, "seconds per round (rounds 2+)"), None),
-            "first round (s)": (column(rows, "first round"), None),
-        },
+        columns_without_errors(rows, bars),
+        2,
         horizontal=True,
+        **settings,
     )
-    ax.set(xlabel="seconds", title="FedAvg: fedimb against a plain PyTorch loop")
-    legend_below(ax, 2)
-    return fig
 
 
-@from_table("perf_methods")
-def perf_methods(rows):
-    fig, ax = canvas(figsize=(7, 7.5))
-    grouped_bars(
-        ax,
-        [label(r) for r in rows],
+#: timing tables drawn as two bars per row: figure size, legend label -> table column, axes
+TIME_BARS = {
+    "perf_fedavg": (
+        (8.5, 3.2),
         {
-            "fedimb (Flower simulation)": (column(rows, "fedimb s/round (rounds 2+)"), None),
-            "the same rounds in one process": (column(rows, "one process s/round"), None),
+            "rounds 2+ (s per round)": "seconds per round (rounds 2+)",
+            "first round (s)": "first round",
         },
-        horizontal=True,
-    )
-    ax.set(xlabel="seconds per round (rounds 2+)", title="Every method: seconds per round")
-    legend_below(ax, 2)
-    return fig
+        {"xlabel": "seconds", "title": "FedAvg: fedimb against a plain PyTorch loop"},
+    ),
+    "perf_methods": (
+        (7, 7.5),
+        {
+            "fedimb (Flower simulation)": "fedimb s/round (rounds 2+)",
+            "the same rounds in one process": "one process s/round",
+        },
+        {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: seconds per round"},
+    ),
+}
+for _table, (_size, _bars, _settings) in TIME_BARS.items():
+    from_table(_table)(partial(time_bars, size=_size, bars=_bars, **_settings))
 
 
 def log_log(ax, xlabel: str, ylabel: str, ticks) -> None:
@@ -351,7 +379,7 @@ def perf_breakdown(rows):
         "checkpoint": "server: checkpoint",
     }
     by_phase = {r["phase (s)"]: r for r in rows}
-    fig, ax = canvas(figsize=(7.5, 0.9 + 0.45 * len(columns)))
+    _, ax = canvas(figsize=(7.5, 0.9 + 0.45 * len(columns)))
     stacked_bars(
         ax,
         columns,
@@ -360,16 +388,16 @@ def perf_breakdown(rows):
             for name, phase in phases.items()
         },
     )
-    ax.set(xlabel="seconds (server side of a round)", title="Where a round's time goes")
-    legend_below(ax, 5)
-    return fig
+    return finish(
+        ax, 5, xlabel="seconds (server side of a round)", title="Where a round's time goes"
+    )
 
 
 def startup_bars(rows, names: list[str]):
     """Command to round 0, round 0 to round 1, round 1 to exit: differences of the medians."""
     keys = ("command to round 0 (s)", "command to round 1 (s)", "command to exit (s)")
     marks = np.array([[number(r[k]) for k in keys] for r in rows])
-    fig, ax = canvas(figsize=(8.5, 1.5 + 0.45 * len(rows)))
+    _, ax = canvas(figsize=(8.5, 1.5 + 0.45 * len(rows)))
     stacked_bars(
         ax,
         names,
@@ -379,12 +407,8 @@ def startup_bars(rows, names: list[str]):
             "round 1 to exit": marks[:, 2] - marks[:, 1],
         },
     )
-    ax.set(
-        xlabel="seconds from the command\n(medians; each part is the difference of two medians)",
-        title="From the command to the first result",
-    )
-    legend_below(ax, 3)
-    return fig
+    xlabel = "seconds from the command\n(medians; each part is the difference of two medians)"
+    return finish(ax, 3, xlabel=xlabel, title="From the command to the first result")
 
 
 @from_table("perf_startup")
@@ -400,26 +424,20 @@ def perf_startup_floor(rows):
 @from_table("perf_startup_steps")
 def perf_startup_steps(rows):
     steps = [r for r in rows if not label(r).startswith("...")]
-    fig, ax = canvas(figsize=(8, 2.8))
+    _, ax = canvas(figsize=(8, 2.8))
     stacked_bars(
         ax, ["simulation"], {label(r): np.array([number(r["median (min–max)"])]) for r in steps}
     )
-    ax.set(
-        xlabel="seconds from the command to round 1 (median of each step)",
-        title="Start-up, step by step",
-    )
-    legend_below(ax, 2)
-    return fig
+    xlabel = "seconds from the command to round 1 (median of each step)"
+    return finish(ax, 2, xlabel=xlabel, title="Start-up, step by step")
 
 
 @from_table("perf_process_start")
 def perf_process_start(rows):
     parts = [k for k in rows[0] if k not in ("fedimb cache", "total", "scikit-learn imported")]
-    fig, ax = canvas(figsize=(7, 2.6))
+    _, ax = canvas(figsize=(7, 2.6))
     stacked_bars(ax, [label(r) for r in rows], {p: column(rows, p) for p in parts})
-    ax.set(xlabel="seconds", title="A fresh client process before it trains")
-    legend_below(ax, 4)
-    return fig
+    return finish(ax, 4, xlabel="seconds", title="A fresh client process before it trains")
 
 
 @from_table("perf_edge_node")
@@ -456,7 +474,7 @@ def perf_edge_node(rows):
     return fig
 
 
-# -- accuracy ----------------------------------------------------------------------------------------
+# -- accuracy --------------------------------------------------------------------------------------
 
 
 #: the method comparisons of compare_methods.py and their titles
@@ -501,19 +519,17 @@ def accuracy_rounds(rows, table: str):
 
 @from_table("fedconcat_mnist5k")
 def fedconcat(rows):
-    fig, ax = canvas(figsize=(7, 3.6))
     methods = [k for k in rows[0] if k != "partition"]
-    grouped_bars(
-        ax, [label(r) for r in rows], {m: (column(rows, m), errors(rows, m)) for m in methods}
-    )
-    ax.set(
+    return bar_figure(
+        (7, 3.6),
+        [label(r) for r in rows],
+        {m: (column(rows, m), errors(rows, m)) for m in methods},
+        3,
         ylabel="final test accuracy (%), mean ± std",
         ylim=(0, 100),
         xlabel="partition",
         title="FedConcat against FedAvg, communication matched",
     )
-    legend_below(ax, 3)
-    return fig
 
 
 def grid_cell(row: str) -> tuple[float, float] | None:
@@ -654,7 +670,7 @@ def stability(rows):
     return fig
 
 
-# -- Synthetic ---------------------------------------------------------------------------------------
+# -- Synthetic -------------------------------------------------------------------------------------
 
 
 @from_table("synthetic_fedprox")
@@ -663,9 +679,8 @@ def synthetic_fedprox(rows):
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cell = {(r["data"], r["method"]): r for r in rows}
     key = "final accuracy (%)"
-    fig, ax = canvas(figsize=(8, 3.8))
-    grouped_bars(
-        ax,
+    return bar_figure(
+        (8, 3.8),
         data,
         {
             m: (
@@ -674,14 +689,11 @@ def synthetic_fedprox(rows):
             )
             for m in methods
         },
-    )
-    ax.set(
+        3,
         ylabel="final test accuracy (%), mean ± std",
         ylim=(0, 110),
         title="FedAvg against FedProx on Synthetic",
     )
-    legend_below(ax, 3)
-    return fig
 
 
 @from_table("synthetic_fairness")
@@ -746,34 +758,18 @@ def synthetic_horizon(rows):
 @from_table("synthetic_draws")
 def synthetic_draws(rows):
     keys = [k for k in rows[0] if k.endswith("(%)") or k.endswith("(%, mean)")]
-    fig, ax = canvas(figsize=(8, 4))
-    grouped_bars(ax, [f"draw {label(r)}" for r in rows], {k: (column(rows, k), None) for k in keys})
-    ax.set(ylabel="%", ylim=(0, 105), title="The three draws of Synthetic(1,1)")
-    legend_below(ax, 2)
-    return fig
-
-
-# -- faults ------------------------------------------------------------------------------------------
-
-
-@from_table("fault_matrix")
-def fault_matrix(rows):
-    return check_grid(
-        rows,
-        "fault",
-        ("survived", "counted", "lost nothing"),
-        "The fault matrix: client 1 misbehaves in round 2",
+    return bar_figure(
+        (8, 4),
+        [f"draw {label(r)}" for r in rows],
+        columns_without_errors(rows, {k: k for k in keys}),
+        2,
+        ylabel="%",
+        ylim=(0, 105),
+        title="The three draws of Synthetic(1,1)",
     )
 
 
-@from_table("attack_matrix")
-def attack_matrix(rows):
-    return check_grid(
-        rows,
-        "attack",
-        ("survived", "counted", "unharmed"),
-        "The attack matrix: client 1 attacks in every round",
-    )
+# -- faults ----------------------------------------------------------------------------------------
 
 
 def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
@@ -817,7 +813,24 @@ def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
     return fig
 
 
-# -- drawing -----------------------------------------------------------------------------------------
+#: the check matrices: table -> (the column naming a row, the checks, title)
+CHECK_GRIDS = {
+    "fault_matrix": (
+        "fault",
+        ("survived", "counted", "lost nothing"),
+        "The fault matrix: client 1 misbehaves in round 2",
+    ),
+    "attack_matrix": (
+        "attack",
+        ("survived", "counted", "unharmed"),
+        "The attack matrix: client 1 attacks in every round",
+    ),
+}
+for _table, (_what, _checks, _title) in CHECK_GRIDS.items():
+    from_table(_table)(partial(check_grid, what=_what, checks=_checks, title=_title))
+
+
+# -- drawing ---------------------------------------------------------------------------------------
 
 
 def data_figure(path: Path) -> tuple[str, Callable] | None:

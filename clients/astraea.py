@@ -11,8 +11,6 @@ hands it. The rebalanced set is deterministic in (seed, client) and cached per p
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -21,22 +19,38 @@ from clients.base import BaseClient
 from fedimb.core import payload, protocol
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.stats import label_counts
+from fedimb.core.process_cache import ProcessCache, cache_key
 from fedimb.core.rebalance import apply_plan
+from fedimb.core.schema import DOWN, NUM_CLASSES, PayloadSpec
 
-AUGMENT_KEYS = ("rotation", "shift", "shear", "zoom")
-_REBALANCED: OrderedDict[tuple, ClientData] = OrderedDict()
-_CACHE_SIZE = 256
+#: the z-score plan's per-class ratios (server -> client); the answer's histogram is rebalanced
+ZSCORE_RATIOS = "zscore_ratios"
+PAYLOADS = protocol.BASE_PAYLOADS + (
+    PayloadSpec(ZSCORE_RATIOS, DOWN, "float", (NUM_CLASSES,), nonnegative=True),
+    protocol.LABEL_COUNTS_PAYLOAD,
+)
+#: each client's rebalanced data, by client, samples, plan, seed and augmentation
+_REBALANCED: ProcessCache[ClientData] = ProcessCache(max_entries=256)
 
 
 class AstraeaClient(BaseClient):
     """Applies the z-score plan, then trains like FedAvg."""
 
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        """The augmentation ranges (the paper gives none)."""
+
+        rotation: float  # degrees
+        shift: float  # fraction of the image size
+        shear: float  # degrees
+        zoom: float  # ± fraction of the scale
+
     def rebalanced(self, config) -> ClientData:
         """This client's data after the plan in ``config`` (its own data without one)."""
-        ratios = payload.unpack(config).get(protocol.ZSCORE_RATIOS)
+        ratios = payload.unpack(config).get(ZSCORE_RATIOS)
         if ratios is None or np.all(ratios == 1.0):
             return self.data
-        params = {k: float(config[k]) for k in AUGMENT_KEYS}
+        params = dataclasses.asdict(self.settings_of(config))
         seed = int(
             np.random.SeedSequence(
                 [int(config.get(protocol.SEED, 0)), self.data.partition_id]
@@ -44,27 +58,26 @@ class AstraeaClient(BaseClient):
         )
         # the samples themselves are in the key: two runs in one process (a sweep, the tests)
         # may give one client id other samples under the same plan
-        samples = hashlib.sha1(self.data.indices.numpy().tobytes()).hexdigest()
-        key = (
+        key = cache_key(
             self.data.partition_id,
-            samples,
-            ratios.tobytes(),
+            self.data.indices,
+            ratios,
             seed,
             tuple(params.values()),
             self.data.x.data_ptr(),
         )
-        if key not in _REBALANCED:
+
+        def build() -> ClientData:
             x, y = apply_plan(self.data.x, self.data.y, self.data.indices, ratios, params, seed)
-            _REBALANCED[key] = dataclasses.replace(
+            return dataclasses.replace(
                 self.data,
                 x=x,
                 y=y,
                 indices=torch.arange(len(y)),
                 label_counts=label_counts(y.numpy(), self.data.num_classes),
             )
-            while len(_REBALANCED) > _CACHE_SIZE:
-                _REBALANCED.popitem(last=False)
-        return _REBALANCED[key]
+
+        return _REBALANCED.get(key, build)
 
     def get_properties(self, config):
         """Identity and label histogram — after the plan, when the query carries one."""

@@ -2,13 +2,16 @@
 
 A method's client subclasses :class:`BaseClient` and overrides small hooks —
 :meth:`loss`, :meth:`before_training`, :meth:`after_backward`, :meth:`after_step`,
-:meth:`after_training`, :meth:`trainable_parameters` — never the loop (DESIGN §4.4).
-Hyperparameters arrive in every fit instruction; state that must outlive a round
-goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
+:meth:`after_training`, :meth:`trainable_parameters` — never the loop, so that every
+method trains with the same loop. Its settings (``Settings``, :mod:`clients.base_settings`)
+arrive in every instruction and are read typed: ``self.settings`` (read by :meth:`fit`
+before the hooks run) or :meth:`settings_of` in a hook given the instruction; state that
+must outlive a round goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -18,9 +21,11 @@ from flwr.client import NumPyClient
 from flwr.common import NDArrays, Scalar
 from torch import nn
 
+from clients import base_settings
+from clients.base_personal import PersonalEvaluation
 from fedimb.core import payload, protocol
 from fedimb.core.data.client_data import ClientData
-from fedimb.core.errors import ConfigError, check_rules
+from fedimb.core.errors import ConfigError
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
 from fedimb.core.training import (
     TrainConfig,
@@ -32,6 +37,8 @@ from fedimb.core.training import (
     train_epochs,
 )
 
+__all__ = ["BaseClient", "PersonalEvaluation"]
+
 
 class BaseClient(NumPyClient):
     """Local side of FedAvg; the hooks below are what methods change."""
@@ -41,15 +48,24 @@ class BaseClient(NumPyClient):
     #: whether the method trains or swaps the encoder apart from the head, so that the
     #: model's encoder needs parameters (checked with the configuration)
     trains_encoder_alone = False
-    #: rules for the method's client settings (``method.client``), by name, e.g.
-    #: ``{"variant": one_of("fo", "hf")}`` (:mod:`fedimb.core.errors`); checked with the
-    #: configuration, before any training
-    setting_rules: dict = {}
+    #: the instruction keys the method itself adds (no setting may be named so)
+    instruction_keys: tuple[str, ...] = ()
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        """The method's settings (``method.client``), one field each (:func:`setting`)."""
+
+    @classmethod
+    def read_settings(cls, values):
+        """The method's settings read from ``values`` (an instruction or the YAML
+        section), typed: how a strategy reads a client setting it needs."""
+        return base_settings.read_settings(cls.Settings, values)
 
     @classmethod
     def check_settings(cls, settings) -> None:
-        """One-line ``ConfigError`` for the first setting that breaks its rule."""
-        check_rules(cls.setting_rules, settings, "method.client")
+        """One-line ``ConfigError`` for the first setting that is not as ``Settings``
+        declares it (:func:`clients.base_settings.check_settings`), before any training."""
+        base_settings.check_settings(cls.Settings, settings, cls.instruction_keys)
 
     def __init__(
         self,
@@ -66,6 +82,19 @@ class BaseClient(NumPyClient):
         self.device = device
         self.model_factory = model_factory
         self.config: dict[str, Scalar] = {}
+        self.settings = None  # the last instruction's (settings_of)
+
+    def receive(self, config: dict[str, Scalar]) -> None:
+        """Keep this instruction and read the method's settings from it (:meth:`fit`
+        begins with it)."""
+        self.config = dict(config)
+        self.settings_of(config)
+
+    def settings_of(self, config: dict[str, Scalar]):
+        """The method's settings in the instruction ``config``, typed (``Settings``), kept
+        as :attr:`settings` for the hooks that get no instruction (``loss``)."""
+        self.settings = base_settings.read_settings(self.Settings, config)
+        return self.settings
 
     def fresh_model(self) -> EncoderHeadNet:
         """A new model with the run's common initialisation (for state that starts there)."""
@@ -97,7 +126,7 @@ class BaseClient(NumPyClient):
         self, parameters: NDArrays, config: dict[str, Scalar]
     ) -> tuple[NDArrays, int, dict[str, Scalar]]:
         self.set_parameters(parameters)
-        self.config = dict(config)
+        self.receive(config)
         hp = TrainConfig.from_mapping(config)
         self.before_training(config)
         optimizer = make_optimizer(self.trainable_parameters(), hp)
@@ -140,9 +169,9 @@ class BaseClient(NumPyClient):
             self.data.num_classes,
         )
         return (
-            float(result["loss"]),
+            float(result[protocol.LOSS]),
             self.data.num_examples,
-            {"accuracy": float(result["accuracy"])},
+            {protocol.ACCURACY: float(result[protocol.ACCURACY])},
         )
 
     def evaluate_local(self, parameters: NDArrays) -> tuple[float, int, dict[str, Scalar]]:
@@ -159,9 +188,9 @@ class BaseClient(NumPyClient):
             self.model, x.to(self.device), y.to(self.device), self.data.num_classes
         )
         return (
-            float(result["loss"]),
+            float(result[protocol.LOSS]),
             int(len(y)),
-            {protocol.LOCAL_ACCURACY: float(result["accuracy"])},
+            {protocol.LOCAL_ACCURACY: float(result[protocol.ACCURACY])},
         )
 
     def local_loss(self) -> float:
@@ -174,7 +203,7 @@ class BaseClient(NumPyClient):
                 self.data.x[idx].to(self.device),
                 self.data.y[idx].to(self.device),
                 self.data.num_classes,
-            )["loss"]
+            )[protocol.LOSS]
         )
 
     def mean_latent(self) -> np.ndarray:
@@ -228,64 +257,3 @@ class BaseClient(NumPyClient):
         self.context.state[name] = ArrayRecord(
             array_dict={k: Array(np.asarray(v)) for k, v in arrays.items()}
         )
-
-
-class PersonalEvaluation:
-    """Client side of GRP-FED §4.1's personal evaluation, a mixin for methods with a
-    personal model (pairs with :class:`strategies.base.PersonalEvaluation`): with
-    ``personal_eval`` :meth:`evaluate` scores :meth:`personal_model` instead of the
-    received model. Put it before :class:`BaseClient` in the bases."""
-
-    personal_evaluation = True
-
-    def evaluate(
-        self, parameters: NDArrays, config: dict[str, Scalar]
-    ) -> tuple[float, int, dict[str, Scalar]]:
-        if not config.get(protocol.PERSONAL_EVAL):
-            return super().evaluate(parameters, config)
-        scores = (
-            self.evaluate_local(parameters)[2] if config.get(protocol.LOCAL_EVAL) else {}
-        )  # the global model first
-        loss, count, metrics = self.evaluate_personal(parameters, config)
-        return loss, count, {**scores, **metrics}
-
-    def evaluate_personal(self, parameters: NDArrays, config: dict[str, Scalar]):
-        """Macro-F1 of :meth:`personal_model` on the local test split (T_p) and on the
-        global test set (T_r); with ``return_probs`` also its global-test probabilities
-        (for the ensemble that is the global output of local-only methods)."""
-        model = self.personal_model(parameters, config)
-        local_test = self.data.local_test()
-        metrics: dict[str, Scalar] = {}
-        if local_test is not None:
-            x_local, y_local = local_test
-            local = evaluate_model(
-                model, x_local.to(self.device), y_local.to(self.device), self.data.num_classes
-            )
-            metrics.update(
-                {
-                    protocol.PERSONAL_LOCAL_F1: local["macro_f1"],
-                    protocol.PERSONAL_LOCAL_ACCURACY: local["accuracy"],
-                }
-            )
-        x_test, y_test = (t.to(self.device) for t in self.data.global_test())
-        result = evaluate_model(model, x_test, y_test, self.data.num_classes)
-        metrics.update(
-            {
-                protocol.PERSONAL_GLOBAL_F1: result["macro_f1"],
-                protocol.PERSONAL_GLOBAL_ACCURACY: result["accuracy"],
-            }
-        )
-        if config.get(protocol.RETURN_PROBS):
-            probs = torch.softmax(predict(model, x_test), dim=1).cpu().numpy().astype(np.float32)
-            metrics.update(payload.pack({protocol.GLOBAL_TEST_PROBS: probs}))
-        return (
-            float(result["loss"]),
-            max(int(len(local_test[1])) if local_test is not None else 0, 1),
-            metrics,
-        )
-
-    def personal_model(self, parameters: NDArrays, config: dict[str, Scalar]) -> nn.Module:
-        """The model this client uses on its own data; for global-only methods the
-        received global model."""
-        self.set_parameters(parameters)
-        return self.model

@@ -4,19 +4,12 @@ i.e. the relaxed balanced softmax with eps = 0."""
 
 from __future__ import annotations
 
-import torch
-
-from clients.base import BaseClient
+from clients.base_shared import ClassCountsClient
 from fedimb.core.losses import relaxed_balanced_softmax_loss
 
 
-class BalancedSoftmaxClient(BaseClient):
+class BalancedSoftmaxClient(ClassCountsClient):
     """Balanced softmax: softmax(z + log p_local)."""
-
-    def before_training(self, config):
-        self.counts = torch.as_tensor(
-            self.data.label_counts, dtype=torch.float32, device=self.device
-        )
 
     def loss(self, x, y):
         return relaxed_balanced_softmax_loss(self.model(x), y, self.counts, eps=0.0)

@@ -12,26 +12,49 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
 
 from clients.base import BaseClient
 from fedimb.core import payload, protocol
 from fedimb.core.clustering import inferred_distribution, noisy_distribution
 from fedimb.core.models import get_weights
 from fedimb.core.models.concat import concatenated_model, encoders_from_arrays
-from fedimb.core.training import TrainConfig, make_optimizer, predict, train_epochs
+from fedimb.core.schema import ANSWER, NUM_CLASSES, UP, PayloadSpec
+from fedimb.core.training import TrainConfig, train_head
 
 EXTRACTOR_STATE = "fedconcat_extractor"
+
+# the stages (``protocol.STAGE``)
+STAGE_CLUSTER, STAGE_ENCODERS, STAGE_CLASSIFIER = "cluster", "encoders", "classifier"
+# instruction keys: the random inputs of eq. 3 (stage cluster), the noise of a properties query
+INFER_SAMPLES = "infer_samples"
+LAPLACE_EPSILON = "laplace_epsilon"
+#: FedConcat-ID's inferred distribution (round 1); the (noised) label distribution in the
+#: answer, with the histogram; the frozen encoders travel as ``protocol.ENCODERS``
+INFERRED_DISTRIBUTION = "inferred_distribution"
+PAYLOADS = protocol.BASE_PAYLOADS + (
+    PayloadSpec(INFERRED_DISTRIBUTION, UP, "float", (NUM_CLASSES,), nonnegative=True, total=1.0),
+    PayloadSpec(
+        protocol.LABEL_DISTRIBUTION,
+        ANSWER,
+        "float",
+        (NUM_CLASSES,),
+        nonnegative=True,
+        total=1.0,
+        required=True,
+    ),
+    protocol.LABEL_COUNTS_PAYLOAD,
+)
 
 
 class FedConcatClient(BaseClient):
     """Local side of FedConcat: stage-dependent."""
 
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
+    instruction_keys = (INFER_SAMPLES, LAPLACE_EPSILON)
 
     def get_properties(self, config):
         props = super().get_properties(config)
-        epsilon = config.get(protocol.LAPLACE_EPSILON)
+        epsilon = config.get(LAPLACE_EPSILON)
         if epsilon is not None:
             seed = int(
                 np.random.SeedSequence(
@@ -45,20 +68,20 @@ class FedConcatClient(BaseClient):
         return props
 
     def fit(self, parameters, config):
-        if config.get(protocol.STAGE) == "classifier":
+        if config.get(protocol.STAGE) == STAGE_CLASSIFIER:
             return self.fit_classifier(parameters, config)
         return super().fit(parameters, config)
 
     def after_training(self, config, result):
-        if config.get(protocol.STAGE) != "cluster":
+        if config.get(protocol.STAGE) != STAGE_CLUSTER:
             return {}
         distribution = inferred_distribution(
             self.model,
             tuple(self.data.x.shape[1:]),
-            int(config["infer_samples"]),
+            int(config[INFER_SAMPLES]),
             int(config.get(protocol.SEED, 0)),
         )
-        return payload.pack({protocol.INFERRED_DISTRIBUTION: distribution})
+        return payload.pack({INFERRED_DISTRIBUTION: distribution})
 
     # ----------------------------------------------------------- stage 3
     def extractor(self, config) -> list[list[np.ndarray]]:
@@ -82,19 +105,7 @@ class FedConcatClient(BaseClient):
         for p, w in zip(head.parameters(), parameters, strict=True):
             p.data = torch.as_tensor(w, dtype=p.dtype, device=p.device).clone()
         hp = TrainConfig.from_mapping(config)
-        features = predict(model.encoder, self.data.x[self.data.indices].to(self.device))
-        labels = self.data.y[self.data.indices].to(self.device)
-        result = train_epochs(
-            head,
-            features,
-            labels,
-            torch.arange(len(labels)),
-            epochs=hp.local_epochs,
-            batch_size=hp.batch_size,
-            optimizer=make_optimizer(head.parameters(), hp),
-            loss_fn=lambda fb, yb: nn.functional.cross_entropy(head(fb), yb),
-            generator=self.generator(config),
-            device=self.device,
-        )
+        x, y = self.data.x[self.data.indices], self.data.y[self.data.indices]
+        result = train_head(model, x, y, hp, self.generator(config), self.device)
         metrics = {protocol.TRAIN_LOSS: result.mean_loss, protocol.LOCAL_STEPS: result.steps}
         return get_weights(head), self.data.num_examples, metrics

@@ -5,9 +5,13 @@ gradient, then updates its linear term g_k ← g_k − α(θ_k^t − θ^{t−1})
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from clients.base import BaseClient
+from clients.base_settings import setting
+from fedimb.core.errors import at_least
 
 STATE = "feddyn_linear"
 
@@ -15,8 +19,12 @@ STATE = "feddyn_linear"
 class FedDynClient(BaseClient):
     """Dynamically regularised local objective."""
 
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        alpha: float = setting(at_least(0, strict=True))  # α (the server reads it too)
+
     def before_training(self, config):
-        self.alpha = float(config["alpha"])
+        self.alpha = self.settings_of(config).alpha
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.server = [p.detach().clone() for p in params]
         stored = self.load_state(STATE)

@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-import torch
+import dataclasses
 
-from clients.base import BaseClient
+from clients.base_shared import ClassCountsClient
 from fedimb.core.losses import logit_calibration_loss
 
 
-class FedLCClient(BaseClient):
+class FedLCClient(ClassCountsClient):
     """Cross-entropy of calibrated logits."""
 
-    def before_training(self, config):
-        self.tau = float(config["tau"])
-        self.counts = torch.as_tensor(
-            self.data.label_counts, dtype=torch.float32, device=self.device
-        )
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        tau: float  # τ, the calibration strength
 
     def loss(self, x, y):
-        return logit_calibration_loss(self.model(x), y, self.counts, self.tau)
+        return logit_calibration_loss(self.model(x), y, self.counts, self.settings.tau)

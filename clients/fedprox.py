@@ -7,6 +7,8 @@ The term's gradient μ(w − w^t) is added to the gradients after each backward 
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from clients.base import BaseClient
@@ -15,8 +17,12 @@ from clients.base import BaseClient
 class FedProxClient(BaseClient):
     """Cross-entropy plus the proximal term."""
 
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        mu: float  # μ, the proximal weight
+
     def before_training(self, config):
-        self.mu = float(config["mu"])
+        self.mu = self.settings_of(config).mu
         self.anchor = [p.detach().clone() for p in self.model.parameters()]
 
     @torch.no_grad()

@@ -4,23 +4,22 @@ missing classes' classifier weights are pushed away."""
 
 from __future__ import annotations
 
-import torch
+import dataclasses
+
 from torch import nn
 
-from clients.base import BaseClient
+from clients.base_shared import ClassCountsClient
 from fedimb.core.losses import restricted_softmax_logits
 
 
-class FedRSClient(BaseClient):
+class FedRSClient(ClassCountsClient):
     """Cross-entropy of restricted logits."""
 
-    def before_training(self, config):
-        self.alpha = float(config["alpha"])
-        self.counts = torch.as_tensor(
-            self.data.label_counts, dtype=torch.float32, device=self.device
-        )
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        alpha: float  # scaling of the missing classes' logits
 
     def loss(self, x, y):
         return nn.functional.cross_entropy(
-            restricted_softmax_logits(self.model(x), self.counts, self.alpha), y
+            restricted_softmax_logits(self.model(x), self.counts, self.settings.alpha), y
         )

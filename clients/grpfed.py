@@ -24,10 +24,8 @@ Readings the paper leaves open (the defaults follow Algorithm 1 as written):
 - ``discriminator_loss``: ``printed`` is eq. 4 as printed, L_D = log(1 − D(f^g)) + log D(f^l).
   It has no lower bound: its gradient in D's logit never vanishes (−σ(z) for the global
   features), so D's weights grow without end, and with them the regulariser's push on θ^l_F,
-  until both overflow. Clients that take many steps reach it first: on Synthetic(1, 1)
-  (100 devices, seed 0) the personal models of 46 devices are non-finite after 2,000
-  rounds, those with the most samples from round 100 on (docs/benchmarks/synthetic.md);
-  on mnist5k 2 of 50 clients after 30 rounds.
+  until both overflow; clients that take many steps reach it first (measured in
+  docs/benchmarks/synthetic.md).
   ``cross_entropy`` trains D as the binary classifier §3 describes, −log D(f^g) − log(1 − D(f^l)):
   the same targets (global features true, personal ones false) with a loss bounded below.
   A personal model with non-finite weights is never scored: its evaluation fails with
@@ -37,18 +35,22 @@ Readings the paper leaves open (the defaults follow Algorithm 1 as written):
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import torch
 from torch import nn
 
 from clients.base import BaseClient, PersonalEvaluation
+from clients.base_settings import setting
 from fedimb.core import protocol
 from fedimb.core.errors import FedimbError, at_least, one_of
 from fedimb.core.models import get_weights, set_weights
 from fedimb.core.training import TrainConfig, make_optimizer
 
 STATE = "grpfed_personal"
+#: where L^g is measured (setting ``loss_at``): while training | the received model, before it
+LOSS_AT_TRAINING, LOSS_AT_RECEIVED = "training", "received"
 
 
 def discriminator(feature_dim: int, hidden: int) -> nn.Module:
@@ -89,18 +91,22 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
 
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
 
-    setting_rules = {
-        "loss_at": one_of("training", "received"),
-        "personal_resync_every": at_least(0, integer=True),
-        "discriminator_loss": one_of(*DISCRIMINATOR_LOSSES),
-    }
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        beta: float  # weight of the personal cross-entropy vs the regulariser
+        disc_hidden: int  # hidden width of the discriminator
+        # the L^g reported (the server reads it too)
+        loss_at: str = setting(one_of(LOSS_AT_TRAINING, LOSS_AT_RECEIVED))
+        personal_resync_every: int = setting(at_least(0, integer=True))
+        discriminator_loss: str = setting(one_of(*DISCRIMINATOR_LOSSES))
 
     def _personal_parts(self, config, resync: bool = False) -> tuple[nn.Module, nn.Module]:
         """θ^l_F and D from ``Context.state``; θ^l_F is the model's current (received)
         extractor when there is no state yet or with ``resync``."""
         encoder = copy.deepcopy(self.model.encoder)
         torch.manual_seed(int(config.get(protocol.SEED, 0)) * 100003 + self.data.partition_id)
-        disc = discriminator(self.model.feature_dim, int(config["disc_hidden"])).to(self.device)
+        hidden = self.settings_of(config).disc_hidden
+        disc = discriminator(self.model.feature_dim, hidden).to(self.device)
         stored = self.load_state(STATE)
         if stored is not None:
             n_enc = len(encoder.state_dict())
@@ -112,15 +118,16 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
 
     def resync_due(self, config) -> bool:
         """Whether θ^l_F is copied from the received global extractor this round."""
-        every = int(config["personal_resync_every"])
+        every = self.settings_of(config).personal_resync_every
         stored = self.load_state(STATE)
         if stored is None or every <= 0:
             return False
         return int(config[protocol.SERVER_ROUND]) - int(stored["synced_round"]) >= every
 
     def before_training(self, config):
-        self.beta = float(config["beta"])
-        self.initial_loss = self.local_loss() if config["loss_at"] == "received" else None
+        settings = self.settings_of(config)
+        self.beta = settings.beta
+        self.initial_loss = self.local_loss() if settings.loss_at == LOSS_AT_RECEIVED else None
         self.global_encoder = copy.deepcopy(self.model.encoder).eval().requires_grad_(False)
         stored = self.load_state(STATE)
         resync = self.resync_due(config)
@@ -133,7 +140,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         hp = TrainConfig.from_mapping(config)
         self.personal_optimizer = make_optimizer(self.personal_encoder.parameters(), hp)
         self.discriminator_optimizer = make_optimizer(self.discriminator.parameters(), hp)
-        self.discriminator_objective = DISCRIMINATOR_LOSSES[str(config["discriminator_loss"])]
+        self.discriminator_objective = DISCRIMINATOR_LOSSES[settings.discriminator_loss]
         self._batch = None
 
     def loss(self, x, y):
@@ -176,8 +183,9 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         stored = self.load_state(STATE)
         if stored is not None and not all(np.all(np.isfinite(v)) for v in stored.values()):
             raise DivergedPersonalModel(
-                f"GRP-FED: client {self.data.partition_id}'s personal extractor or discriminator is non-finite "
-                f"(discriminator_loss={config['discriminator_loss']}; eq. 4 as printed has no lower bound: "
+                f"GRP-FED: client {self.data.partition_id}'s personal extractor or discriminator "
+                f"is non-finite (discriminator_loss={self.settings_of(config).discriminator_loss}; "
+                "eq. 4 as printed has no lower bound: "
                 "method.client.discriminator_loss=cross_entropy bounds it)"
             )
         encoder, _ = self._personal_parts(config)

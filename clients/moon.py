@@ -11,6 +11,7 @@ its first round a client uses the global model as previous model.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import torch
 from torch import nn
@@ -35,8 +36,14 @@ def contrastive_loss(
 class MOONClient(BaseClient):
     """Model-contrastive local training."""
 
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        mu: float  # μ, the weight of the contrastive term
+        tau: float  # τ, its temperature
+
     def before_training(self, config):
-        self.mu, self.tau = float(config["mu"]), float(config["tau"])
+        settings = self.settings_of(config)
+        self.mu, self.tau = settings.mu, settings.tau
         self.global_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.previous = copy.deepcopy(self.global_model)
         stored = self.load_state(STATE)

@@ -17,10 +17,13 @@ model is the global model after one SGD step with α on a local mini-batch (§5)
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 
 from clients.base import BaseClient, PersonalEvaluation
+from clients.base_settings import setting
 from fedimb.core import protocol
 from fedimb.core.curvature import hessian_vector_product, trainable
 from fedimb.core.errors import at_least, one_of
@@ -30,11 +33,14 @@ from fedimb.core.training import batch_indices, seeded_generator
 class PerFedAvgClient(PersonalEvaluation, BaseClient):
     """MAML-style local update."""
 
-    setting_rules = {"variant": one_of("fo", "hf"), "alpha": at_least(0, strict=True)}
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        variant: str = setting(one_of("fo", "hf"))  # first-order | Hessian-free
+        alpha: float = setting(at_least(0, strict=True))  # α, the inner step size
 
     def before_training(self, config):
-        self.alpha = float(config["alpha"])
-        self.variant = str(config["variant"])  # checked with the configuration (setting_rules)
+        settings = self.settings_of(config)
+        self.alpha, self.variant = settings.alpha, settings.variant
         self.batch_size = int(config["batch_size"])
         # the extra batches D', D'' have their own seeded stream (any runtime draws the same)
         self.extra_batches = seeded_generator(
@@ -82,7 +88,7 @@ class PerFedAvgClient(PersonalEvaluation, BaseClient):
 
     def personal_model(self, parameters, config):
         self.set_parameters(parameters)
-        self.alpha = float(config["alpha"])
+        self.alpha = self.settings_of(config).alpha
         idx = next(
             batch_indices(self.data.indices, int(config["batch_size"]), self.generator(config))
         )

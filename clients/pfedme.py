@@ -10,6 +10,7 @@ client's personal model."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import torch
 from torch import nn
@@ -23,10 +24,16 @@ STATE = "pfedme_personal"
 class PFedMeClient(PersonalEvaluation, BaseClient):
     """Moreau-envelope personalisation."""
 
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        lam: float  # λ of the Moreau envelope
+        personal_lr: float  # step size of the personal problem
+        inner_steps: int  # K
+
     def before_training(self, config):
-        self.lam = float(config["lam"])
-        self.personal_lr = float(config["personal_lr"])
-        self.inner_steps = int(config["inner_steps"])
+        settings = self.settings_of(config)
+        self.lam, self.personal_lr = settings.lam, settings.personal_lr
+        self.inner_steps = settings.inner_steps
         self.personal = copy.deepcopy(self.model)  # θ starts at the received w each round
 
     def loss(self, x, y):

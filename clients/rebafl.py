@@ -14,6 +14,8 @@ client's own classes take prototypes computed with the received feature extracto
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from clients.base import BaseClient
@@ -26,6 +28,30 @@ from fedimb.core.prototypes import (
     to_payload,
     transfer_features,
 )
+from fedimb.core.schema import DOWN, FEATURE_DIM, MAX_CLASS, UP, PayloadSpec
+
+#: class prototypes travel as (classes, vectors, counts); the global ones without counts
+PROTOTYPES = "prototypes"
+PROTOTYPE_CLASSES = f"{PROTOTYPES}_classes"
+PROTOTYPE_VECTORS = f"{PROTOTYPES}_vectors"
+PROTOTYPE_COUNTS = f"{PROTOTYPES}_counts"
+PAYLOADS = protocol.BASE_PAYLOADS + (
+    PayloadSpec(
+        PROTOTYPE_CLASSES, UP, "integer", ("k",), nonnegative=True, bound=MAX_CLASS, required=True
+    ),
+    PayloadSpec(PROTOTYPE_VECTORS, UP, "float", ("k", FEATURE_DIM), required=True),
+    PayloadSpec(
+        PROTOTYPE_COUNTS,
+        UP,
+        "integer",
+        ("k",),
+        nonnegative=True,
+        total=protocol.NUM_EXAMPLES,
+        required=True,
+    ),
+    PayloadSpec(PROTOTYPE_CLASSES, DOWN, "integer", ("k",)),
+    PayloadSpec(PROTOTYPE_VECTORS, DOWN, "float", ("k", FEATURE_DIM)),
+)
 
 
 class ReBaFLClient(BaseClient):
@@ -36,14 +62,19 @@ class ReBaFLClient(BaseClient):
             self.model.encoder, self.data.x, self.data.y, self.data.indices, device=self.device
         )
 
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        eps: float  # prior smoothing (eq. 10)
+        mu: float  # μ, the weight of the augmentation loss (eq. 16)
+        lam: float  # λ of the feature transfer (eq. 15)
+
     def before_training(self, config):
-        self.eps = float(config["eps"])
-        self.mu = float(config["mu"])
-        self.lam = float(config["lam"])
+        settings = self.settings_of(config)
+        self.eps, self.mu, self.lam = settings.eps, settings.mu, settings.lam
         self.counts = torch.as_tensor(
             self.data.label_counts, dtype=torch.float32, device=self.device
         )
-        global_prototypes, _ = from_payload(protocol.PROTOTYPES, config)
+        global_prototypes, _ = from_payload(PROTOTYPES, config)
         local_prototypes, _ = self._local_prototypes()
         merged = {**global_prototypes, **local_prototypes}  # eq. 18
         table = torch.zeros(self.data.num_classes, self.model.feature_dim)
@@ -68,4 +99,4 @@ class ReBaFLClient(BaseClient):
 
     def after_training(self, config, result):
         prototypes, counts = self._local_prototypes()
-        return to_payload(protocol.PROTOTYPES, prototypes, counts)
+        return to_payload(PROTOTYPES, prototypes, counts)

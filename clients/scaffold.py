@@ -1,45 +1,29 @@
 """SCAFFOLD client (Karimireddy et al., ICML 2020, Algorithm 1).
 
-**Local step** (Algorithm 1, line 10): y ← y − η_l·(g_i(y) − c_i + c), applied in two
-parts: the optimiser steps on the plain gradient g_i(y) (with its weight decay and
-momentum), then the parameters move by −η_l·(c − c_i). Under plain SGD the two parts are
-the paper's step exactly; under momentum the correction never enters the momentum
-buffer (it is not amplified by up to 1/(1 − β), nor carried into later steps) and
-weight decay never acts on it as a gradient.
+**Local step** (line 10): y ← y − η_l·(g_i(y) − c_i + c), in two parts: the optimiser
+steps on the plain gradient g_i(y) (with its weight decay and momentum), then the
+parameters move by −η_l·(c − c_i). Under plain SGD this is the paper's step exactly;
+under momentum the correction never enters the momentum buffer, so it is neither
+amplified by up to 1/(1 − β) nor carried into later steps, and weight decay never acts
+on it.
 
-**Control variate** c_i⁺ (line 12), ``method.client.control``; the default ``auto`` is
-``option2_normalised`` under SGD (with or without momentum) and ``gradient_mean`` under
-Adam, the rules that were stable and best in the measurements of
-docs/benchmarks/accuracy.md for each:
+**Control variate** c_i⁺ (line 12), setting ``control``; ``auto`` is
+``option2_normalised`` under SGD and ``gradient_mean`` under Adam (how each rule fares
+is measured in docs/benchmarks/accuracy.md, the stability matrix):
 
-- ``option2_normalised``: option II with the displacement measured per
-  momentum-weighted step. The optimiser's share of the displacement is
-  (x − y_i) − K·η_l·(c − c_i) = η_l·Σ_j w_j·g_j, whose weights w_j sum to
-  a_i = Σ_{k=1..K} (1 − β^k)/(1 − β) (FedNova's normaliser), so
-  c_i⁺ = ((x − y_i)/η_l − K·(c − c_i)) / a_i is the momentum-weighted mean of the raw
-  local gradients. Under plain SGD a_i = K and this is option II's
-  c_i − c + (x − y_i)/(K·η_l) exactly. Under momentum c_i and the shift stay in gradient
-  units while momentum amplifies only the client's own gradient, so the correction is
-  weaker than the full drift; this kept every run of the stability matrix
-  (docs/benchmarks/accuracy.md) from
-  collapsing where ``option2`` did not.
-- ``option2``: c_i⁺ = c_i − c + (x − y_i)/(K·η_l) literally, whatever the optimiser did:
-  under momentum c_i is the momentum-amplified mean step and the correction cancels the
-  whole amplified drift. That is SCAFFOLD at an effective step η_l/(1 − β); on mnist5k
-  Dir(0.1) with momentum 0.9 and lr 0.01 one seed in three collapsed to 10%, as plain
-  SCAFFOLD does at a 10x larger plain-SGD step (the paper's analysis bounds η_l·K).
+- ``option2_normalised``: option II with the displacement measured per momentum-weighted
+  step. The optimiser's share of the displacement is (x − y_i) − K·η_l·(c − c_i) =
+  η_l·Σ_j w_j·g_j, whose weights sum to a_i = Σ_{k=1..K} (1 − β^k)/(1 − β) (FedNova's
+  normaliser), so c_i⁺ = ((x − y_i)/η_l − K·(c − c_i)) / a_i is the momentum-weighted
+  mean of the raw local gradients; under plain SGD a_i = K and this is option II exactly.
+- ``option2``: c_i⁺ = c_i − c + (x − y_i)/(K·η_l) literally: under momentum c_i is the
+  momentum-amplified mean step, i.e. SCAFFOLD at an effective step η_l/(1 − β).
 - ``option1``: c_i⁺ = g_i(x), the gradient of the local objective (plus weight decay's
-  L2 term) at the server model, from one extra pass over the local data in
-  mini-batches (training mode, buffers restored). The paper notes it can be more stable
-  than option II but costs the extra pass; on mnist5k Dir(0.1) under plain SGD it learnt
-  far slower than option II (docs/benchmarks/accuracy.md, the stability matrix).
-- ``gradient_mean``: c_i⁺ = mean of the K raw mini-batch gradients along the local path,
-  and the correction is added to the gradient *before* the optimiser step, so Adam
-  normalises correction and gradient together. Caveat: under SGD with momentum the
-  buffer amplifies the correction as well, and this rule collapsed in 3 of 6 runs with
-  momentum 0.9 (docs/benchmarks/accuracy.md, the stability matrix); under Adam it was the
-  best rule (docs/benchmarks/accuracy.md, the SCAFFOLD, FedDyn, MOON, FedNova and FedAvgM
-  table under Adam).
+  L2 term) at the server model, from one extra pass over the local data (training
+  mode, buffers restored).
+- ``gradient_mean``: c_i⁺ = the mean of the K raw mini-batch gradients, with the
+  correction added to the gradient *before* the optimiser step, so that Adam normalises
+  correction and gradient together (under SGD momentum amplifies the correction too).
 
 The client keeps c_i⁺ in ``Context.state`` (c_i starts at zero) and returns
 Δc_i = c_i⁺ − c_i as named payloads ``control_delta.<j>``.
@@ -47,17 +31,31 @@ The client keeps c_i⁺ in ``Context.state`` (c_i starts at zero) and returns
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
 from clients.base import BaseClient
+from clients.base_settings import setting
 from fedimb.core import payload, protocol
 from fedimb.core.aggregate import fednova_normaliser
 from fedimb.core.errors import one_of
+from fedimb.core.schema import DOWN, MODEL, UP, PayloadSpec
 from fedimb.core.training import TrainConfig, batch_indices
 
 STATE = "scaffold_control"
 CONTROLS = ("auto", "option2_normalised", "option2", "option1", "gradient_mean")
+
+#: the largest control-variate change a client may report per entry: c estimates the
+#: gradient of the local loss, whose entries no honest client sees near 1e6; beyond it
+#: one client would steer every client's correction
+CONTROL_BOUND = 1e6
+#: the server control variate c and each client's change Δc_i, per trainable parameter
+PAYLOADS = protocol.BASE_PAYLOADS + (
+    PayloadSpec(protocol.CONTROL, DOWN, "float", MODEL),
+    PayloadSpec(protocol.CONTROL_DELTA, UP, "float", MODEL, bound=CONTROL_BOUND, required=True),
+)
 
 
 def resolve_control(control: str, optimizer: str) -> str:
@@ -71,11 +69,13 @@ def resolve_control(control: str, optimizer: str) -> str:
 class ScaffoldClient(BaseClient):
     """Control-variate corrected local training."""
 
-    setting_rules = {"control": one_of(*CONTROLS)}
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        control: str = setting(one_of(*CONTROLS))  # the c_i⁺ rule (module docstring)
 
     def before_training(self, config):
         hp = TrainConfig.from_mapping(config)
-        self.control = resolve_control(str(config["control"]), hp.optimizer)
+        self.control = resolve_control(self.settings_of(config).control, hp.optimizer)
         self.lr, self.weight_decay, self.batch_size = hp.lr, hp.weight_decay, hp.batch_size
         self.momentum = hp.momentum if hp.optimizer == "sgd" else 0.0
         arrays = payload.unpack(config)

@@ -15,10 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["image", "setup"])
     parser.add_argument("--arch", default="arm64")
     parser.add_argument(
-        "--cache",
-        type=Path,
-        default=None,
-        help="default: $FEDIMB_EDGE_CACHE or ~/.cache/fedimb-edge",
+        "--cache", type=Path, help="default: $FEDIMB_EDGE_CACHE or ~/.cache/fedimb-edge"
     )
     args = parser.parse_args(argv)
     cache = args.cache or default_cache()

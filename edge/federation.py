@@ -14,42 +14,12 @@ import subprocess
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from edge import chroot
 from edge.host import Engine
 from fedimb.cli.local_federation import LocalFederation
 from fedimb.cli.processes import ManagedProcess, flower_env, free_port, supernode_arguments
-
-
-@dataclass(frozen=True)
-class ContainerSpec:
-    """How one node runs from an image: which image and architecture, and host paths
-    mounted read-only at paths inside (e.g. a device's data at /data/device.npz)."""
-
-    engine: Engine
-    image: str
-    arch: str
-    mounts: dict[Path, str] = field(default_factory=dict)
-
-    def node(
-        self, superlink: str, node_config, log_path: Path, node_args: list[str]
-    ) -> ContainerNode:
-        return ContainerNode(self, superlink, node_config, log_path, node_args)
-
-
-@dataclass(frozen=True)
-class ChrootSpec:
-    """The same node from the image's contents in ``root`` (:func:`edge.chroot.node_root`);
-    ``mounts`` are copied in."""
-
-    root: Path
-    arch: str
-    mounts: dict[Path, str] = field(default_factory=dict)
-
-    def node(
-        self, superlink: str, node_config, log_path: Path, node_args: list[str]
-    ) -> ChrootNode:
-        return ChrootNode(self, superlink, node_config, log_path, node_args)
 
 
 class _ImageNode:
@@ -145,6 +115,38 @@ class ChrootNode(_ImageNode):
     def stop(self, grace: float = 10.0) -> None:
         self.process.stop(grace)
         chroot.unmount_proc(self.root)
+
+
+class _NodeSpec:
+    """How one node runs from an image; :meth:`node` starts it (a ``node_type``)."""
+
+    node_type: ClassVar[type[ContainerNode] | type[ChrootNode]]
+
+    def node(self, superlink: str, node_config, log_path: Path, node_args: list[str]):
+        return self.node_type(self, superlink, node_config, log_path, node_args)
+
+
+@dataclass(frozen=True)
+class ContainerSpec(_NodeSpec):
+    """A node in a container: which image and architecture, and host paths mounted
+    read-only at paths inside (e.g. a device's data at /data/device.npz)."""
+
+    node_type = ContainerNode
+    engine: Engine
+    image: str
+    arch: str
+    mounts: dict[Path, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChrootSpec(_NodeSpec):
+    """The same node from the image's contents in ``root`` (:func:`edge.chroot.node_root`);
+    ``mounts`` are copied in."""
+
+    node_type = ChrootNode
+    root: Path
+    arch: str
+    mounts: dict[Path, str] = field(default_factory=dict)
 
 
 @dataclass

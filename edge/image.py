@@ -32,7 +32,7 @@ def image_tag(arch: str) -> str:
 
 
 def stage_context(dest: Path, wheels: Path) -> Path:
-    from fedimb.cli.launch import stage_app  # the files a FAB holds
+    from fedimb.cli.flower_run import stage_app  # the files a FAB holds
 
     shutil.rmtree(dest, ignore_errors=True)
     stage_app(dest)
@@ -77,7 +77,8 @@ def build_image(engine: Engine, arch: str, cache: Path) -> str:
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise EdgeSetupError(f"building {tag} failed: {tail[0]}; see {log}")
     print(
-        f"edge: {tag} built in {time.monotonic() - started:.0f} s, {image_size_mb(engine, tag):.0f} MB",
+        f"edge: {tag} built in {time.monotonic() - started:.0f} s, "
+        f"{image_size_mb(engine, tag):.0f} MB",
         flush=True,
     )
     return tag

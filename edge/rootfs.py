@@ -38,7 +38,8 @@ def debian_root(cache: Path, arch: str) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
     print(
-        f"edge: building a Debian {SUITE} {arch} root with mmdebstrap (minutes; log: {partial}.log)",
+        f"edge: building a Debian {SUITE} {arch} root with mmdebstrap "
+        f"(minutes; log: {partial}.log)",
         flush=True,
     )
     started = time.monotonic()

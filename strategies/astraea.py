@@ -1,33 +1,24 @@
 """Astraea server (Duan et al., "Self-Balancing Federated Learning With Global Imbalanced
 Data in Mobile Systems", Algorithms 1–3, §3.3).
 
-Initialization (§3.3): the label histograms the clients reported on joining give the
-global class counts; the z-score plan (Algorithm 2, :func:`fedimb.core.aggregate.zscore_plan`)
-goes to every client, which rebalances its data and reports its new histogram. No
-data moves.
+Initialization (§3.3): the clients' label histograms give the global class counts; the
+z-score plan (Algorithm 2, :func:`fedimb.core.aggregate.zscore_plan`) goes to every
+client, which rebalances its data and reports its new histogram. No data moves.
 
-Mapping onto Flower rounds. ``num_rounds`` counts synchronization rounds. Each one
-samples c clients, groups them into mediators of at most γ clients by KLD
-(Algorithm 3, :func:`fedimb.core.aggregate.schedule_mediators`; ``schedule: once`` groups all
-clients once and keeps the groups), and takes E_m·L Flower rounds, L being the longest
-mediator chain. In the s-th Flower round of a synchronization round, every mediator m
-whose chain is not finished (s < E_m·|m|) sends its current model to client
-m[s mod |m|], and that client's result becomes the mediator's model — sequential SGD
-inside a mediator, mediators in parallel (Algorithm 1). A client that is dropped or
-fails is skipped: the next client continues from the last model. After the last step
-the server averages the mediators' models weighted by n_m, the rebalanced sample counts
-of the mediator's clients that trained (Algorithm 1: w ← w − Σ n_m/n Δw_m; a mediator
-none of whose clients trained is left out). Mediators are virtual and live in the
-server process, so client↔server traffic is 2|w| per chain step; the paper's
-2|w|(⌈c/γ⌉ + c) per synchronization round is reported beside it.
+Mapping onto Flower rounds (docs/methods.md, "Astraea on Flower rounds"): ``num_rounds``
+counts synchronization rounds; each groups the sampled clients into mediators of at most
+γ by KLD (Algorithm 3, :func:`fedimb.core.aggregate.schedule_mediators`) and takes
+E_m·L Flower rounds, L the longest chain. In each, every unfinished mediator sends its
+model to the next client of its chain, whose result becomes the mediator's model
+(sequential SGD inside a mediator, mediators in parallel, Algorithm 1); a dropped or
+failed client is skipped. The mediators' models are then averaged weighted by n_m.
 
 Untrusted histograms: every reported histogram is checked (non-negative integers, one per
 class, summing to the client's sample count); a client whose histogram is missing or
 invalid is left out of the plan and of the mediators (one note). The plan's ratios are
 clipped to ``max_ratio``: Algorithm 2 bounds an augmented class's size, not its ratio, so
 one client announcing a huge class would make every client copy its minority samples
-without bound; honest plans of our set-ups stay below 32 (EMNIST letters), far under
-the default 100.
+without bound.
 
 Ablations: ``augment: false`` skips the plan (rescheduling only); ``reschedule: false``
 gives every client its own mediator, i.e. FedAvg on rebalanced data (augmentation only).
@@ -40,9 +31,11 @@ import math
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
+from clients.astraea import PAYLOADS, ZSCORE_RATIOS
 from fedimb.core import payload, protocol
-from fedimb.core.aggregate import schedule_mediators, weighted_average, zscore_plan
-from fedimb.core.data.stats import kl_to_uniform
+from fedimb.core.aggregate import weighted_average, zscore_plan
+from fedimb.core.errors import at_least, one_of
+from fedimb.core.rebalance import beyond_plan, clip_ratios, grouped_by_kld, mean_kl
 from strategies.base import BaseStrategy, ClientUpdate, parameters_nbytes
 
 SCHEDULES = ("every_round", "once")
@@ -53,8 +46,15 @@ class AstraeaStrategy(BaseStrategy):
 
     round_unit = "synchronization round"  # num_rounds counts them
     robust_aggregation = "none"  # it averages mediator models, each a chain of clients
+    setting_rules = {
+        "tau_d": at_least(0, strict=True),
+        "gamma": at_least(1, integer=True),
+        "mediator_epochs": at_least(1, integer=True),
+        "schedule": one_of(*SCHEDULES),
+        "max_ratio": at_least(1),
+    }
 
-    payloads = protocol.ASTRAEA_PAYLOADS
+    payloads = PAYLOADS
     checkpoint_attributes = (
         "ratios",
         "counts",
@@ -80,10 +80,6 @@ class AstraeaStrategy(BaseStrategy):
         max_ratio: float,
     ):
         super().__init__(run=run)
-        if float(tau_d) <= 0 or int(gamma) < 1 or int(mediator_epochs) < 1:
-            raise ValueError("tau_d must be > 0, gamma and mediator_epochs >= 1")
-        if schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got '{schedule}'")
         self.augment, self.reschedule = bool(augment), bool(reschedule)
         self.tau_d, self.gamma, self.mediator_epochs = (
             float(tau_d),
@@ -92,8 +88,6 @@ class AstraeaStrategy(BaseStrategy):
         )
         self.schedule = schedule
         self.max_ratio = float(max_ratio)
-        if not self.max_ratio >= 1:
-            raise ValueError(f"max_ratio must be >= 1, got {max_ratio}")
         cfg = run.cfg
         self.clients_per_sync = min(
             run.num_clients,
@@ -109,9 +103,8 @@ class AstraeaStrategy(BaseStrategy):
         self.mediator_of: dict[int, int] = {}
         self.mediator_weights: list[list[np.ndarray]] = []
         self.mediator_trained: list[set[int]] = []
-        self.mediator_latents: list[
-            dict[int, np.ndarray]
-        ] = []  # last latent of each trained client
+        # each mediator's last latent of each trained client
+        self.mediator_latents: list[dict[int, np.ndarray]] = []
         self.sync_bytes = 0
 
     # ------------------------------------------------------------- round mapping
@@ -143,7 +136,7 @@ class AstraeaStrategy(BaseStrategy):
     def fit_config(self, server_round):
         config = super().fit_config(server_round)
         if self.ratios is not None:
-            config.update(payload.pack({protocol.ZSCORE_RATIOS: self.ratios}))
+            config.update(payload.pack({ZSCORE_RATIOS: self.ratios}))
         return config
 
     def initialize(self) -> None:
@@ -177,8 +170,8 @@ class AstraeaStrategy(BaseStrategy):
                 if p in original
             },
             protocol.LABEL_COUNTS,
-            "the mediators",
-            lambda p, counts: self.within_plan(original[p], counts),
+            "the mediators",  # a histogram's sum weighs its mediator: it must not be inflated
+            lambda p, counts: beyond_plan(original[p], counts, self.ratios),
         )
         self.counts = {
             p: rebalanced.get(p, original[p])
@@ -202,30 +195,14 @@ class AstraeaStrategy(BaseStrategy):
             return None
         return "differs from the histogram of its partition"
 
-    def within_plan(self, original: np.ndarray, counts: np.ndarray) -> str | None:
-        """Why a rebalanced histogram is not one the plan can make from ``original``, or
-        None: a class keeps at most its n samples when downsampled and gains at most
-        ⌈(r − 1)·n⌉ copies when augmented (Algorithm 2, stochastically rounded). Its sum
-        weighs the client's mediator, so it must not be inflated."""
-        n = original.astype(np.float64)
-        most = n + np.ceil(np.maximum(self.ratios - 1.0, 0.0) * n)
-        if np.any(counts > most):
-            c = int(np.argmax(counts - most))
-            return f"class {c} holds {int(counts[c]):,} samples after the plan, at most {int(most[c]):,} possible"
-        return None
-
     def clipped_ratios(self, ratios: np.ndarray) -> np.ndarray:
-        """The plan's ratios clipped to ``max_ratio``: one client's inflated histogram must
-        not make every client copy its minority samples without bound. Ratios that are
-        not finite (no plan can be trusted) become 1: no rebalancing."""
-        if not np.all(np.isfinite(ratios)):
-            self.round_log.note("z-score ratios not finite: no rebalancing")
-            return np.ones(self.run.num_classes)
-        if ratios.max(initial=0) > self.max_ratio:
-            self.round_log.note(
-                f"z-score ratios up to {ratios.max():.3g} clipped to max_ratio {self.max_ratio:g}"
-            )
-        return np.minimum(ratios, self.max_ratio)
+        """The plan's ratios clipped to ``max_ratio`` (:func:`fedimb.core.rebalance.clip_ratios`):
+        one client's inflated histogram must not make every client copy its minority
+        samples without bound."""
+        clipped, note = clip_ratios(ratios, self.max_ratio)
+        if note is not None:
+            self.round_log.note(note)
+        return clipped
 
     # ----------------------------------------------------------------- mediators
     def sample_clients(self, server_round: int) -> list[int]:
@@ -239,42 +216,31 @@ class AstraeaStrategy(BaseStrategy):
             m[step % len(m)] for m in self.mediators if step < self.mediator_epochs * len(m)
         )
 
+    def mediators_of(self, sampled: list[int]) -> list[list[int]]:
+        """The sampled clients grouped into mediators (each its own without rescheduling;
+        with ``schedule: once``, the groups of all clients, made once)."""
+        if not self.reschedule:
+            return [[p] for p in sampled]
+        if self.schedule != "once":
+            return grouped_by_kld(sampled, self.counts, self.gamma)
+        if self.fixed_mediators is None:
+            self.fixed_mediators = grouped_by_kld(sorted(self.counts), self.counts, self.gamma)
+        chosen = set(sampled)
+        return [m for m in ([p for p in g if p in chosen] for g in self.fixed_mediators) if m]
+
     def start_sync_round(self, sync: int) -> None:
         sampled = [p for p in super().sample_clients(sync) if p in self.counts]
-        if not self.reschedule:
-            mediators = [[p] for p in sampled]
-        elif self.schedule == "once":
-            if self.fixed_mediators is None:
-                everyone = sorted(self.counts)
-                groups = schedule_mediators(
-                    np.stack([self.counts[p] for p in everyone]), self.gamma
-                )
-                self.fixed_mediators = [[everyone[i] for i in g] for g in groups]
-            chosen = set(sampled)
-            mediators = [
-                m for m in ([p for p in g if p in chosen] for g in self.fixed_mediators) if m
-            ]
-        else:
-            groups = (
-                schedule_mediators(np.stack([self.counts[p] for p in sampled]), self.gamma)
-                if sampled
-                else []
-            )
-            mediators = [[sampled[i] for i in g] for g in groups]
+        mediators = self.mediators_of(sampled)
         self.mediators = mediators
         self.mediator_of = {p: i for i, m in enumerate(mediators) for p in m}
         self.mediator_weights = [self.current_weights] * len(mediators)
         self.mediator_trained = [set() for _ in mediators]
         self.mediator_latents = [{} for _ in mediators]
         self.sync_bytes = 0
-        mediator_kl = [
-            kl_to_uniform(np.sum([self.counts[p] for p in m], axis=0)) for m in mediators
-        ]
-        client_kl = [kl_to_uniform(self.counts[p]) for p in sampled]
         self.round_log.extra.update(
             mediators=len(mediators),
-            mediator_kl=float(np.nanmean(mediator_kl)) if mediators else None,
-            client_kl=float(np.nanmean(client_kl)) if sampled else None,
+            mediator_kl=mean_kl([np.sum([self.counts[p] for p in m], axis=0) for m in mediators]),
+            client_kl=mean_kl([self.counts[p] for p in sampled]),
         )
 
     def fit_instructions(self, server_round, parameters, clients):

@@ -4,12 +4,8 @@ Local models are averaged weighted by the clients' sample counts n_k / n; sampli
 dropout, validation and evaluation come from :class:`strategies.base.BaseStrategy`.
 """
 
-from strategies.base import BaseStrategy, PersonalEvaluation
+from strategies.base.averaging import AveragingStrategy
 
 
-class FedAvgStrategy(PersonalEvaluation, BaseStrategy):
+class FedAvgStrategy(AveragingStrategy):
     """Server side of FedAvg."""
-
-    #: the next round starts from the aggregate alone, so its clients need not wait for
-    #: this round's test (without personal evaluation, see the round loop)
-    evaluation_overlaps_next_round = True

@@ -11,17 +11,22 @@ from __future__ import annotations
 
 from flwr.common import EvaluateIns
 
+from clients.fedbabu import FINETUNE_EPOCHS, FINETUNED_ACCURACY, FINETUNED_MACRO_F1
 from fedimb.core import payload, protocol
+from fedimb.core.errors import at_least
 from strategies.base import BaseStrategy
 
 
 class FedBABUStrategy(BaseStrategy):
     """FedAvg with head fine-tuning at evaluation."""
 
+    setting_rules = {
+        FINETUNE_EPOCHS: at_least(1, integer=True),
+        "finetune_every": at_least(1, integer=True),
+    }
+
     def __init__(self, *, run, finetune_epochs: int, finetune_every: int):
         super().__init__(run=run)
-        if int(finetune_epochs) < 1 or int(finetune_every) < 1:
-            raise ValueError("finetune_epochs and finetune_every must be >= 1")
         self.finetune_epochs = int(finetune_epochs)
         self.finetune_every = int(finetune_every)
 
@@ -31,7 +36,7 @@ class FedBABUStrategy(BaseStrategy):
             return super().configure_evaluate(
                 server_round, parameters, client_manager
             )  # the local evaluation
-        config = {**self.fit_config(server_round), "finetune_epochs": self.finetune_epochs}
+        config = {**self.fit_config(server_round), FINETUNE_EPOCHS: self.finetune_epochs}
         if self.local_evaluation_due(server_round, parameters):
             config[protocol.LOCAL_EVAL] = True
         return [
@@ -40,11 +45,11 @@ class FedBABUStrategy(BaseStrategy):
         ]
 
     def aggregate_evaluate(self, server_round, results, failures):
-        if not results or "finetuned_accuracy" not in payload.scalars(results[0][1].metrics):
+        if not results or FINETUNED_ACCURACY not in payload.scalars(results[0][1].metrics):
             return super().aggregate_evaluate(server_round, results, failures)
         results = self.in_partition_order(results)
         self.record_local(results)
-        keys = ("finetuned_accuracy", "finetuned_macro_f1")
+        keys = (FINETUNED_ACCURACY, FINETUNED_MACRO_F1)
         metrics = {
             k: sum(payload.scalars(res.metrics).get(k, 0.0) for _, res in results) / len(results)
             for k in keys

@@ -8,7 +8,7 @@ Stages within one run of ``num_rounds`` Flower rounds:
    spends round 1 on local training from the common initialisation and clusters the
    distributions inferred from those models (eq. 3). A client without an inferred
    distribution (dropped or failed in round 1) counts as uniform. A reported distribution
-   or histogram that breaks its declaration (:data:`fedimb.core.protocol.FEDCONCAT_PAYLOADS`)
+   or histogram that breaks its declaration (:data:`clients.fedconcat.PAYLOADS`)
    leaves its client out of the clustering (one note); it trains cluster 0's model, like
    a client that joins later.
 2. **encoders** — one FedAvg model per cluster: each client trains its own cluster's
@@ -29,9 +29,19 @@ from __future__ import annotations
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
+from clients.fedconcat import (
+    INFER_SAMPLES,
+    INFERRED_DISTRIBUTION,
+    LAPLACE_EPSILON,
+    PAYLOADS,
+    STAGE_CLASSIFIER,
+    STAGE_CLUSTER,
+    STAGE_ENCODERS,
+)
 from fedimb.core import events, protocol
 from fedimb.core.aggregate import weighted_average
 from fedimb.core.clustering import elbow_inertias, kmeans_clusters, label_distribution
+from fedimb.core.errors import ConfigError, at_least, optional
 from fedimb.core.models import get_weights, num_parameters
 from fedimb.core.models.concat import (
     concatenated_model,
@@ -48,6 +58,12 @@ class FedConcatStrategy(BaseStrategy):
         False  # until the last stage the clients hold their cluster's model, not the tested one
     )
     robust_aggregation = "none"  # per-cluster models, then a classifier: not one global average
+    setting_rules = {
+        "num_clusters": at_least(1, integer=True),
+        "classifier_rounds": at_least(1, integer=True),
+        INFER_SAMPLES: at_least(1, integer=True),
+        LAPLACE_EPSILON: optional(at_least(0, strict=True)),
+    }
 
     checkpoint_attributes = (
         "clusters",
@@ -57,6 +73,17 @@ class FedConcatStrategy(BaseStrategy):
         "classifier",
         "has_extractor",
     )
+
+    @classmethod
+    def check_configuration(cls, cfg) -> None:
+        """The run's rounds leave at least one encoder round after the clustering."""
+        settings = cfg.method.strategy
+        inferred = bool(settings.inferred)
+        if int(cfg.num_rounds) - int(settings.classifier_rounds) <= (1 if inferred else 0):
+            raise ConfigError(
+                f"num_rounds={cfg.num_rounds} leaves no encoder round: it must exceed "
+                f"method.strategy.classifier_rounds{' + 1 (inference round)' if inferred else ''}"
+            )
 
     def __init__(
         self,
@@ -78,15 +105,6 @@ class FedConcatStrategy(BaseStrategy):
         self.elbow_max_k = int(elbow_max_k)
         self.cluster_round = 1 if self.inferred else 0
         self.encoder_end = int(run.cfg.num_rounds) - self.classifier_rounds
-        if self.num_clusters < 1 or self.classifier_rounds < 1 or self.infer_samples < 1:
-            raise ValueError("num_clusters, classifier_rounds and infer_samples must be >= 1")
-        if self.encoder_end <= self.cluster_round:
-            raise ValueError(
-                f"num_rounds={run.cfg.num_rounds} leaves no encoder round: it must exceed "
-                f"classifier_rounds{' + 1 (inference round)' if self.inferred else ''}"
-            )
-        if self.laplace_epsilon is not None and self.laplace_epsilon <= 0:
-            raise ValueError("laplace_epsilon must be > 0")
         self.template = run.new_model()
         self.clusters: dict[int, int] | None = None
         self.cluster_weights: list[list[np.ndarray]] = []
@@ -99,16 +117,16 @@ class FedConcatStrategy(BaseStrategy):
     # --------------------------------------------------------------------- stages
     def stage_of(self, server_round: int) -> str:
         if 0 < server_round <= self.cluster_round:
-            return "cluster"
-        return "encoders" if server_round <= self.encoder_end else "classifier"
+            return STAGE_CLUSTER
+        return STAGE_ENCODERS if server_round <= self.encoder_end else STAGE_CLASSIFIER
 
     def fit_config(self, server_round):
-        return {**super().fit_config(server_round), "infer_samples": self.infer_samples}
+        return {**super().fit_config(server_round), INFER_SAMPLES: self.infer_samples}
 
-    payloads = protocol.FEDCONCAT_PAYLOADS
+    payloads = PAYLOADS
 
     def sample_clients(self, server_round):
-        if self.stage_of(server_round) == "encoders" and self.clusters is None:
+        if self.stage_of(server_round) == STAGE_ENCODERS and self.clusters is None:
             self.cluster_by_label_distributions()
         return super().sample_clients(server_round)
 
@@ -125,7 +143,7 @@ class FedConcatStrategy(BaseStrategy):
             distributions = {p: label_distribution(c) for p, c in counts.items()}
         else:
             answers = self.registry.query(
-                pids, {**self.fit_config(0), protocol.LAPLACE_EPSILON: self.laplace_epsilon}
+                pids, {**self.fit_config(0), LAPLACE_EPSILON: self.laplace_epsilon}
             )
             distributions = self.valid_answers(
                 {p: (a.get(protocol.NUM_EXAMPLES), a) for p, a in answers.items()},
@@ -181,9 +199,9 @@ class FedConcatStrategy(BaseStrategy):
     def fit_instructions(self, server_round, parameters, clients):
         stage = self.stage_of(server_round)
         config = self.fit_config(server_round)
-        if stage == "cluster":
+        if stage == STAGE_CLUSTER:
             return super().fit_instructions(server_round, parameters, clients)
-        if stage == "encoders":
+        if stage == STAGE_ENCODERS:
             models = {k: ndarrays_to_parameters(w) for k, w in enumerate(self.cluster_weights)}
             return {p: FitIns(models[self.clusters.get(p, 0)], dict(config)) for p in clients}
         classifier = ndarrays_to_parameters(self.classifier)
@@ -198,13 +216,11 @@ class FedConcatStrategy(BaseStrategy):
     # ---------------------------------------------------------------- results
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         stage = self.stage_of(server_round)
-        if stage == "cluster":
+        if stage == STAGE_CLUSTER:
             for u in updates:
-                self.inferred_distributions[u.partition_id] = u.payload[
-                    protocol.INFERRED_DISTRIBUTION
-                ]
+                self.inferred_distributions[u.partition_id] = u.payload[INFERRED_DISTRIBUTION]
             return None
-        if stage == "encoders":
+        if stage == STAGE_ENCODERS:
             for k in range(len(self.cluster_weights)):
                 members = [u for u in updates if self.clusters.get(u.partition_id, 0) == k]
                 if members:
@@ -245,10 +261,10 @@ class FedConcatStrategy(BaseStrategy):
     # ------------------------------------------------------------- evaluation
     def evaluate(self, server_round, parameters):
         stage = self.stage_of(server_round)
-        if server_round > 0 and stage != "classifier":
-            if stage == "encoders" and self.should_evaluate(server_round):
+        if server_round > 0 and stage != STAGE_CLASSIFIER:
+            if stage == STAGE_ENCODERS and self.should_evaluate(server_round):
                 accuracies = [
-                    self.run.evaluate(w, model=self.template)["accuracy"]
+                    self.run.evaluate(w, model=self.template)[protocol.ACCURACY]
                     for w in self.cluster_weights
                 ]
                 self.round_log.extra["cluster_accuracy_mean"] = float(np.mean(accuracies))
@@ -260,9 +276,9 @@ class FedConcatStrategy(BaseStrategy):
         weights = self.encoders_and_classifier()
         result = self.run.evaluate(weights, model=self.final_model)
         self.round_log.test = result
-        return float(result["loss"]), {
-            "accuracy": result["accuracy"],
-            "macro_f1": result["macro_f1"],
+        return float(result[protocol.LOSS]), {
+            protocol.ACCURACY: result[protocol.ACCURACY],
+            protocol.MACRO_F1: result[protocol.MACRO_F1],
         }
 
     def encoders_and_classifier(self) -> list[np.ndarray]:

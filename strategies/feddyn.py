@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from clients.feddyn import FedDynClient
 from fedimb.core.models import trainable_indices
 from strategies.base import BaseStrategy, ClientUpdate
 
@@ -21,9 +22,7 @@ class FedDynStrategy(BaseStrategy):
 
     def __init__(self, *, run):
         super().__init__(run=run)
-        self.alpha = float(self.client_hparams["alpha"])
-        if self.alpha <= 0:
-            raise ValueError("alpha must be > 0")
+        self.alpha = FedDynClient.read_settings(self.client_hparams).alpha
         initial = run.initial_weights()
         self.param_index = set(trainable_indices(run.new_model()))
         self.h = {i: np.zeros_like(initial[i], dtype=np.float64) for i in self.param_index}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from clients.grpfed import LOSS_AT_RECEIVED, GRPFEDClient
 from fedimb.core import protocol
 from fedimb.core.aggregate import adaptive_q, loss_power_weights
 from fedimb.core.errors import ConfigError, one_of
@@ -40,6 +41,14 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
     robust_aggregation = "clip"  # the loss powers are the method: mean only, with clipping
     setting_rules = {"lambda_over": one_of("participants", "all")}
 
+    @classmethod
+    def check_settings(cls, settings) -> None:
+        """Its setting rules, and q_min <= q_max where both bounds are set."""
+        super().check_settings(settings)
+        q_min, q_max = settings.get("q_min"), settings.get("q_max")
+        if q_min is not None and q_max is not None and q_min > q_max:
+            raise ConfigError(f"method.strategy.q_min ({q_min}) must not exceed q_max ({q_max})")
+
     def __init__(
         self,
         *,
@@ -51,8 +60,6 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         q_max: float | None,
     ):
         super().__init__(run=run)
-        if q_min is not None and q_max is not None and q_min > q_max:
-            raise ConfigError(f"method.strategy.q_min ({q_min}) must not exceed q_max ({q_max})")
         self.q_bounds = (
             -np.inf if q_min is None else float(q_min),
             np.inf if q_max is None else float(q_max),
@@ -62,7 +69,7 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         self.lambda_over = lambda_over
         self.loss_key = (
             protocol.INITIAL_LOSS
-            if self.client_hparams.get("loss_at") == "received"
+            if GRPFEDClient.read_settings(self.client_hparams).loss_at == LOSS_AT_RECEIVED
             else protocol.TRAIN_LOSS
         )
         self.sigma: float | None = None

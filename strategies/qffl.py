@@ -7,8 +7,8 @@ their data). Two update rules:
   q-FFL"), :func:`fedimb.core.aggregate.loss_power_weights`;
 - ``qfedavg``: Li et al.'s Algorithm 2 (:func:`fedimb.core.aggregate.qffl_update`) with the
   Lipschitz estimate L = 1/lr. Its step is about F/(q·‖Δw‖) of the local update, so
-  with q = 10 and several local epochs with momentum the model hardly moves (12% test
-  accuracy after 30 rounds on mnist5k in the GRP-FED set-up); use it with small q.
+  with q = 10 and several local epochs with momentum the model hardly moves
+  (docs/methods.md); use it with small q.
 
 q-FedAvg averages the sampled devices uniformly, so the objective it follows depends on the
 sampling: the paper's f_q = Σ_k p_k F_k^(q+1)/(q+1) weights device k by p_k = n_k/n

@@ -4,7 +4,7 @@ Weights: FedAvg by n_i over the clients that returned (eq. 22). Prototypes: per 
 averaged over the reporting clients weighted by n_ic (eq. 23); classes nobody reported
 this round keep their previous prototype, so dropped clients never erase knowledge.
 Global prototypes travel to clients as named payloads with every fit instruction; a
-client's prototypes are checked against their declaration (:mod:`fedimb.core.protocol`)
+client's prototypes are checked against their declaration (:mod:`clients.rebafl`)
 before they are read, and a global prototype that is not finite is never adopted.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedimb.core import protocol
+from clients.rebafl import PAYLOADS, PROTOTYPES
 from fedimb.core.aggregate import aggregate_prototypes
 from fedimb.core.prototypes import from_payload, to_payload
 from strategies.base import BaseStrategy, ClientUpdate
@@ -21,7 +21,7 @@ from strategies.base import BaseStrategy, ClientUpdate
 class ReBaFLStrategy(BaseStrategy):
     """FedAvg of weights plus class-count-weighted aggregation of class prototypes."""
 
-    payloads = protocol.REBAFL_PAYLOADS
+    payloads = PAYLOADS
     checkpoint_attributes = ("prototypes",)
 
     def __init__(self, *, run):
@@ -31,12 +31,12 @@ class ReBaFLStrategy(BaseStrategy):
     def fit_config(self, server_round):
         return {
             **super().fit_config(server_round),
-            **to_payload(protocol.PROTOTYPES, self.prototypes),
+            **to_payload(PROTOTYPES, self.prototypes),
         }
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         weights = super().aggregate(server_round, updates)
-        reported = [from_payload(protocol.PROTOTYPES, u.metrics) for u in updates]
+        reported = [from_payload(PROTOTYPES, u.metrics) for u in updates]
         new = aggregate_prototypes([p for p, _ in reported], [n for _, n in reported])
         broken = sorted(c for c, vector in new.items() if not np.all(np.isfinite(vector)))
         if broken:  # never broadcast; the classes keep their previous prototypes

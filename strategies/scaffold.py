@@ -11,7 +11,7 @@ c ← c + 1/N·Σ_{i∈S} Δc_i, as the paper does (its objective weights the cl
 implementations do, and then c ← c + Σ_{i∈S} n_i/n·Δc_i (n the samples of all N clients),
 so that c tracks the gradient of the same sample-weighted objective the model follows.
 Buffers (e.g. BatchNorm statistics) are averaged like the parameters. Each Δc_i is checked
-against its declaration (:data:`fedimb.core.protocol.SCAFFOLD_PAYLOADS`: the parameter's
+against its declaration (:data:`clients.scaffold.PAYLOADS`: the parameter's
 shape, finite, entries within ``CONTROL_BOUND``) before it is read, and a c that is not
 finite is never adopted.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from clients.scaffold import PAYLOADS
 from fedimb.core import payload, protocol
 from fedimb.core.errors import one_of
 from fedimb.core.models import trainable_indices
@@ -29,7 +30,7 @@ from strategies.base import BaseStrategy, ClientUpdate
 class ScaffoldStrategy(BaseStrategy):
     """Stochastic controlled averaging."""
 
-    payloads = protocol.SCAFFOLD_PAYLOADS
+    payloads = PAYLOADS
     checkpoint_attributes = ("control",)
     setting_rules = {"weighting": one_of("uniform", "samples")}
 

@@ -71,6 +71,22 @@ def run_fedimb(
     return finish_fedimb(start_fedimb(*args, env=env), timeout)
 
 
+#: three clients of the digits data set training one local epoch each: the federation of
+#: most front-end runs in the tests
+SMALL_DIGITS = ("dataset=digits", "num_clients=3", "train.local_epochs=1")
+
+
+def run_below(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m fedimb <args>`` to completion, its run folders below ``root``."""
+    return run_fedimb(*args, f"output.root={root}", timeout=timeout)
+
+
+def run_small(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m fedimb <args>`` on :data:`SMALL_DIGITS` in one process
+    (``runtime=in_process``) to completion, its run folders below ``root``."""
+    return run_below(root, *args, "runtime=in_process", *SMALL_DIGITS, timeout=timeout)
+
+
 def smoke_groups(methods: list[str]) -> dict[tuple[str, ...], list[str]]:
     """``methods`` grouped by their shortest-run overrides (their YAML's ``smoke``), so
     that a sweep runs each group with its own; ``()`` holds the single-stage methods."""

@@ -100,14 +100,16 @@ def document() -> str:
         "fedimb is three layers that import only downwards, with the methods as plug-ins between",
         "the Flower adapters and the front end:",
         "",
-        "- **`fedimb/core/`**: the math and the data: aggregation rules, losses, the training loop,",
+        "- **`fedimb/core/`**: the math and the data: aggregation rules, losses, "
+        "the training loop,",
         "  models with an encoder/head split, data sets and partitioners, dropout, the payload and",
         "  instruction protocol. No Flower runtime, no Hydra, no processes.",
         "- **`fedimb/app/`**: the Flower adapters: ServerApp and ClientApp, the one round loop",
         "  (every runtime and every test runs rounds through `FedImbServer.run_round`), the client",
         "  registry, checkpoints, and the configuration (compose, validate, carry inside a run).",
         "- **`strategies/` and `clients/`**: one module per method, each half subclassing its base",
-        "  (`strategies.base`, `clients.base`); the app loads them by the `_target_` of the method's",
+        "  (`strategies.base`, `clients.base`); the app loads them by the `_target_` "
+        "of the method's",
         "  YAML and never imports them. A strategy imports no client and no other strategy.",
         "- **`fedimb/cli/`**: the `fedimb` command: Hydra front end, Flower processes, run folder,",
         "  report, diagnose, certificates.",
@@ -126,9 +128,8 @@ def document() -> str:
     for module, path in modules().items():
         if path.name == "__init__.py" and not first_line(path):
             continue
-        lines.append(
-            f"| `{path.relative_to(REPO)}` | {layer_of(module)} | {first_line(path).replace('|', '/')} |"
-        )
+        purpose = first_line(path).replace("|", "/")
+        lines.append(f"| `{path.relative_to(REPO)}` | {layer_of(module)} | {purpose} |")
     return "\n".join(lines) + "\n"
 
 
@@ -172,9 +173,10 @@ def _arc(a: str, b: str, y0: float, y1: float) -> str:
     x = BOX_X + BOX_W if GROUPS.index(b) > GROUPS.index(a) else BOX_X
     c = x + bulge if x > BOX_X else x - bulge
     colour = COLOURS[layer_of(a)][1]
+    head = layer_of(a).replace(".", "-")
     return (
         f'<path d="M{x},{y0:.1f} C{c},{y0:.1f} {c},{y1:.1f} {x},{y1:.1f}" fill="none" '
-        f'stroke="{colour}" stroke-width="1.5" marker-end="url(#head-{layer_of(a).replace(".", "-")})"/>'
+        f'stroke="{colour}" stroke-width="1.5" marker-end="url(#head-{head})"/>'
     )
 
 
@@ -202,7 +204,8 @@ def _boxes() -> list[str]:
             f'<rect x="{BOX_X}" y="{y}" width="{BOX_W}" height="{BOX_H}" rx="5" fill="{fill}" '
             f'stroke="{line}" stroke-width="1.5"/>',
             f'<text x="{BOX_X + BOX_W / 2:.0f}" y="{y + BOX_H / 2 + 5:.0f}" text-anchor="middle" '
-            f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" font-size="14">{group}</text>',
+            f'font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" '
+            f'font-size="14">{group}</text>',
         ]
     return shapes
 

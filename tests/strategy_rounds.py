@@ -3,11 +3,11 @@ that feed it hand-made fit results."""
 
 from __future__ import annotations
 
-from flwr.common import parameters_to_ndarrays
+from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
 from fedimb.app import config
-from fedimb.app.in_process import InProcessNode
+from fedimb.app.in_process import OK, InProcessNode
 from fedimb.cli.preflight import build_strategy
 
 
@@ -26,3 +26,14 @@ def started_round(*overrides: str, num_clients: int = 3):
     params = strategy.initialize_parameters(manager)
     strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
     return strategy, nodes, parameters_to_ndarrays(params)
+
+
+def fit_result(arrays, n: int = 10, **metrics) -> FitRes:
+    """A successful fit result of ``arrays`` trained on ``n`` samples, reporting a training
+    loss of 1 and ``metrics``."""
+    return FitRes(
+        status=OK,
+        parameters=ndarrays_to_parameters(arrays),
+        num_examples=n,
+        metrics={"train_loss": 1.0, **metrics},
+    )

@@ -24,23 +24,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import (  # noqa: E402
-    DOCS_TABLES,
-    argument_parser,
-    publish_data,
-    publish_in_docs,
-    publish_table,
-    table_part,
-)
-from fedimb.cli.report import accuracy_plot, comparison_table, machine, metric_curve  # noqa: E402
+from benchmarks import common
+from fedimb.cli.report import accuracy_plot
+from fedimb.cli.report_tables import comparison_table, metric_curve
 
 
 def run_arguments(method: str, seed: int, overrides: list[str]) -> list[str]:
@@ -64,20 +56,15 @@ def completed_run(runs: Path, name: str, seed: int, arguments: list[str]) -> Pat
 def ensure_run(
     runs: Path, method: str, seed: int, overrides: list[str], name: str | None = None
 ) -> Path:
-    """The folder of a completed run of ``method`` with ``seed`` in ``runs/<name or method>-s<seed>``:
-    an earlier one with the same arguments, else a new one."""
+    """The folder of a completed run of ``method`` with ``seed`` in
+    ``runs/<name or method>-s<seed>``: an earlier one with the same arguments, else a new one."""
     arguments = run_arguments(method, seed, overrides)
     folder = runs / f"{name or method}-s{seed}"
     done = completed_run(runs, name or method, seed, arguments)
     if done:
         return done
     start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "fedimb", *arguments, f"output.root={folder}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    result = common.run_fedimb(*arguments, f"output.root={folder}")
     if result.returncode != 0:
         raise SystemExit(f"{method} seed {seed} failed: {result.stderr.strip()[-500:]}")
     run_dir = Path(result.stdout.strip().splitlines()[-1])
@@ -133,26 +120,26 @@ def write_outputs(
         f"# {name}",
         "",
         f"Set-up: `{' '.join(overrides)}`; seeds {', '.join(map(str, seeds))}.",
-        f"Machine: {machine()}.",
+        f"Machine: {common.machine()}.",
         "",
         *comparison_table(groups, mean_keys),
         "",
-        f"Command: `python benchmarks/accuracy/compare_methods.py --name {name} --methods {','.join(methods)} "
-        f"--seeds {','.join(map(str, seeds))} {extras_arg}-- {' '.join(overrides)}`",
+        f"Command: `python benchmarks/accuracy/compare_methods.py --name {name} --methods "
+        f"{','.join(methods)} --seeds {','.join(map(str, seeds))} {extras_arg}-- "
+        f"{' '.join(overrides)}`",
     ]
     accuracy_plot(groups, out / "accuracy.png", name)
-    if (DOCS_TABLES / f"{name}.md").exists():
-        publish_data(f"{name}_rounds", round_rows(groups))
-    publish_in_docs(name, table_part(lines), new=False)
-    return publish_table(out / "table.md", lines)
+    if (common.DOCS_TABLES / f"{name}.md").exists():
+        common.publish_data(f"{name}_rounds", round_rows(groups))
+    return common.publish_results(out / "table.md", name, lines, new=False)
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--name", required=True)
     parser.add_argument("--methods", required=True, help="comma-separated method names")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--out", type=Path, default=REPO / "results")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results")
     parser.add_argument(
         "--extras", default="", help="comma-separated extra metrics to average over rounds"
     )

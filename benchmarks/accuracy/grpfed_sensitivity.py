@@ -24,12 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure  # noqa: E402
-from fedimb.cli.report import extra_range, machine, mean_std, own_scores, value_range  # noqa: E402
+from benchmarks import common
+from benchmarks.accuracy.compare_methods import ensure_runs
+from fedimb.cli.report_tables import extra_range, mean_std, own_scores, value_range
 
 SETUP = ["+experiment=grpfed_mnist5k", "runtime=in_process"]
 Q0 = (0, 1, 2, 5, 10)
@@ -97,7 +96,7 @@ def final_scores(run_dir: Path) -> dict[str, float]:
 
 
 def heatmap(means: dict[str, dict[str, float]], path: Path) -> None:
-    fig, axes = figure(1, 2, figsize=(10, 4))
+    fig, axes = common.figure(1, 2, figsize=(10, 4))
     for ax, key in zip(axes, ("T_g", "T_l")):
         grid = np.array([[means[grid_label(q0, eta)][key] for eta in ETA_Q] for q0 in Q0])
         image = ax.imshow(grid, cmap="viridis", origin="lower", aspect="auto")
@@ -114,17 +113,17 @@ def heatmap(means: dict[str, dict[str, float]], path: Path) -> None:
             title=f"GRP-FED final {key} (%); FedAvg {means['fedavg'][key]:.1f}",
         )
         fig.colorbar(image, ax=ax)
-    save_figure(fig, path)
+    common.save_figure(fig, path)
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "grpfed_sensitivity")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "grpfed_sensitivity")
     parser.add_argument(
         "--runs",
         type=Path,
-        default=REPO / "results" / "grpfed_mnist5k" / "runs",
+        default=common.REPO / "results" / "grpfed_mnist5k" / "runs",
         help="where the runs go; the default shares FedAvg, q-FFL and AFL with run.sh grpfed",
     )
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
@@ -138,7 +137,8 @@ def main() -> None:
             requests.append((args.runs, method, seed, [*SETUP, *overrides], run_name(label)))
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
     lines = [
-        "| row | final T_g (%) | final T_p (%) | final T_r (%) | final T_l (%) | final accuracy (%) | q over rounds |",
+        "| row | final T_g (%) | final T_p (%) | final T_r (%) | final T_l (%) "
+        "| final accuracy (%) | q over rounds |",
         "|---|---|---|---|---|---|---|",
     ]
     means = {}
@@ -152,14 +152,14 @@ def main() -> None:
         lines.append(f"| {label} | {cells} | {q_range} |")
     args.out.mkdir(parents=True, exist_ok=True)
     heatmap(means, args.out / "heatmap.png")
-    publish_in_docs("grpfed_sensitivity", lines)
-    publish_table(
+    common.publish_in_docs("grpfed_sensitivity", lines)
+    common.publish_table(
         args.out / "table.md",
         [
             "# GRP-FED: sensitivity to q_0, η_q and the open readings (mnist5k, quantity skew)",
             "",
-            f"Set-up: `{' '.join(SETUP)}`; seeds {args.seeds}; mean ± std over seeds (macro-F1 for the T columns). "
-            f"Machine: {machine()}.",
+            f"Set-up: `{' '.join(SETUP)}`; seeds {args.seeds}; mean ± std over seeds (macro-F1 "
+            f"for the T columns). Machine: {common.machine()}.",
             "",
             *lines,
             "",

@@ -9,8 +9,9 @@ original and every T, and each T's difference to the original) and ``<out>/tempe
 the table to ``docs/tables/<name of --out>.md`` where the docs include it:
 ``normalization_mnist5k`` (the default) and ``normalization_temperature`` (``run.sh temperature``).
 
-    python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5] [--temperatures 1,0.5,0.2]
-        [--methods fedavg,fedprox] [--seeds 0,1,2] [--jobs 2] [-- overrides]
+    python benchmarks/accuracy/normalization_compare.py [--alphas 0.1,0.5]
+        [--temperatures 1,0.5,0.2] [--methods fedavg,fedprox] [--seeds 0,1,2] [--jobs 2]
+        [-- overrides]
 """
 
 from __future__ import annotations
@@ -21,19 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import (
-    argument_parser,
-    panels,
-    publish_in_docs,
-    publish_table,
-    save_panels,
-    table_part,
-)  # noqa: E402
-from fedimb.cli.report import machine, mean_std  # noqa: E402
+from benchmarks import common
+from benchmarks.accuracy.compare_methods import ensure_runs
+from fedimb.cli.report_tables import mean_std
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
 
@@ -50,7 +43,7 @@ def variant_folder(variant: str) -> str:
 
 
 def temperature_plot(final, alphas, methods, temperatures, seeds, path: Path) -> None:
-    fig, axes = panels(len(alphas), 5.5)
+    fig, axes = common.panels(len(alphas), 5.5)
     ts = [float(t) for t in temperatures]
     for ax, alpha in zip(axes, alphas):
         for method in methods:
@@ -61,16 +54,18 @@ def temperature_plot(final, alphas, methods, temperatures, seeds, path: Path) ->
             original = 100 * np.mean([final[alpha, method, "none", s] for s in seeds])
             ax.axhline(original, color=line.get_color(), ls="--", lw=0.8)
         ax.set(xscale="log", xlabel="temperature T (dashed: normalize=none)", title=f"Dir({alpha})")
-    save_panels(fig, axes, "final test accuracy (%), mean over seeds", path)
+    common.save_panels(fig, axes, "final test accuracy (%), mean over seeds", path)
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--alphas", default="0.1,0.5")
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--temperatures", default="1", help="comma-separated T of eq. 8")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "normalization_mnist5k")
+    parser.add_argument(
+        "--out", type=Path, default=common.REPO / "results" / "normalization_mnist5k"
+    )
     parser.add_argument(
         "--runs",
         type=Path,
@@ -118,8 +113,9 @@ def main() -> None:
     lines = [
         "# Contribution normalisation on mnist5k: original vs normalised final accuracy (%)",
         "",
-        f"Set-up: `{' '.join(args.overrides)}` (20 clients, 2 local epochs, Adam 0.001, B = 64, 30 rounds); "
-        f"seeds {args.seeds}; mean ± std over seeds, differences in points. Machine: {machine()}.",
+        f"Set-up: `{' '.join(args.overrides)}` (20 clients, 2 local epochs, Adam 0.001, B = 64, "
+        f"30 rounds); seeds {args.seeds}; mean ± std over seeds, differences in points. Machine: "
+        f"{common.machine()}.",
         "",
         header,
         "|" + "---|" * (header.count("|") - 1),
@@ -130,17 +126,17 @@ def main() -> None:
             row = f"| {alpha} | {method} | {mean_std(original)} |"
             for t in temperatures:
                 normalised = [final[alpha, method, t, s] for s in seeds]
-                row += f" {mean_std(normalised)} | {mean_std([n - o for o, n in zip(original, normalised)])} |"
+                differences = [n - o for o, n in zip(original, normalised)]
+                row += f" {mean_std(normalised)} | {mean_std(differences)} |"
             lines.append(row)
     temperature_plot(final, alphas, methods, temperatures, seeds, args.out / "temperature.png")
     lines += [
         "",
         f"Command: `python benchmarks/accuracy/normalization_compare.py --alphas {args.alphas} "
-        f"--methods {args.methods} --temperatures {args.temperatures} --seeds {args.seeds} --out {args.out} "
-        f"-- {' '.join(args.overrides)}`",
+        f"--methods {args.methods} --temperatures {args.temperatures} --seeds {args.seeds} --out "
+        f"{args.out} -- {' '.join(args.overrides)}`",
     ]
-    publish_table(args.out / "table.md", lines)
-    publish_in_docs(args.out.name, table_part(lines), new=False)
+    common.publish_results(args.out / "table.md", args.out.name, lines, new=False)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, figure, publish_in_docs, publish_table, save_figure  # noqa: E402
-from fedimb.app.in_process import InProcessFederation  # noqa: E402
-from fedimb.cli.report import machine  # noqa: E402
-from fedimb.core.curvature import top_hessian_eigenvalue  # noqa: E402
-from fedimb.core.models import set_weights  # noqa: E402
+from benchmarks import common
+from fedimb.app.in_process import InProcessFederation
+from fedimb.core.curvature import top_hessian_eigenvalue
+from fedimb.core.models import set_weights
 
 #: set-up name -> fedimb overrides (the shipped experiments Per-FedAvg runs in, offline)
 SETUPS = {
@@ -69,15 +67,16 @@ def measure(
             found[r] = client_curvatures(fed, pids, max_samples)
             accuracy = (record.get("test") or {}).get("accuracy")
             print(
-                f"  round {r}: accuracy {accuracy}, λ_max median {np.median(found[r]):.1f} max {max(found[r]):.1f}",
+                f"  round {r}: accuracy {accuracy}, λ_max median {np.median(found[r]):.1f} max "
+                f"{max(found[r]):.1f}",
                 flush=True,
             )
     return found
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perfedavg_curvature")
+    parser = common.argument_parser(__doc__)
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perfedavg_curvature")
     parser.add_argument(
         "--max-samples", type=int, default=512, help="samples per client for the Hessian"
     )
@@ -102,7 +101,7 @@ def main() -> None:
                 f"| {name} | {r} | {len(values)} | {np.median(values):.1f} | {max(values):.1f} | "
                 f"{1 / max(values):.4f} |"
             )
-    fig, ax = figure(figsize=(7, 4))
+    fig, ax = common.figure(figsize=(7, 4))
     for name, found in curves.items():
         rounds = sorted(found)
         ax.plot(rounds, [max(found[r]) for r in rounds], marker="o", label=f"{name}: largest")
@@ -111,20 +110,20 @@ def main() -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     args.out.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, args.out / "curvature.png")
-    publish_in_docs("perfedavg_curvature", lines)
-    publish_table(
+    common.save_figure(fig, args.out / "curvature.png")
+    common.publish_in_docs("perfedavg_curvature", lines)
+    common.publish_table(
         args.out / "table.md",
         [
             "# Largest Hessian eigenvalue of the clients' losses along FedAvg training",
             "",
-            f"Seed {args.seed}; at most {args.max_samples} samples per client; power iteration (30 steps). "
-            f"Machine: {machine()}.",
+            f"Seed {args.seed}; at most {args.max_samples} samples per client; power iteration "
+            f"(30 steps). Machine: {common.machine()}.",
             "",
             *lines,
             "",
-            f"Command: `python benchmarks/accuracy/perfedavg_curvature.py --rounds {args.rounds} --every {args.every} "
-            f"--seed {args.seed} --max-samples {args.max_samples}`",
+            f"Command: `python benchmarks/accuracy/perfedavg_curvature.py --rounds {args.rounds} "
+            f"--every {args.every} --seed {args.seed} --max-samples {args.max_samples}`",
         ],
     )
 

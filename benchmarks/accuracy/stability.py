@@ -24,20 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import (
-    argument_parser,
-    panels,
-    publish_in_docs,
-    publish_table,
-    save_panels,
-    table_part,
-)  # noqa: E402
-from fedimb.cli.report import machine, mean_std, metric_curve  # noqa: E402
-from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
+from benchmarks import common
+from benchmarks.accuracy.compare_methods import ensure_runs
+from fedimb.cli.report_tables import mean_std, metric_curve
+from fedimb.cli.run_files import read_metrics_csv
 
 SETTINGS = [
     "dataset=mnist5k",
@@ -103,8 +95,8 @@ def run_scores(run_dir: Path) -> dict[str, float]:
 
 def table_lines(rows, settings, seeds, runs) -> list[str]:
     lines = [
-        "| method | momentum | α | final accuracy (%) | best accuracy (%) | mean accuracy over rounds (%) "
-        "| collapsed runs | rounds with NaN/Inf updates (runs) |",
+        "| method | momentum | α | final accuracy (%) | best accuracy (%) | mean accuracy over "
+        "rounds (%) | collapsed runs | rounds with NaN/Inf updates (runs) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for momentum, alpha in settings:
@@ -113,14 +105,16 @@ def table_lines(rows, settings, seeds, runs) -> list[str]:
             bad = [s["nonfinite"] for s in scores]
             lines.append(
                 f"| {row} | {momentum} | {alpha} | {mean_std([s['final'] for s in scores])} | "
-                f"{mean_std([s['best'] for s in scores])} | {mean_std([s['mean'] for s in scores])} | "
-                f"{sum(s['collapsed'] for s in scores)}/{len(scores)} | {sum(bad)} ({sum(1 for b in bad if b)}/{len(bad)}) |"
+                f"{mean_std([s['best'] for s in scores])} | "
+                f"{mean_std([s['mean'] for s in scores])} | "
+                f"{sum(s['collapsed'] for s in scores)}/{len(scores)} | {sum(bad)} "
+                f"({sum(1 for b in bad if b)}/{len(bad)}) |"
             )
     return lines
 
 
 def curves_plot(rows, settings, seeds, runs, path: Path) -> None:
-    fig, axes = panels(len(settings), 4.2)
+    fig, axes = common.panels(len(settings), 4.2)
     for ax, (momentum, alpha) in zip(axes, settings):
         for row in rows:
             curves = [metric_curve(runs[row, momentum, alpha, s]) for s in seeds]
@@ -128,18 +122,18 @@ def curves_plot(rows, settings, seeds, runs, path: Path) -> None:
             mean = np.array([[c[r] for r in rounds] for c in curves]).mean(axis=0)
             ax.plot(rounds, mean, label=row, lw=1.2)
         ax.set(title=f"momentum {momentum}, Dir({alpha})", xlabel="round", ylim=(0, 1))
-    save_panels(fig, axes, "test accuracy (mean over seeds)", path)
+    common.save_panels(fig, axes, "test accuracy (mean over seeds)", path)
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument(
         "--rows", default=DEFAULT_ROWS, help=f"comma-separated, from: {', '.join(ROWS)}"
     )
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--momenta", default="0,0.9")
     parser.add_argument("--alphas", default="0.1,0.5")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "stability")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "stability")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
     args = parser.parse_args()
     rows = args.rows.split(",")
@@ -164,20 +158,22 @@ def main() -> None:
                 requests.append((args.out / "runs", method, seed, overrides, name))
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
     curves_plot(rows, settings, seeds, runs, args.out / "curves.png")
+    command = (
+        f"python benchmarks/accuracy/stability.py --rows '{args.rows}' --seeds {args.seeds} "
+        f"--momenta {args.momenta} --alphas {args.alphas}"
+    )
     lines = [
         "# Stateful and optimiser baselines under SGD with and without momentum",
         "",
         f"Set-up: `{' '.join(SETTINGS)}`, `train.momentum` × `partition.alpha` as in the rows; "
         f"seeds {', '.join(map(str, seeds))}; mean ± std over seeds.",
-        f"Machine: {machine()}.",
+        f"Machine: {common.machine()}.",
         "",
         *table_lines(rows, settings, seeds, runs),
         "",
-        f"Command: `python benchmarks/accuracy/stability.py --rows '{args.rows}' --seeds {args.seeds} "
-        f"--momenta {args.momenta} --alphas {args.alphas}`",
+        f"Command: `{command}`",
     ]
-    publish_table(args.out / "table.md", lines)
-    publish_in_docs("stability", table_part(lines))
+    common.publish_results(args.out / "table.md", "stability", lines)
 
 
 if __name__ == "__main__":

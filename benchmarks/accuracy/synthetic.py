@@ -61,26 +61,21 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.accuracy.compare_methods import ensure_runs  # noqa: E402
-from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
-from fedimb.cli.report import as_record, machine, mean_std, metric_curve  # noqa: E402
-from fedimb.cli.report_clients import last_local  # noqa: E402
-from fedimb.core.data.synthetic import SyntheticSpec, device_sizes, train_count  # noqa: E402
-from strategies.base.strategy import draw_clients  # noqa: E402
+from benchmarks import common
+from benchmarks.accuracy.compare_methods import ensure_runs
+from fedimb.cli.report_clients import last_local
+from fedimb.cli.report_tables import mean_std, metric_curve
+from fedimb.cli.run_records import as_record
+from fedimb.core.data.synthetic import SyntheticSpec, device_sizes, train_count
+from strategies.base.sampling import draw_clients
 
-COMMON = [
-    "dataset=synthetic",
-    "partition=natural",
-    "model=mclr",
-    "dropout=none",
-    "runtime=in_process",
-    "train.optimizer=sgd",
-    "train.momentum=0.0",
-    "train.weight_decay=0.0",
-]
+#: the papers' Synthetic data: each device its own distribution, a multinomial logistic model
+SYNTHETIC = ["dataset=synthetic", "partition=natural", "model=mclr"]
+#: plain SGD, as both papers train
+PLAIN_SGD = ["train.optimizer=sgd", "train.momentum=0.0", "train.weight_decay=0.0"]
+COMMON = [*SYNTHETIC, "dropout=none", "runtime=in_process", *PLAIN_SGD]
 FEDPROX_SETTINGS = [
     *COMMON,
     "num_clients=30",
@@ -146,7 +141,8 @@ HORIZON_ROWS = {
 
 
 def distribution_cells(values: dict[str, list[float]]) -> list[str]:
-    """Mean ± std over draws of each statistic of the accuracy over devices (of one draw: its value)."""
+    """Mean ± std over draws of each statistic of the accuracy over devices (of one draw:
+    its value)."""
     cells = []
     for k in DISTRIBUTION:
         scale, digits = (1.0, 0) if k == "variance" else (100.0, 2)
@@ -160,7 +156,8 @@ def distribution_cells(values: dict[str, list[float]]) -> list[str]:
 
 
 def run_name(label: str) -> str:
-    """A row's label as a folder name that a Hydra override can carry (letters, digits, '.', '_', '-')."""
+    """A row's label as a folder name that a Hydra override can carry (letters, digits,
+    '.', '_', '-')."""
     return re.sub(r"[^A-Za-z0-9._-]", "", label.replace("μ", "mu"))
 
 
@@ -181,18 +178,19 @@ def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
             folders = [runs[data, row, d] for d in draws]
             summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
             halves = [second_half(f) for f in folders]
-            lines.append(
-                f"| {data} | {row} | {mean_std([s['final_accuracy'] for s in summaries])} "
-                f"| {mean_std([s['final_loss'] for s in summaries], scale=1.0, digits=3)} "
-                f"| {mean_std([float(np.mean(h)) for h in halves])} | {mean_std([float(np.std(h)) for h in halves])} |"
-            )
+            accuracy = mean_std([s["final_accuracy"] for s in summaries])
+            loss = mean_std([s["final_loss"] for s in summaries], scale=1.0, digits=3)
+            half_means = mean_std([float(np.mean(h)) for h in halves])
+            half_stds = mean_std([float(np.std(h)) for h in halves])
+            lines.append(f"| {data} | {row} | {accuracy} | {loss} | {half_means} | {half_stds} |")
     return lines
 
 
 def fairness_table(draws: list[int], runs: dict) -> list[str]:
     lines = [
-        "| method | sampling | model | devices | average (%) | worst 10% (%) | best 10% (%) | variance (%²) "
-        "| devices at 0% | their training samples (median) | global average at half the rounds (%) |",
+        "| method | sampling | model | devices | average (%) | worst 10% (%) | best 10% (%) "
+        "| variance (%²) | devices at 0% | their training samples (median) "
+        "| global average at half the rounds (%) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row, sampling in FAIRNESS_ROWS:
@@ -218,12 +216,12 @@ def fairness_table(draws: list[int], runs: dict) -> list[str]:
             zero_sizes = [
                 float(np.median([n[k] for k in z])) if z else None for n, z in zip(sizes, at_zero)
             ]
-            lines.append(
-                f"| {row} | {sampling.replace('_', ' ')} | {model} | {mean_std(tested, scale=1.0, digits=0)} "
-                f"| {' | '.join(cells)} | {mean_std([len(z) for z in at_zero], scale=1.0, digits=0)} "
-                f"| {mean_std(zero_sizes, scale=1.0, digits=0)} "
-                f"| {mean_std(half_way) if model == 'global' else '-'} |"
-            )
+            devices = mean_std(tested, scale=1.0, digits=0)
+            zero = mean_std([len(z) for z in at_zero], scale=1.0, digits=0)
+            zero_samples = mean_std(zero_sizes, scale=1.0, digits=0)
+            half = mean_std(half_way) if model == "global" else "-"
+            setup = f"| {row} | {sampling.replace('_', ' ')} | {model} | {devices} "
+            lines.append(f"{setup}| {' | '.join(cells)} | {zero} | {zero_samples} | {half} |")
     return lines
 
 
@@ -266,7 +264,8 @@ def draws_table(draws: list[int], rounds: int) -> list[str]:
 def horizon_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
     """The accuracy over devices at a tenth, a quarter, half and all of ``rounds``."""
     lines = [
-        "| method | sampling | round | average (%) | worst 10% (%) | best 10% (%) | variance (%²) |",
+        "| method | sampling | round | average (%) | worst 10% (%) | best 10% (%) "
+        "| variance (%²) |",
         "|---|---|---|---|---|---|---|",
     ]
     for row, sampling in HORIZON_ROWS:
@@ -285,7 +284,7 @@ def horizon_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("table", choices=["fedprox", "fairness", "horizon", "draws"])
     parser.add_argument("--draws", default="0,1,2", help="data draws (seeds)")
     parser.add_argument(
@@ -294,7 +293,7 @@ def main() -> None:
         default=None,
         help="default: 200 (fedprox), 2000 (fairness, draws), 20000 (horizon)",
     )
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "synthetic")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "synthetic")
     parser.add_argument("--jobs", type=int, default=1, help="runs at a time (one core each)")
     args = parser.parse_args()
     draws = [int(d) for d in args.draws.split(",")]
@@ -367,15 +366,16 @@ def main() -> None:
     lines = [
         f"# Synthetic: {title}",
         "",
-        f"Set-up: `{' '.join(settings)}`; data draws (seeds) {', '.join(map(str, draws))}; mean ± std over draws.",
-        f"Machine: {machine()}.",
+        f"Set-up: `{' '.join(settings)}`; data draws (seeds) {', '.join(map(str, draws))}; mean ± "
+        "std over draws.",
+        f"Machine: {common.machine()}.",
         "",
         *table,
         "",
-        f"Command: `python benchmarks/accuracy/synthetic.py {args.table} --draws {args.draws} --rounds {rounds}`",
+        f"Command: `python benchmarks/accuracy/synthetic.py {args.table} --draws {args.draws} "
+        f"--rounds {rounds}`",
     ]
-    publish_table(out / "table.md", lines)
-    publish_in_docs(f"synthetic_{args.table}", table_part(lines))
+    common.publish_results(out / "table.md", f"synthetic_{args.table}", lines)
 
 
 if __name__ == "__main__":

@@ -23,30 +23,21 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, machine, publish_in_docs, publish_table, table_part  # noqa: E402
-from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
+from benchmarks import common
+from fedimb.app import phases
+from fedimb.cli.run_files import read_metrics_csv
 
-#: the rows of the table, in the order a round runs (client phases: mean over the clients / maximum)
-SERVER_ROWS = [
-    "discover",
-    "select",
-    "first_reply",
-    "last_reply",
-    "aggregate",
-    "fit",
-    "end_round",
-    "test",
-    "federated_eval",
-    "checkpoint",
-]
-CLIENT_ROWS = ["start", "imports", "data", "model", "train", "serialise"]
+#: the rows of the table, in the order a round runs (client phases: mean over the clients /
+#: maximum)
+SERVER_ROWS = phases.SERVER_PHASES
+CLIENT_ROWS = phases.CLIENT_PHASES
 
 
 def run(runtime: str, clients: int, rounds: int, overrides: list[str], workdir: Path) -> dict:
-    """One run of ``runtime``: its phases per round, its round times and the wall time to round 1."""
+    """One run of ``runtime``: its phases per round, its round times and the wall time to
+    round 1."""
     out = workdir / runtime
     federation = None
     if runtime == "deployment":
@@ -56,24 +47,16 @@ def run(runtime: str, clients: int, rounds: int, overrides: list[str], workdir: 
     try:
         target = federation.runtime_overrides() if federation else [f"runtime={runtime}"]
         started = time.perf_counter()
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "fedimb",
-                *target,
-                f"num_clients={clients}",
-                f"num_rounds={rounds}",
-                "dropout=none",
-                "fraction_fit=1.0",
-                "train.local_epochs=1",
-                *overrides,
-                f"output.root={out}",
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
+        proc = common.start_fedimb(
+            *target,
+            f"num_clients={clients}",
+            f"num_rounds={rounds}",
+            "dropout=none",
+            "fraction_fit=1.0",
+            "train.local_epochs=1",
+            *overrides,
+            f"output.root={out}",
             stderr=subprocess.STDOUT,
-            text=True,
         )
         lines, to_round_1 = [], None
         for line in proc.stdout:  # type: ignore[union-attr]
@@ -145,11 +128,11 @@ def table(results: list[dict]) -> list[str]:
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--runtimes", default="in_process,simulation,deployment")
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     parser.add_argument("overrides", nargs="*", default=["dataset=mnist5k"])
     args = parser.parse_args()
     results = []
@@ -162,17 +145,19 @@ def main() -> None:
     lines = [
         "# Where a round's time goes",
         "",
-        f"FedAvg, `{' '.join(args.overrides)}`, {args.clients} clients (every client every round), 1 local epoch, "
-        f"{args.rounds} rounds, all processes on one machine ({machine()}). "
-        "Client phases: mean over the clients / the slowest client.",
+        f"FedAvg, `{' '.join(args.overrides)}`, {args.clients} clients (every client every "
+        f"round), 1 local epoch, {args.rounds} rounds, all processes on one machine "
+        f"({common.machine()}). Client phases: mean over the clients / the slowest client.",
         "",
         *table(results),
         "",
-        f"Command: `python benchmarks/perf/breakdown.py --runtimes {args.runtimes} --clients {args.clients} "
-        f"--rounds {args.rounds} {' '.join(args.overrides)}`",
+        f"Command: `python benchmarks/perf/breakdown.py --runtimes {args.runtimes} --clients "
+        f"{args.clients} --rounds {args.rounds} {' '.join(args.overrides)}`",
     ]
-    publish_table(args.out / "breakdown.md", lines)
-    publish_in_docs(f"perf_breakdown_{args.clients}clients", table_part(lines), new=False)
+    common.publish_table(args.out / "breakdown.md", lines)
+    common.publish_in_docs(
+        f"perf_breakdown_{args.clients}clients", common.table_part(lines), new=False
+    )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ read each round's wall time from the run's ``events.jsonl``. Writes
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,33 +18,24 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, machine, publish_in_docs, publish_table, table_part  # noqa: E402
-from fedimb.cli.local_federation import LocalFederation  # noqa: E402
+from benchmarks import common
+from fedimb.cli.local_federation import LocalFederation
 
 
 def measure(nodes: int, rounds: int, secure: bool, overrides: list[str], workdir: Path) -> dict:
     start = time.perf_counter()
     with LocalFederation(workdir / f"fed{nodes}", nodes, secure=secure) as fed:
         up = time.perf_counter() - start
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fedimb",
-                *fed.runtime_overrides(),
-                f"num_clients={nodes}",
-                f"num_rounds={rounds}",
-                "dropout=none",
-                "train.local_epochs=1",
-                *overrides,
-                f"output.root={workdir / f'out{nodes}'}",
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
+        result = common.run_fedimb(
+            *fed.runtime_overrides(),
+            f"num_clients={nodes}",
+            f"num_rounds={rounds}",
+            "dropout=none",
+            "train.local_epochs=1",
+            *overrides,
+            f"output.root={workdir / f'out{nodes}'}",
         )
     if result.returncode != 0:
         raise SystemExit(f"{nodes} nodes: {result.stderr.strip()[-500:]}")
@@ -62,11 +52,11 @@ def measure(nodes: int, rounds: int, secure: bool, overrides: list[str], workdir
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--nodes", default="3,10")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--secure", action="store_true", help="TLS + SuperNode authentication")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     parser.add_argument("overrides", nargs="*", default=["dataset=mnist5k"])
     args = parser.parse_args()
     rows = []
@@ -74,28 +64,31 @@ def main() -> None:
         for n in (int(x) for x in args.nodes.split(",")):
             rows.append(measure(n, args.rounds, args.secure, args.overrides, Path(tmp)))
             print(
-                f"  {n} nodes: round 1 {rows[-1]['round1']:.1f}s, rounds 2+ {rows[-1]['later']:.1f}s",
+                f"  {n} nodes: round 1 {rows[-1]['round1']:.1f}s, rounds 2+ "
+                f"{rows[-1]['later']:.1f}s",
                 flush=True,
             )
     lines = [
         "# Deployment round latency",
         "",
-        f"FedAvg, `{' '.join(args.overrides)}`, 1 local epoch, every node every round, {args.rounds} rounds, "
-        f"{'TLS + SuperNode authentication' if args.secure else 'insecure'}, all processes on one machine "
-        f"({machine()}).",
+        f"FedAvg, `{' '.join(args.overrides)}`, 1 local epoch, every node every round, "
+        f"{args.rounds} rounds, "
+        f"{'TLS + SuperNode authentication' if args.secure else 'insecure'}, all processes on one "
+        f"machine ({common.machine()}).",
         "",
-        "| SuperNodes | federation start (s) | round 1 (s) | rounds 2+ (s per round) | whole run (s) |",
+        "| SuperNodes | federation start (s) | round 1 (s) | rounds 2+ (s per round) "
+        "| whole run (s) |",
         "|---|---|---|---|---|",
         *(
-            f"| {r['nodes']} | {r['federation_up']:.1f} | {r['round1']:.1f} | {r['later']:.1f} | {r['total']:.1f} |"
+            f"| {r['nodes']} | {r['federation_up']:.1f} | {r['round1']:.1f} | {r['later']:.1f} | "
+            f"{r['total']:.1f} |"
             for r in rows
         ),
         "",
-        f"Command: `python benchmarks/perf/deployment.py --nodes {args.nodes} --rounds {args.rounds}"
-        f"{' --secure' if args.secure else ''} {' '.join(args.overrides)}`",
+        f"Command: `python benchmarks/perf/deployment.py --nodes {args.nodes} --rounds "
+        f"{args.rounds}{' --secure' if args.secure else ''} {' '.join(args.overrides)}`",
     ]
-    publish_table(args.out / "deployment_latency.md", lines)
-    publish_in_docs("perf_deployment", table_part(lines))
+    common.publish_results(args.out / "deployment_latency.md", "perf_deployment", lines)
 
 
 if __name__ == "__main__":

@@ -17,19 +17,17 @@ measurements (without the caption) to ``docs/tables/perf_edge_node.md``.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, machine, part, publish_in_docs, publish_table  # noqa: E402
-from edge.federation import ContainerNode, ContainerSpec, EdgeFederation  # noqa: E402
-from edge.host import container_engine  # noqa: E402
-from edge.image import build_image, default_cache, image_size_mb  # noqa: E402
+from benchmarks import common
+from edge.federation import ContainerNode, ContainerSpec, EdgeFederation
+from edge.host import container_engine
+from edge.image import build_image, default_cache, image_size_mb
 
 PHASES = ("start", "imports", "data", "model", "train", "serialise")
 READY = "serving ClientApp tasks"  # the node worker's first line: torch and Flower imported
@@ -52,22 +50,14 @@ def measure(spec: ContainerSpec | None, rounds: int, workdir: Path) -> dict:
         ready = seconds_until(
             workdir / ("node0.log" if spec else "node0-worker.log"), READY, started
         )
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "fedimb",
-                *fed.runtime_overrides(),
-                "num_clients=2",
-                f"num_rounds={rounds}",
-                "train.local_epochs=1",
-                "dropout=none",
-                "seed=0",
-                f"output.root={workdir / 'out'}",
-            ],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
+        result = common.run_fedimb(
+            *fed.runtime_overrides(),
+            "num_clients=2",
+            f"num_rounds={rounds}",
+            "train.local_epochs=1",
+            "dropout=none",
+            "seed=0",
+            f"output.root={workdir / 'out'}",
         )
         node = fed.nodes[0]
         container_peak = node.peak_memory_mb() if isinstance(node, ContainerNode) else None
@@ -89,15 +79,15 @@ def table(emulated: dict, native_run: dict, arch: str, image_mb: float) -> list[
     lines = [
         f"# An {arch} SuperNode under emulation beside a native one",
         "",
-        f"FedAvg, mnist5k, 2 clients, 1 local epoch, TLS; {machine()}. Client 0 on the {arch} node, under QEMU user "
-        f"emulation (its times are the emulator's, not a device's), against client 0 of an all-native run with the "
-        f"same seed.",
+        f"FedAvg, mnist5k, 2 clients, 1 local epoch, TLS; {common.machine()}. Client 0 on the "
+        f"{arch} node, under QEMU user emulation (its times are the emulator's, not a device's), "
+        "against client 0 of an all-native run with the same seed.",
         "",
         f"- image `fedimb-edge:{arch}`: {image_mb:.0f} MB",
         f"- start-up, process start to the ClientApp launcher serving (torch and Flower imported): "
         f"{arch} emulated {emulated['ready']:.1f} s, native {native_run['ready']:.1f} s",
-        f"- peak memory of the {arch} node's container (SuperNode, launcher and ClientApps, QEMU included): "
-        f"{emulated['container_peak_mb'] or float('nan'):.0f} MB",
+        f"- peak memory of the {arch} node's container (SuperNode, launcher and ClientApps, QEMU "
+        f"included): {emulated['container_peak_mb'] or float('nan'):.0f} MB",
         "",
         f"| round | phase | {arch} emulated (s) | native (s) | ratio |",
         "|---|---|---|---|---|",
@@ -123,10 +113,10 @@ def table(emulated: dict, native_run: dict, arch: str, image_mb: float) -> list[
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--arch", default="arm64")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     args = parser.parse_args()
     cache = default_cache()
     with container_engine(cache) as engine, tempfile.TemporaryDirectory() as workdir:
@@ -138,8 +128,8 @@ def main() -> None:
         image_mb = image_size_mb(engine, tag)
     lines = table(emulated, native, args.arch, image_mb)
     lines.append("Command: `python benchmarks/perf/edge_node.py " + " ".join(sys.argv[1:]) + "`")
-    publish_table(args.out / "edge_node.md", lines)
-    publish_in_docs("perf_edge_node", part(lines, "- image"))
+    common.publish_table(args.out / "edge_node.md", lines)
+    common.publish_in_docs("perf_edge_node", common.part(lines, "- image"))
     (args.out / "edge_node.json").write_text(
         json.dumps({"emulated": emulated, "native": native, "image_mb": image_mb}, indent=1)
     )

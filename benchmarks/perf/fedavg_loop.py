@@ -25,21 +25,19 @@ import numpy as np
 import psutil
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, figure, part, publish_in_docs, save_figure  # noqa: E402
-from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured  # noqa: E402
-from fedimb.app import config  # noqa: E402
-from fedimb.app.build import as_tensors, experiment_data, new_model  # noqa: E402
-from fedimb.core.aggregate import weighted_average  # noqa: E402
-from fedimb.core.models import get_weights, set_weights  # noqa: E402
-from fedimb.core.training import (  # noqa: E402
+from benchmarks import common
+from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured
+from fedimb.app import config
+from fedimb.app.build import as_tensors, experiment_data, new_model
+from fedimb.core.aggregate import weighted_average
+from fedimb.core.models import get_weights, set_weights
+from fedimb.core.training import (
     TrainConfig,
     evaluate_model,
-    make_optimizer,
     seeded_generator,
-    train_epochs,
+    train_cross_entropy,
 )
 
 
@@ -89,17 +87,8 @@ def run_plain(args: argparse.Namespace, threads: int) -> dict:
         for pid in range(args.clients):
             set_weights(model, weights)
             indices = torch.from_numpy(data.partition.indices[pid])
-            train_epochs(
-                model,
-                x,
-                y,
-                indices,
-                epochs=hp.local_epochs,
-                batch_size=hp.batch_size,
-                optimizer=make_optimizer(model.parameters(), hp),
-                loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
-                generator=seeded_generator(args.seed, server_round, pid),
-            )
+            generator = seeded_generator(args.seed, server_round, pid)
+            train_cross_entropy(model, x, y, indices, hp, generator)
             updates.append(get_weights(model))
             sizes.append(len(indices))
         weights = weighted_average(updates, sizes)
@@ -132,20 +121,22 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
         )
     for p in plains:
         lines.append(
-            f"| plain loop, {p['threads']} torch thread(s) | {np.mean(p['round_seconds'][1:]):.2f} | "
-            f"{p['round_seconds'][0]:.2f} | {p['final_accuracy']:.4f} |"
+            f"| plain loop, {p['threads']} torch thread(s) | {np.mean(p['round_seconds'][1:]):.2f} "
+            f"| {p['round_seconds'][0]:.2f} | {p['final_accuracy']:.4f} |"
         )
     lines += [
         "",
-        f"- **Ratio fedimb (simulation) / fastest plain loop, rounds 2+: {steady['simulation'] / steady_plain:.2f}x** "
-        "(target <= 1.3x).",
+        "- **Ratio fedimb (simulation) / fastest plain loop, rounds 2+: "
+        f"{steady['simulation'] / steady_plain:.2f}x** (target <= 1.3x).",
         *(
-            f"- Ratio fedimb ({runtime}) / fastest plain loop, rounds 2+: {steady[runtime] / steady_plain:.2f}x."
+            f"- Ratio fedimb ({runtime}) / fastest plain loop, rounds 2+: "
+            f"{steady[runtime] / steady_plain:.2f}x."
             for runtime in feds
             if runtime != "simulation"
         ),
-        f"- Start-up before round 1 (SuperLink, simulation engine, Ray): {fed['startup_seconds']:.1f} s; "
-        f"round 1 (Ray actors start, data loads once per actor): {fed['round_seconds'][0]:.1f} s.",
+        "- Start-up before round 1 (SuperLink, simulation engine, Ray): "
+        f"{fed['startup_seconds']:.1f} s; round 1 (Ray actors start, data loads once per actor): "
+        f"{fed['round_seconds'][0]:.1f} s.",
         f"- Peak memory of all fedimb processes (PSS, sampled every {MEMORY_INTERVAL:g} s): "
         + ", ".join(f"{run['peak_memory_mb']:.0f} MiB ({runtime})" for runtime, run in feds.items())
         + ".",
@@ -158,9 +149,9 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
     ]
     table = out / "perf_fedavg.md"
     table.write_text("\n".join(lines) + "\n")
-    publish_in_docs("perf_fedavg", part(lines, "| |"))
+    common.publish_in_docs("perf_fedavg", common.part(lines, "| |"))
 
-    fig, ax = figure(figsize=(7, 4))
+    fig, ax = common.figure(figsize=(7, 4))
     rounds = np.arange(1, args.rounds + 1)
     for runtime, run in feds.items():
         ax.plot(rounds, run["round_seconds"], marker="o", label=f"fedimb ({runtime})")
@@ -171,16 +162,16 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
     ax.set(xlabel="round", ylabel="seconds", title="FedAvg time per round")
     ax.grid(alpha=0.3)
     ax.legend()
-    save_figure(fig, out / "perf_fedavg.png")
+    common.save_figure(fig, out / "perf_fedavg.png")
     return table
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     feds = {}

@@ -14,11 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fedimb.cli.processes import SuperLink, flower_env, flwr_home, write_connection  # noqa: E402
-from fedimb.cli.run_follower import flwr_run  # noqa: E402
+from fedimb.cli.flwr_cli import flwr_home, write_connection
+from fedimb.cli.processes import SuperLink, flower_env
+from fedimb.cli.run_follower import flwr_run
 
 APP = Path(__file__).resolve().parent / "floor_app"
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
+from benchmarks import common
+from fedimb.cli.run_files import read_metrics_csv
 
 #: seconds between memory samples. Reading PSS costs about 40 ms of CPU per ~1 GB
 #: process, so on few cores frequent samples slow the run being timed; the memory of a
@@ -78,13 +78,7 @@ def per_round(run_dir: Path, split: str, metric: str) -> dict[int, float]:
 def run_measured(overrides: list[str], runs_dir: Path) -> dict:
     """One ``fedimb`` run; its round times, traffic, peak memory and summary."""
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fedimb", *overrides, f"output.root={runs_dir}"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = common.start_fedimb(*overrides, f"output.root={runs_dir}", stderr=subprocess.STDOUT)
     with MemorySampler(proc.pid) as memory:
         lines = [line.rstrip() for line in proc.stdout]  # type: ignore[union-attr]
         proc.wait()

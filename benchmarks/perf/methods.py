@@ -27,20 +27,12 @@ import numpy as np
 import psutil
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import (
-    argument_parser,
-    figure,
-    publish_in_docs,
-    publish_table,
-    save_figure,
-    table_part,
-)  # noqa: E402
-from benchmarks.perf.measure import run_measured, steady  # noqa: E402
-from fedimb.app.config import group_choices, smoke_overrides  # noqa: E402
-from fedimb.app.in_process import InProcessFederation  # noqa: E402
+from benchmarks import common
+from benchmarks.perf.measure import run_measured, steady
+from fedimb.app.config import group_choices, smoke_overrides
+from fedimb.app.in_process import InProcessFederation
 
 # What each method sends besides the model parameters. Every client also reports its
 # label counts once (client discovery) and, with normalize=latent_cosine, its mean latent.
@@ -49,7 +41,9 @@ PAYLOADS = {
     "astraea": "z-score ratios (down); mediators pass the model from client to client",
     "astraea_aug": "z-score ratios (down)",
     "astraea_sched": "mediators pass the model from client to client",
-    "fedconcat": "label distributions (once); stage 3: the K frozen encoders once, then the classifier",
+    "fedconcat": (
+        "label distributions (once); stage 3: the K frozen encoders once, then the classifier"
+    ),
     "fedconcat_id": "stage 3 as fedconcat; distributions inferred on the server",
     "scaffold": "control variates (down) and their deltas (up), model-sized",
     "lg_fedavg": "only the classifier head travels",
@@ -117,55 +111,67 @@ def measure(method: str, args: argparse.Namespace) -> dict:
     }
 
 
+def progress_line(r: dict) -> str:
+    """One measured method, as the progress output shows it."""
+    return (
+        f"  {r['fedimb']:.2f} s/round vs {r['plain']:.2f} in one process; {r['kb_client']:.0f} KB "
+        "per client"
+    )
+
+
 def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     fedavg_kb = next((r["kb_client"] for r in results if r["method"] == "fedavg"), None)
     lines = [
-        "# Time per round and traffic of every method: fedimb simulation vs the same rounds in one process",
+        "# Time per round and traffic of every method: fedimb simulation vs the same rounds in "
+        "one process",
         "",
-        f"20 clients, all taking part, 1 local epoch, mnist5k, cnn28, no dropout, seed {args.seed}; "
-        f"{args.rounds} rounds (synchronization rounds for Astraea); multi-stage methods with the settings of their YAML's "
-        "`smoke` list (Astraea: gamma 2, one mediator epoch; FedConcat: K = 2, 1 classifier round).",
-        f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
-        f"torch {torch.__version__}. The one-process loop is the faster of 1 and 2 torch threads.",
+        "20 clients, all taking part, 1 local epoch, mnist5k, cnn28, no dropout, seed "
+        f"{args.seed}; {args.rounds} rounds (synchronization rounds for Astraea); multi-stage "
+        "methods with the settings of their YAML's `smoke` list (Astraea: gamma 2, one mediator "
+        "epoch; FedConcat: K = 2, 1 classifier round).",
+        f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB; torch {torch.__version__}. The "
+        "one-process loop is the faster of 1 and 2 torch threads.",
         "",
-        "| method | Flower rounds | fedimb s/round (rounds 2+) | one process s/round | ratio | fedimb round 1 (s) "
-        "| MB per round | KB down / up per client | vs FedAvg | peak memory (MiB) | sent besides the model |",
+        "| method | Flower rounds | fedimb s/round (rounds 2+) | one process s/round | ratio | "
+        "fedimb round 1 (s) | MB per round | KB down / up per client | vs FedAvg | peak memory "
+        "(MiB) | sent besides the model |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         versus = f"{r['kb_client'] / fedavg_kb:.2f}x" if fedavg_kb else "-"
         lines.append(
-            f"| {r['method']} | {r['rounds']} | {r['fedimb']:.2f} | {r['plain']:.2f} | {r['fedimb'] / r['plain']:.2f}x "
-            f"| {r['first_round']:.1f} | {r['mb_round']:.1f} | {r['kb_down_client']:.0f} / {r['kb_up_client']:.0f} "
-            f"| {versus} | {r['peak_memory_mb']:.0f} | {PAYLOADS.get(r['method'], '-')} |"
+            f"| {r['method']} | {r['rounds']} | {r['fedimb']:.2f} | {r['plain']:.2f} | "
+            f"{r['fedimb'] / r['plain']:.2f}x | {r['first_round']:.1f} | {r['mb_round']:.1f} | "
+            f"{r['kb_down_client']:.0f} / {r['kb_up_client']:.0f} | {versus} | "
+            f"{r['peak_memory_mb']:.0f} | {PAYLOADS.get(r['method'], '-')} |"
         )
     ratios = [r["fedimb"] / r["plain"] for r in results]
     lines += [
         "",
         f"Median ratio {np.median(ratios):.2f}x (min {min(ratios):.2f}x, max {max(ratios):.2f}x).",
         "",
-        f"Command: `python benchmarks/perf/methods.py --methods {','.join(r['method'] for r in results)} "
-        f"--rounds {args.rounds} --seed {args.seed}`",
+        "Command: `python benchmarks/perf/methods.py --methods "
+        f"{','.join(r['method'] for r in results)} --rounds {args.rounds} --seed {args.seed}`",
     ]
-    fig, ax = figure(figsize=(9, 4))
+    fig, ax = common.figure(figsize=(9, 4))
     x = np.arange(len(results))
     ax.bar(x - 0.2, [r["fedimb"] for r in results], 0.4, label="fedimb (simulation)")
     ax.bar(x + 0.2, [r["plain"] for r in results], 0.4, label="one process")
     ax.set_xticks(x, [r["method"] for r in results], rotation=60, ha="right", fontsize=8)
     ax.set(ylabel="seconds per round (rounds 2+)", title="Time per round by method")
     ax.legend()
-    save_figure(fig, args.out / "perf_methods.png")
+    common.save_figure(fig, args.out / "perf_methods.png")
     (args.out / "perf_methods.json").write_text(json.dumps(results, indent=1))
-    publish_in_docs("perf_methods", table_part(lines))
-    return publish_table(args.out / "perf_methods.md", lines)
+    return common.publish_results(args.out / "perf_methods.md", "perf_methods", lines)
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--methods", default=",".join(group_choices("method")))
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     parser.add_argument("--fresh", action="store_true", help="measure every method again")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -182,11 +188,7 @@ def main() -> None:
         results.append(measure(method, args))
         cache[method] = {"settings": settings, "result": results[-1]}
         cache_file.write_text(json.dumps(cache, indent=1))
-        r = results[-1]
-        print(
-            f"  {r['fedimb']:.2f} s/round vs {r['plain']:.2f} in one process; {r['kb_client']:.0f} KB per client",
-            flush=True,
-        )
+        print(progress_line(results[-1]), flush=True)
     write_outputs(results, args)
 
 

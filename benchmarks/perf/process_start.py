@@ -23,11 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, publish_in_docs, publish_table, table_part  # noqa: E402
-from fedimb.cli.report import machine  # noqa: E402
+from benchmarks import common
 
 PHASES = ("import torch", "import the ClientApp module", "load mnist5k", "first optimizer")
 
@@ -53,7 +51,7 @@ print(json.dumps(seconds))
 def probe(cache: Path) -> dict:
     env = {**os.environ, "FEDIMB_CACHE": str(cache)}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True
+        [sys.executable, "-c", PROBE], cwd=common.REPO, env=env, capture_output=True, text=True
     )
     if done.returncode != 0:
         raise SystemExit(f"the probe process failed:\n{done.stderr[-2000:]}")
@@ -61,9 +59,9 @@ def probe(cache: Path) -> dict:
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="processes per cache state")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {"empty cache": [], "cache filled": []}
     for _ in range(args.repeats):
@@ -73,7 +71,7 @@ def main() -> None:
     lines = [
         "# Start of a fresh client process",
         "",
-        f"Median of {args.repeats} processes per row, seconds. Machine: {machine()}.",
+        f"Median of {args.repeats} processes per row, seconds. Machine: {common.machine()}.",
         "",
         "| fedimb cache | " + " | ".join(PHASES) + " | total | scikit-learn imported |",
         "|---|" + "---|" * (len(PHASES) + 2),
@@ -87,8 +85,7 @@ def main() -> None:
             + f" | {sum(medians):.2f} | {'/'.join(sklearn)} |"
         )
     lines += ["", f"Command: `python benchmarks/perf/process_start.py --repeats {args.repeats}`"]
-    publish_table(args.out / "process_start.md", lines)
-    publish_in_docs("perf_process_start", table_part(lines))
+    common.publish_results(args.out / "process_start.md", "perf_process_start", lines)
 
 
 if __name__ == "__main__":

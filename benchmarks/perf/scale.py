@@ -22,18 +22,10 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import (
-    argument_parser,
-    figure,
-    publish_in_docs,
-    publish_table,
-    save_figure,
-    table_part,
-)  # noqa: E402
-from benchmarks.perf.measure import run_measured, steady  # noqa: E402
+from benchmarks import common
+from benchmarks.perf.measure import run_measured, steady
 
 MEMORY_TARGET_MB = 4096
 
@@ -56,29 +48,34 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     lines = [
         "# FedAvg with many virtual clients (Flower simulation)",
         "",
-        f"mnist5k, IID, {args.fraction:.0%} of the clients per round, 1 local epoch, no dropout, {args.rounds} rounds, seed {args.seed}.",
-        f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, {psutil.virtual_memory().total / 2**30:.0f} GiB.",
+        f"mnist5k, IID, {args.fraction:.0%} of the clients per round, 1 local epoch, no dropout, "
+        f"{args.rounds} rounds, seed {args.seed}.",
+        f"Machine: {platform.machine()}, {psutil.cpu_count()} CPUs, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB.",
         "",
-        "| clients | sampled per round | start-up (s) | round 1 (s) | s/round (rounds 2+) | s per sampled client "
-        "| peak memory, all processes (MiB) |",
+        "| clients | sampled per round | start-up (s) | round 1 (s) | s/round (rounds 2+) | s "
+        "per sampled client | peak memory, all processes (MiB) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
-            f"| {r['clients']} | {r['sampled']} | {r['startup_seconds']:.1f} | {r['round_seconds'][0]:.1f} "
-            f"| {r['steady']:.2f} | {r['steady'] / r['sampled']:.3f} | {r['peak_memory_mb']:.0f} |"
+            f"| {r['clients']} | {r['sampled']} | {r['startup_seconds']:.1f} | "
+            f"{r['round_seconds'][0]:.1f} | {r['steady']:.2f} | {r['steady'] / r['sampled']:.3f} | "
+            f"{r['peak_memory_mb']:.0f} |"
         )
     largest = results[-1]
     lines += [
         "",
         f"- Peak memory at {largest['clients']} clients: {largest['peak_memory_mb']:.0f} MiB "
-        f"(target < {MEMORY_TARGET_MB} MiB: {'met' if largest['peak_memory_mb'] < MEMORY_TARGET_MB else 'missed'}).",
+        f"(target < {MEMORY_TARGET_MB} MiB: "
+        f"{'met' if largest['peak_memory_mb'] < MEMORY_TARGET_MB else 'missed'}).",
         "- Round 1 includes asking every virtual node for its partition id (once per run).",
         "",
-        f"Command: `python benchmarks/perf/scale.py --clients {','.join(str(r['clients']) for r in results)} "
-        f"--fraction {args.fraction} --rounds {args.rounds} --seed {args.seed} --name {args.name}`",
+        "Command: `python benchmarks/perf/scale.py --clients "
+        f"{','.join(str(r['clients']) for r in results)} --fraction {args.fraction} --rounds "
+        f"{args.rounds} --seed {args.seed} --name {args.name}`",
     ]
-    fig, (left, right) = figure(1, 2, figsize=(9, 3.8))
+    fig, (left, right) = common.figure(1, 2, figsize=(9, 3.8))
     xs = [r["clients"] for r in results]
     left.plot(xs, [r["steady"] for r in results], marker="o", label="rounds 2+")
     left.plot(xs, [r["round_seconds"][0] for r in results], marker="s", label="round 1")
@@ -94,20 +91,19 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     right.legend()
     for ax in (left, right):
         ax.grid(alpha=0.3)
-    save_figure(fig, args.out / f"{args.name}.png")
+    common.save_figure(fig, args.out / f"{args.name}.png")
     (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
-    publish_in_docs(args.name, table_part(lines), new=False)
-    return publish_table(args.out / f"{args.name}.md", lines)
+    return common.publish_results(args.out / f"{args.name}.md", args.name, lines, new=False)
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--clients", default="100,500,1000")
     parser.add_argument("--fraction", type=float, default=0.1, help="clients sampled per round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--name", default="perf_scale", help="name of the table and plot files")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results = []

@@ -3,7 +3,8 @@ its round-0 line (the server's first evaluation: every process is up), to its ro
 (the target: the first round's result) and to its exit, for the default experiment (20
 clients, mnist5k, 5 local epochs, Bernoulli dropout) unless overrides say otherwise.
 
-    python benchmarks/perf/startup.py [--repeats 3] [--runtimes simulation,in_process,flower] [overrides ...]
+    python benchmarks/perf/startup.py [--repeats 3] [--runtimes simulation,in_process,flower]
+                                      [overrides ...]
 
 ``flower`` is Flower's own floor (:mod:`flower_floor`): the simulation's launch with the
 same messages and no torch, data or training in them.
@@ -28,11 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, machine, publish_in_docs, publish_table, table_part  # noqa: E402
-from fedimb.cli.run_files import read_metrics_csv  # noqa: E402
+from benchmarks import common
+from fedimb.cli.run_files import read_metrics_csv
 
 MARKS = {"round 0": "round 0/", "round 1": "round 1/"}
 #: the "runtime" of :mod:`flower_floor`: Flower's launch with fedimb's messages and no work in them
@@ -59,26 +59,20 @@ STEPS = [
 
 def time_once(runtime: str, overrides: list[str], out: Path) -> dict[str, float]:
     """Seconds from the command to each mark and to its exit."""
-    command = [
-        sys.executable,
-        "-m",
-        "fedimb",
-        f"runtime={runtime}",
-        "num_rounds=2",
-        *overrides,
-        f"output.root={out}",
-    ]
+    command = common.fedimb_command(
+        f"runtime={runtime}", "num_rounds=2", *overrides, f"output.root={out}"
+    )
     if runtime == FLOOR:
         nodes = next((o.split("=", 1)[1] for o in overrides if o.startswith("num_clients=")), "20")
         command = [
             sys.executable,
-            str(REPO / "benchmarks" / "perf" / "flower_floor.py"),
+            str(common.REPO / "benchmarks" / "perf" / "flower_floor.py"),
             "--nodes",
             nodes,
         ]
     started = time.perf_counter()
     proc = subprocess.Popen(
-        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=common.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     seen: dict[str, float] = {}
     lines = []
@@ -119,10 +113,10 @@ def simulation_steps(run_dir: Path, seen: dict[str, float]) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runtimes", default=f"simulation,in_process,{FLOOR}")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     args, overrides = parser.parse_known_args()
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
@@ -146,8 +140,8 @@ def main() -> None:
     lines = [
         "# From the command to the first result",
         "",
-        f"`fedimb num_rounds=2` with {described}, {args.repeats} calls per runtime, median (min–max); "
-        f"{machine()}.",
+        f"`fedimb num_rounds=2` with {described}, {args.repeats} calls per runtime, median "
+        f"(min–max); {common.machine()}.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -156,10 +150,12 @@ def main() -> None:
         *step_table(results.get("simulation", {})),
         "Command: `python benchmarks/perf/startup.py " + " ".join(sys.argv[1:]) + "`",
     ]
-    publish_table(args.out / "startup.md", lines)
-    publish_in_docs("perf_startup_floor" if FLOOR in results else "perf_startup", table_part(lines))
+    common.publish_table(args.out / "startup.md", lines)
+    common.publish_in_docs(
+        "perf_startup_floor" if FLOOR in results else "perf_startup", common.table_part(lines)
+    )
     if steps := step_table(results.get("simulation", {})):
-        publish_in_docs("perf_startup_steps", table_part(steps))
+        common.publish_in_docs("perf_startup_steps", common.table_part(steps))
     (args.out / "startup.json").write_text(json.dumps(results, indent=1))
 
 

@@ -15,7 +15,8 @@ should not grow with N. Peak memory is the proportional set size (PSS) of all th
 processes, sampled every 0.2 s (mapped pages shared by processes are counted once).
 Writes ``<out>/synthetic_scale.md`` and ``.json`` and ``docs/tables/synthetic_scale.md``.
 
-    python benchmarks/perf/synthetic_scale.py [--devices 100,1000,10000] [--runtimes in_process,simulation]
+    python benchmarks/perf/synthetic_scale.py [--devices 100,1000,10000]
+                                              [--runtimes in_process,simulation]
                                               [--methods fedavg,scaffold] [--rounds 5]
 """
 
@@ -27,11 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.common import argument_parser, machine, publish_in_docs, publish_table, table_part  # noqa: E402
-from benchmarks.perf.measure import per_round, run_measured, steady  # noqa: E402
+from benchmarks import common
+from benchmarks.perf.measure import per_round, run_measured, steady
 
 SAMPLED = 10
 MEMORY_TARGET_MB = 4096
@@ -111,12 +111,12 @@ def table(results: list[dict], args) -> list[str]:
     lines = [
         "# Synthetic(1, 1) with many devices",
         "",
-        f"{SAMPLED} devices sampled per round, 1 local epoch, no dropout, {args.rounds} rounds, mclr. "
-        f"Machine: {machine()}.",
+        f"{SAMPLED} devices sampled per round, 1 local epoch, no dropout, {args.rounds} rounds, "
+        f"mclr. Machine: {common.machine()}.",
         "",
-        "| runtime | method | devices | samples | generating the draw, once per machine (s) | start-up (s) | round 1 (s) "
-        "| of which discovery (s) | s/round (rounds 2+) | of which training (s) | of which global test (s) "
-        "| peak memory, all processes (MiB) |",
+        "| runtime | method | devices | samples | generating the draw, once per machine (s) | "
+        "start-up (s) | round 1 (s) | of which discovery (s) | s/round (rounds 2+) | of which "
+        "training (s) | of which global test (s) | peak memory, all processes (MiB) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -125,29 +125,30 @@ def table(results: list[dict], args) -> list[str]:
             for phase in ("fit", "test")
         }
         lines.append(
-            f"| {r['runtime']} | {r['method']} | {r['devices']:,} | {r['samples']:,} | {r['draw_seconds']:.1f} "
-            f"| {r['startup_seconds']:.1f} | {r['round_seconds'][0]:.1f} | {r['discover_seconds']:.1f} "
-            f"| {r['steady']:.2f} | {phases['fit']:.2f} | {phases['test']:.2f} | {r['peak_memory_mb']:.0f} |"
+            f"| {r['runtime']} | {r['method']} | {r['devices']:,} | {r['samples']:,} | "
+            f"{r['draw_seconds']:.1f} | {r['startup_seconds']:.1f} | {r['round_seconds'][0]:.1f} | "
+            f"{r['discover_seconds']:.1f} | {r['steady']:.2f} | {phases['fit']:.2f} | "
+            f"{phases['test']:.2f} | {r['peak_memory_mb']:.0f} |"
         )
     largest = max(results, key=lambda r: (r["devices"], r["peak_memory_mb"]))
     return lines + [
         "",
-        f"- Largest peak at {largest['devices']:,} devices: {largest['peak_memory_mb']:.0f} MiB ({largest['runtime']}, "
-        f"{largest['method']}; target < {MEMORY_TARGET_MB} MiB: "
+        f"- Largest peak at {largest['devices']:,} devices: {largest['peak_memory_mb']:.0f} MiB "
+        f"({largest['runtime']}, {largest['method']}; target < {MEMORY_TARGET_MB} MiB: "
         f"{'met' if largest['peak_memory_mb'] < MEMORY_TARGET_MB else 'missed'}).",
         "",
-        f"Command: `python benchmarks/perf/synthetic_scale.py --devices {args.devices} --runtimes {args.runtimes} "
-        f"--methods {args.methods} --rounds {args.rounds}`",
+        f"Command: `python benchmarks/perf/synthetic_scale.py --devices {args.devices} --runtimes "
+        f"{args.runtimes} --methods {args.methods} --rounds {args.rounds}`",
     ]
 
 
 def main() -> None:
-    parser = argument_parser(__doc__)
+    parser = common.argument_parser(__doc__)
     parser.add_argument("--devices", default="100,1000,10000")
     parser.add_argument("--runtimes", default="in_process,simulation")
     parser.add_argument("--methods", default="fedavg,scaffold")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "perf")
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     parser.add_argument(
         "--table-only",
         action="store_true",
@@ -160,8 +161,7 @@ def main() -> None:
     else:
         results = measure(args)
     lines = table(results, args)
-    publish_table(args.out / "synthetic_scale.md", lines)
-    publish_in_docs("synthetic_scale", table_part(lines))
+    common.publish_results(args.out / "synthetic_scale.md", "synthetic_scale", lines)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ crafted value without a run.
 from __future__ import annotations
 
 import numpy as np
-from flwr.client import NumPyClient
 from omegaconf import DictConfig
 
 from fedimb.core import events, payload, protocol
@@ -205,71 +204,6 @@ def forged_message(pid: int, server_round: int) -> str:
     )
     forged_artifact = events.format_event("artifact", name=FORGED_ARTIFACT, data={"forged": True})
     return f"client {pid} fails\n{forged_round}\n{forged_artifact}\n"
-
-
-class WrappedClient(NumPyClient):
-    """A method's client behind a deliberate misbehaviour (``kind``, by client ``pid`` in
-    ``rounds``, all when empty): what a subclass does not override goes to the method's."""
-
-    def __init__(self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int]):
-        self.inner = inner
-        self.kind = kind
-        self.pid = pid
-        self.rounds = rounds
-
-    def get_properties(self, config):
-        return self.inner.get_properties(config)
-
-    def get_parameters(self, config):
-        return self.inner.get_parameters(config)
-
-    def evaluate(self, parameters, config):
-        return self.inner.evaluate(parameters, config)
-
-
-class AttackingClient(WrappedClient):
-    """A method's client whose answers ``kind`` crafts (:func:`crafted_fit`, :func:`crafted_properties`)."""
-
-    def __init__(
-        self,
-        inner: NumPyClient,
-        kind: str,
-        pid: int,
-        rounds: frozenset[int],
-        variant: str,
-        scale: float,
-        claim,
-    ):
-        super().__init__(inner, kind, pid, rounds)
-        self.variant = variant
-        self.scale = scale
-        self.claim = claim
-
-    def get_properties(self, config):
-        props = self.inner.get_properties(config)
-        return (
-            crafted_properties(self.kind, self.variant, self.claim, props)
-            if self.kind in PROPERTIES_KINDS
-            else props
-        )
-
-    def fit(self, parameters, config):
-        server_round = int(config.get(protocol.SERVER_ROUND, 0))
-        if self.kind not in FIT_KINDS or (self.rounds and server_round not in self.rounds):
-            return self.inner.fit(parameters, config)
-        if self.kind == "forged_event":
-            raise RuntimeError(forged_message(self.pid, server_round))
-        received = [np.array(p, copy=True) for p in parameters]
-        weights, num_examples, metrics = self.inner.fit(parameters, config)
-        return crafted_fit(
-            self.kind,
-            self.variant,
-            self.scale,
-            received,
-            list(weights),
-            num_examples,
-            dict(metrics),
-        )
 
 
 def settings(fault: DictConfig) -> tuple[str, float, object]:

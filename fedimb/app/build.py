@@ -7,8 +7,8 @@ without exchanging them. Results are cached per process.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from fedimb.core.data import ArrayDataset, Partition, load_dataset, make_partition
 from fedimb.core.data.datasets import DatasetInfo
 from fedimb.core.models import EncoderHeadNet, build_model
+from fedimb.core.process_cache import ProcessCache, cache_key
 
 
 @dataclass(frozen=True)
@@ -25,37 +26,32 @@ class ExperimentData:
     partition: Partition
 
 
-_LOCK = threading.Lock()
-_DATA: dict[str, ExperimentData] = {}
+#: the data set and its partition, per configuration
+_DATA: ProcessCache[ExperimentData] = ProcessCache()
 
 
-def _key(cfg: DictConfig, *sections: str) -> str:
-    return repr(
-        [
-            OmegaConf.to_container(cfg[s], resolve=True)
-            if isinstance(cfg[s], DictConfig)
-            else cfg[s]
-            for s in sections
-        ]
-    )
+def plain(node: Any) -> dict[str, Any]:
+    """A configuration section as the resolved plain dict the core's functions take."""
+    return cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
 
 
 def experiment_data(cfg: DictConfig) -> ExperimentData:
-    """The data set and its partition over ``num_clients`` clients (cached)."""
-    key = _key(cfg, "dataset", "partition", "num_clients", "seed")
-    with _LOCK:
-        if key not in _DATA:
-            dataset = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
-            partition = make_partition(
-                dataset.y_train,
-                dataset.num_classes,
-                int(cfg.num_clients),
-                OmegaConf.to_container(cfg.partition, resolve=True),
-                int(cfg.seed),
-                dataset.groups_train,
-            )
-            _DATA[key] = ExperimentData(dataset, partition)
-        return _DATA[key]
+    """The data set and its partition over ``num_clients`` clients (once per process)."""
+    key = cache_key(cfg.dataset, cfg.partition, cfg.num_clients, cfg.seed)
+    return _DATA.get(key, lambda: _build_experiment_data(cfg))
+
+
+def _build_experiment_data(cfg: DictConfig) -> ExperimentData:
+    dataset = load_dataset(plain(cfg.dataset))
+    partition = make_partition(
+        dataset.y_train,
+        dataset.num_classes,
+        int(cfg.num_clients),
+        plain(cfg.partition),
+        int(cfg.seed),
+        dataset.groups_train,
+    )
+    return ExperimentData(dataset, partition)
 
 
 def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,14 +70,14 @@ def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHe
     """The model of the run, initialised from ``seed`` (identical in every process).
 
     A method may change the architecture through ``method.model_options`` (e.g. MOON's
-    projection head), merged into the ``model`` config."""
-    spec = {
-        **OmegaConf.to_container(cfg.model, resolve=True),
-        **OmegaConf.to_container(
-            cfg.method.get("model_options") or OmegaConf.create({}), resolve=True
-        ),
-    }
-    return build_model(spec, dataset.input_shape, dataset.num_classes, seed=int(cfg.seed))
+    projection head, :mod:`fedimb.core.models.options`)."""
+    return build_model(
+        plain(cfg.model),
+        dataset.input_shape,
+        dataset.num_classes,
+        seed=int(cfg.seed),
+        options=plain(cfg.method.get("model_options") or OmegaConf.create({})),
+    )
 
 
 def resolve_device(cfg: DictConfig) -> torch.device:

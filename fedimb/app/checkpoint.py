@@ -60,10 +60,11 @@ def save(path: Path, state: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
     try:
         with open(tmp, "wb") as handle:
+            # numpy's stubs read **arrays as its allow_pickle flag
             np.savez(
                 handle,
                 __skeleton__=np.frombuffer(json.dumps(skeleton).encode(), dtype=np.uint8),
-                **arrays,
+                **arrays,  # type: ignore[arg-type]
             )
             handle.flush()
             os.fsync(handle.fileno())  # on disk before it replaces the previous one

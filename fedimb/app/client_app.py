@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import time
+
+# ruff: noqa: E402 -- the imports below are the ``imports`` phase this entry point times
+#: when the ClientApp's entry point began importing: its process's ``imports`` phase
+#: starts here (:class:`fedimb.app.phases.ProcessStartup`)
+IMPORTS_BEGAN = time.time()
+
 import hashlib
-import threading
 
 import numpy as np
 import torch
 from flwr.app import Context
 from flwr.client import Client, ClientApp, NumPyClient
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from fedimb.app import components, faults, phases, transport
-from fedimb.app.build import (
-    as_tensors,
-    client_split,
-    experiment_data,
-    new_model,
-    resolve_device,
-)
+from fedimb.app import build, components, faults, phases, transport
+from fedimb.app.build import resolve_device
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.datasets import dataset_info, load_dataset
 from fedimb.core.data.device import load_device_data
@@ -26,10 +26,14 @@ from fedimb.core.data.partitioners import rows_by_group
 from fedimb.core.data.stats import label_counts
 from fedimb.core.errors import ConfigError, DataUnavailableError
 from fedimb.core.models import EncoderHeadNet
+from fedimb.core.process_cache import ProcessCache, cache_key
 
-_LOCK = threading.Lock()
-_MODELS: dict[str, EncoderHeadNet] = {}
-_THREADS_SET = False
+#: what this process's clients share (see each builder below)
+_MODELS: ProcessCache[EncoderHeadNet] = ProcessCache()
+_INPUTS: ProcessCache[torch.Tensor] = ProcessCache()
+_TEST_ROWS: ProcessCache[dict[int, np.ndarray]] = ProcessCache()
+_DEVICE_DATA: ProcessCache[ClientData] = ProcessCache()
+_TORCH_THREADS: ProcessCache[None] = ProcessCache()
 
 
 def partition_id_of(context: Context, cfg: DictConfig) -> int:
@@ -55,11 +59,7 @@ def partition_id_of(context: Context, cfg: DictConfig) -> int:
     return pid
 
 
-_INPUTS_LOCK = threading.Lock()
-_INPUTS: dict[tuple[str, str, str], torch.Tensor] = {}
-
-
-def _inputs_on(device: torch.device, key: tuple[str, str], array: np.ndarray) -> torch.Tensor:
+def _inputs_on(device: torch.device, key: tuple, array: np.ndarray) -> torch.Tensor:
     """Model inputs on ``device``, moved there once per process (keyed by the data set's
     config and the device) and shared by every client the process serves: a Ray actor
     runs many clients and rounds, and each client indexes its batches out of these, so
@@ -68,22 +68,18 @@ def _inputs_on(device: torch.device, key: tuple[str, str], array: np.ndarray) ->
     metrics) works on them with numpy."""
     if device.type == "cpu":
         return torch.from_numpy(array)
-    slot = (*key, str(device))
-    with _INPUTS_LOCK:
-        if slot not in _INPUTS:
-            _INPUTS[slot] = torch.from_numpy(array).to(device)
-        return _INPUTS[slot]
+    return _INPUTS.get((*key, str(device)), lambda: torch.from_numpy(array).to(device))
 
 
 def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
     """Partition ``pid``'s share: indices into the data set's tensors (inputs on
     ``device``, see :func:`_inputs_on`), built per message, which costs no copy."""
-    data = experiment_data(cfg)
-    dataset_key = repr(OmegaConf.to_container(cfg.dataset, resolve=True))
+    data = build.experiment_data(cfg)
+    dataset_key = cache_key(cfg.dataset)
     x = _inputs_on(device, ("train", dataset_key), data.dataset.x_train)
     x_test = _inputs_on(device, ("test", dataset_key), data.dataset.x_test)
     y, y_test = torch.from_numpy(data.dataset.y_train), torch.from_numpy(data.dataset.y_test)
-    train, local_test = client_split(cfg, data.partition.indices[pid], pid)
+    train, local_test = build.client_split(cfg, data.partition.indices[pid], pid)
     return ClientData(
         partition_id=pid,
         x=x,
@@ -98,25 +94,17 @@ def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
     )
 
 
-_TEST_ROWS: dict[str, dict[int, np.ndarray]] = {}
-
-
 def _own_test(
-    cfg: DictConfig, dataset, dataset_key: str, pid: int, x_test: torch.Tensor, y_test: torch.Tensor
+    cfg: DictConfig, dataset, dataset_key, pid: int, x_test: torch.Tensor, y_test: torch.Tensor
 ):
     """Client ``pid``'s own test set where the data set marks each test sample's natural
     client (``groups_test``) and the partition is the natural one (Synthetic: device k is
     client k). Every client's rows are found once per process."""
     if dataset.groups_test is None or str(cfg.partition.name) != "natural":
         return None
-    with _INPUTS_LOCK:
-        if dataset_key not in _TEST_ROWS:
-            _TEST_ROWS[dataset_key] = rows_by_group(dataset.groups_test)
-        rows = torch.from_numpy(_TEST_ROWS[dataset_key].get(pid, np.zeros(0, dtype=np.int64)))
+    rows_of = _TEST_ROWS.get(dataset_key, lambda: rows_by_group(dataset.groups_test))
+    rows = torch.from_numpy(rows_of.get(pid, np.zeros(0, dtype=np.int64)))
     return x_test[rows.to(x_test.device)], y_test[rows]
-
-
-_DEVICE_DATA: dict[tuple[str, str, str], ClientData] = {}
 
 
 def _device_client_data(
@@ -126,67 +114,60 @@ def _device_client_data(
     its inputs on the torch ``device`` (labels on the CPU, as in :func:`_inputs_on`);
     its label histogram is computed here, on the node. The global test set (for the
     client-side evaluations of personalised models) is used when the node has it."""
-    key = (data_path, str(cfg.dataset.name), str(device))
-    with _LOCK:
-        if key not in _DEVICE_DATA:
-            info = dataset_info(cfg.dataset)
-            x_np, y_np = load_device_data(data_path, info.input_shape, info.num_classes)
-            try:
-                test = load_dataset(OmegaConf.to_container(cfg.dataset, resolve=True))
-                x_test, y_test = as_tensors(test.x_test, test.y_test)
-                x_test = x_test.to(device)
-            except DataUnavailableError:
-                x_test = y_test = None
-            device_key = None
-            if pid < 0:  # no partition id: identify the client by its data; seed from that
-                device_key = hashlib.sha256(x_np.tobytes() + y_np.tobytes()).hexdigest()[:16]
-                pid = int(device_key[:7], 16)
-            train, local_test = client_split(cfg, np.arange(len(y_np)), pid)
-            x, y = as_tensors(x_np, y_np)
-            x = x.to(device)
-            _DEVICE_DATA[key] = ClientData(
-                partition_id=pid,
-                x=x,
-                y=y,
-                indices=torch.from_numpy(train),
-                num_classes=info.num_classes,
-                label_counts=label_counts(y_np[train], info.num_classes),
-                x_test=x_test,
-                y_test=y_test,
-                test_indices=torch.from_numpy(local_test),
-                device_key=device_key,
-            )
-        return _DEVICE_DATA[key]
+    key = cache_key(data_path, str(cfg.dataset.name), str(device))
+    return _DEVICE_DATA.get(key, lambda: _load_device_client_data(cfg, pid, data_path, device))
+
+
+def _load_device_client_data(
+    cfg: DictConfig, pid: int, data_path: str, device: torch.device
+) -> ClientData:
+    info = dataset_info(cfg.dataset)
+    x_np, y_np = load_device_data(data_path, info.input_shape, info.num_classes)
+    x_test: torch.Tensor | None
+    y_test: torch.Tensor | None
+    try:
+        test = load_dataset(build.plain(cfg.dataset))
+        x_test, y_test = build.as_tensors(test.x_test, test.y_test)
+        x_test = x_test.to(device)
+    except DataUnavailableError:
+        x_test = y_test = None
+    device_key = None
+    if pid < 0:  # no partition id: identify the client by its data; seed from that
+        device_key = hashlib.sha256(x_np.tobytes() + y_np.tobytes()).hexdigest()[:16]
+        pid = int(device_key[:7], 16)
+    train, local_test = build.client_split(cfg, np.arange(len(y_np)), pid)
+    x, y = build.as_tensors(x_np, y_np)
+    return ClientData(
+        partition_id=pid,
+        x=x.to(device),
+        y=y,
+        indices=torch.from_numpy(train),
+        num_classes=info.num_classes,
+        label_counts=label_counts(y_np[train], info.num_classes),
+        x_test=x_test,
+        y_test=y_test,
+        test_indices=torch.from_numpy(local_test),
+        device_key=device_key,
+    )
 
 
 def _process_model(cfg: DictConfig, device: torch.device) -> EncoderHeadNet:
     """One model object per process and device, moved there once and reused by every
     client the process serves (weights are loaded from each instruction, so nothing
     leaks between clients); in a Ray actor that is every message it runs."""
-    global _THREADS_SET
-    key = (
-        repr(cfg.model)
-        + repr(cfg.method.get("model_options"))
-        + str(cfg.dataset.name)
-        + str(device)
-    )
-    with _LOCK:
-        threads = int(cfg.runtime.get("torch_threads", 0) or 0)
-        if threads and not _THREADS_SET:
-            torch.set_num_threads(threads)
-            _THREADS_SET = True
-        if key not in _MODELS:
-            _MODELS[key] = new_model(cfg, dataset_info(cfg.dataset)).to(device)
-        return _MODELS[key]
+    threads = int(cfg.runtime.get("torch_threads", 0) or 0)
+    if threads:  # the first setting a process sees is its setting
+        _TORCH_THREADS.get(cache_key("torch_threads"), lambda: torch.set_num_threads(threads))
+    key = cache_key(cfg.model, cfg.method.get("model_options"), str(cfg.dataset.name), str(device))
+    return _MODELS.get(key, lambda: build.new_model(cfg, dataset_info(cfg.dataset)).to(device))
 
 
 def make_client(
     cfg: DictConfig, context: Context, pid: int, clock: phases.PhaseClock | None = None
 ) -> NumPyClient:
     """The method's client (``method.client._target_``) for partition ``pid``, or for the
-    node's own data when its node config has a ``data-path`` (wrapped by
-    :func:`fedimb.app.faults.inject` when the run injects a fault into it); ``clock``
-    times loading its data and model.
+    node's own data when its node config has a ``data-path``; ``clock`` times loading its
+    data and model.
 
     ``device=auto`` is resolved here, in the process that runs the client (a Ray actor
     of the simulation, a SuperNode's ClientApp process, the in_process loop): the
@@ -204,27 +185,37 @@ def make_client(
         )
     with clock.phase("model"):
         model = _process_model(cfg, device)
-    client = client_cls(
+    return client_cls(
         context=context,
         data=data,
         model=model,
         device=device,
-        model_factory=lambda: new_model(cfg, dataset_info(cfg.dataset)),
+        model_factory=lambda: build.new_model(cfg, dataset_info(cfg.dataset)),
     )
-    return faults.inject(cfg, pid, client)
 
 
-def timed_client(cfg: DictConfig, context: Context, pid: int) -> Client:
-    """:func:`make_client` as the Flower client every runtime runs, reporting its phases
-    (:mod:`fedimb.app.phases`)."""
+def run_client(
+    cfg: DictConfig, context: Context, pid: int, clock: phases.PhaseClock | None = None
+) -> NumPyClient:
+    """The client the run has for partition ``pid``: :func:`make_client`'s, behind the
+    fault the configuration injects into it, if any (:func:`fedimb.app.faults.client_factory`)."""
+    return faults.client_factory(cfg, make_client)(cfg, context, pid, clock)
+
+
+def timed_client(
+    cfg: DictConfig, context: Context, pid: int, startup: phases.ProcessStartup | None = None
+) -> Client:
+    """:func:`run_client` as the Flower client every runtime runs, reporting its phases
+    (:mod:`fedimb.app.phases`); ``startup``: its own process's start-up, where it has one."""
     clock = phases.PhaseClock()
-    return phases.TimedClient(make_client(cfg, context, pid, clock), clock)
+    return phases.TimedClient(run_client(cfg, context, pid, clock), clock, startup)
 
 
 def client_fn(context: Context) -> Client:
-    cfg = transport.from_run_config(context.run_config)
-    return timed_client(cfg, context, partition_id_of(context, cfg))
+    cfg = transport.from_run_config(context.run_config, check=False)  # the ServerApp checked it
+    return timed_client(cfg, context, partition_id_of(context, cfg), STARTUP)
 
 
 app = ClientApp(client_fn=client_fn)
-phases.mark_client_app_imported()
+#: this process's start-up as a client process, which its first fit reports
+STARTUP = phases.ProcessStartup(IMPORTS_BEGAN, time.time())

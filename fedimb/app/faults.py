@@ -6,57 +6,28 @@ the wrong shape, an unknown and oversized named array, or no answer for
 ``fault.hang_seconds``; ``server`` makes the server loop itself raise. The same switch
 injects the crafted-client attacks of :mod:`fedimb.app.attacks`. Off by default
 (``fault.kind: none``); a real run never needs it.
+
+A fault is a wrapper that the runtimes install only where the configuration asks for
+one: :func:`client_factory` puts a misbehaving client (:mod:`fedimb.app.faulty_clients`)
+in front of the method's, :func:`server_class` picks a round loop that raises. The
+round loop and the client's construction have no fault branch.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
-import numpy as np
+from flwr.app import Context
 from flwr.client import NumPyClient
 from omegaconf import DictConfig
 
 from fedimb.app import attacks
-from fedimb.core import payload, protocol
+from fedimb.app.faulty_clients import AttackingClient, FaultyClient
+from fedimb.app.phases import PhaseClock
+from fedimb.app.round_loop import FedImbServer
 from fedimb.core.errors import ConfigError
 
 KINDS = ("none", "raise", "nan", "shape", "payload", "hang", "server") + attacks.KINDS
-
-#: the size of the injected unknown payload array (float32 values: 8 MiB)
-OVERSIZED_PAYLOAD = 2 * 1024 * 1024
-
-
-class FaultyClient(attacks.WrappedClient):
-    """A method's client that misbehaves in :meth:`fit` as ``kind`` says."""
-
-    def __init__(
-        self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int], hang_seconds: float
-    ):
-        super().__init__(inner, kind, pid, rounds)
-        self.hang_seconds = hang_seconds
-
-    def fit(self, parameters, config):
-        server_round = int(config.get(protocol.SERVER_ROUND, 0))
-        if self.rounds and server_round not in self.rounds:
-            return self.inner.fit(parameters, config)
-        if self.kind == "raise":
-            raise RuntimeError(
-                f"injected fault: client {self.pid} raises in fit (round {server_round})"
-            )
-        if self.kind == "hang":
-            time.sleep(self.hang_seconds)
-        weights, num_examples, metrics = self.inner.fit(parameters, config)
-        weights = list(weights)
-        if self.kind == "nan":
-            weights[0] = np.full_like(weights[0], np.nan)
-        elif self.kind == "shape":
-            weights[0] = weights[0].reshape(-1)[:-1]
-        elif self.kind == "payload":
-            metrics = {
-                **metrics,
-                **payload.pack({"injected": np.ones(OVERSIZED_PAYLOAD, dtype=np.float32)}),
-            }
-        return weights, num_examples, metrics
 
 
 def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
@@ -76,25 +47,51 @@ def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
         attacks.check(fault)
 
 
-def server_fault(cfg: DictConfig, server_round: int) -> None:
-    """Raise in the server loop when the run injects ``fault.kind=server`` into this round."""
+ClientFactory = Callable[[DictConfig, Context, int, PhaseClock | None], NumPyClient]
+
+
+def client_factory(cfg: DictConfig, factory: ClientFactory) -> ClientFactory:
+    """``factory`` itself, or where the run injects a fault or an attack into clients, a
+    factory whose clients :func:`inject` wraps."""
     fault = cfg.get("fault")
-    if (
-        fault is not None
-        and fault.kind == "server"
-        and (not fault.rounds or server_round in fault.rounds)
-    ):
-        raise RuntimeError(f"injected fault: the server raises in round {server_round}")
+    if fault is None or fault.kind in ("none", "server"):
+        return factory
+
+    def faulty_factory(
+        cfg: DictConfig, context: Context, pid: int, clock: PhaseClock | None = None
+    ) -> NumPyClient:
+        return inject(cfg, pid, factory(cfg, context, pid, clock))
+
+    return faulty_factory
 
 
 def inject(cfg: DictConfig, pid: int, client: NumPyClient) -> NumPyClient:
-    """``client``, wrapped in a :class:`FaultyClient` when the run injects a fault into it."""
+    """``client``, wrapped in a :class:`~fedimb.app.faulty_clients.FaultyClient` (or an
+    :class:`~fedimb.app.faulty_clients.AttackingClient`) when the run injects a fault into it."""
     fault = cfg.get("fault")
     if fault is None or fault.kind in ("none", "server") or pid not in set(fault.clients or []):
         return client
     rounds = frozenset(fault.rounds or [])
     if fault.kind in attacks.KINDS:
-        return attacks.AttackingClient(
-            client, str(fault.kind), pid, rounds, *attacks.settings(fault)
-        )
+        return AttackingClient(client, str(fault.kind), pid, rounds, *attacks.settings(fault))
     return FaultyClient(client, str(fault.kind), pid, rounds, float(fault.hang_seconds))
+
+
+class FaultyServer(FedImbServer):
+    """The round loop of a run with ``fault.kind=server``: it raises at the start of the
+    rounds ``fault.rounds`` (every round when empty)."""
+
+    def run_round(
+        self, server_round: int, timeout: float | None = None, overlap: bool = False
+    ) -> dict | None:
+        fault = self.strategy.run.cfg.fault
+        if not fault.rounds or server_round in fault.rounds:
+            raise RuntimeError(f"injected fault: the server raises in round {server_round}")
+        return super().run_round(server_round, timeout, overlap)
+
+
+def server_class(cfg: DictConfig) -> type[FedImbServer]:
+    """The round loop the run's configuration asks for: :class:`FaultyServer` where it
+    injects ``fault.kind=server``, else :class:`~fedimb.app.round_loop.FedImbServer`."""
+    fault = cfg.get("fault")
+    return FaultyServer if fault is not None and fault.kind == "server" else FedImbServer

@@ -24,11 +24,9 @@ from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_proxy import ClientProxy
 from omegaconf import DictConfig
 
-from fedimb.app import config, phases, transport
-from fedimb.app.client_app import make_client, timed_client
+from fedimb.app import config, faults, transport
+from fedimb.app.client_app import run_client, timed_client
 from fedimb.core import protocol
-
-phases.in_server_process()  # the clients here report no process start-up: it is the server's
 
 OK = Status(code=Code.OK, message="ok")
 
@@ -111,15 +109,18 @@ class InProcessFederation:
 
     def client(self, node: InProcessNode):
         """The method's NumPyClient for ``node`` (tests drive it directly)."""
-        return make_client(self.cfg, node.context, node.partition_id)
+        return run_client(self.cfg, node.context, node.partition_id)
 
     def flower_client(self, node: InProcessNode):
-        """The client as every runtime runs it, timing its phases."""
+        """The client as every runtime runs it, timing its phases (no start-up of its own:
+        its process is the server's)."""
         return timed_client(self.cfg, node.context, node.partition_id)
 
     def round(self, server_round: int) -> dict:
         """One round, as every runtime runs it; the round's record."""
-        return self.server.run_round(server_round)
+        record = self.server.run_round(server_round)
+        assert record is not None  # without overlap a round reports before it returns
+        return record
 
 
 class _LineWriter(io.TextIOBase):
@@ -188,7 +189,6 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
     runtimes, so server and clients see exactly what they would see there."""
     import traceback
 
-    from fedimb.app.round_loop import FedImbServer
     from fedimb.app.server_app import build_server
 
     threads = int(cfg.runtime.get("torch_threads") or 0)
@@ -199,7 +199,7 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
         try:
             # one client at a time: the clients of a process share one model object
             server = (
-                FedImbServer(strategy, max_workers=1, overlap_evaluation=False)
+                faults.server_class(cfg)(strategy, max_workers=1, overlap_evaluation=False)
                 if strategy is not None
                 else build_server(run_config, max_workers=1, overlap_evaluation=False)
             )

@@ -5,11 +5,11 @@ mean and the maximum over the replying clients), metrics.csv under split ``time`
 
 Client phases, in the order they happen:
 
-- ``start``: from the process's start to the moment it began importing fedimb (a fresh
-  ClientApp process in a deployment, a Ray actor in the simulation): the interpreter
-  and Flower. Reported by the first fit a process serves (in the simulation and a
-  deployment the discovery's properties query may have started the process), 0 by the
-  later ones, absent in process.
+- ``start``: from the process's start to the moment the ClientApp's entry point began
+  importing (a fresh ClientApp process in a deployment, a Ray actor in the simulation):
+  the interpreter and Flower. Reported by the first fit a process serves (in the
+  simulation and a deployment the discovery's properties query may have started the
+  process), 0 by the later ones, absent in process.
 - ``imports``: importing the client app (torch, the method's code).
 - ``data``: the client's data (the data set is loaded and partitioned once per process).
 - ``model``: the model (built once per process, then reused).
@@ -44,17 +44,16 @@ import psutil
 from flwr.client import Client, NumPyClient
 from flwr.common import FitIns, FitRes
 
-from fedimb.app import IMPORTED_AT
 from fedimb.core import events, payload
 
 PREFIX = "timing."
 CLIENT_PHASES = ("start", "imports", "data", "model", "train", "serialise")
+#: the server's phases inside ``fit``, in the order a round runs them
+FIT_PHASES = ("discover", "select", "first_reply", "last_reply", "aggregate")
+#: every server phase of a round, in the order a round runs them
+SERVER_PHASES = (*FIT_PHASES, "fit", "end_round", "test", "federated_eval", "checkpoint")
 #: what a client reports beside its phases (not seconds; summarised the same way)
 CLIENT_GAUGES = ("peak_memory_mb",)
-
-_startup: dict[str, float] | None = None
-_in_server_process = False
-
 
 #: set by a warm launcher's fork to the moment it began (fedimb.cli.node_worker)
 STARTED_AT_VARIABLE = "FEDIMB_PROCESS_STARTED_AT"
@@ -70,19 +69,21 @@ def process_started_at() -> float:
         return psutil.Process().create_time()
 
 
-def mark_client_app_imported() -> None:
-    """Called once the client app's imports are done: this process's start-up phases,
-    to be reported by the first client it builds."""
-    global _startup
-    began = IMPORTED_AT
-    _startup = {"start": max(0.0, began - process_started_at()), "imports": time.time() - began}
+class ProcessStartup:
+    """A client process's start-up phases, which its entry point records (when its
+    imports began and ended) and hands to every client it builds; the first fit takes
+    them, the later ones report zeros."""
 
+    def __init__(self, imports_began: float, imports_ended: float):
+        self._phases: dict[str, float] | None = {
+            "start": max(0.0, imports_began - process_started_at()),
+            "imports": imports_ended - imports_began,
+        }
 
-def in_server_process() -> None:
-    """The clients run inside the server's process (runtime=in_process): its start-up is
-    the server's, not theirs."""
-    global _in_server_process
-    _in_server_process = True
+    def take(self) -> dict[str, float]:
+        """The start-up phases the first time, zeros afterwards."""
+        phases, self._phases = self._phases, None
+        return phases or {"start": 0.0, "imports": 0.0}
 
 
 def peak_memory_mb() -> float:
@@ -92,16 +93,6 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (
         2**20 if sys.platform == "darwin" else 2**10
     )
-
-
-def take_startup() -> dict[str, float]:
-    """This process's start-up phases the first time, zeros afterwards (none in the
-    server's process)."""
-    global _startup
-    if _in_server_process:
-        return {}
-    startup, _startup = _startup, None
-    return startup or {"start": 0.0, "imports": 0.0}
 
 
 class PhaseClock:
@@ -124,19 +115,25 @@ class PhaseClock:
 
 class TimedClient(Client):
     """A method's NumPyClient as the Flower client every runtime runs (Flower's own
-    NumPyClient wrapper converts the parameters), its fit reporting the phases of ``clock``."""
+    NumPyClient wrapper converts the parameters), its fit reporting the phases of ``clock``.
 
-    def __init__(self, numpy_client: NumPyClient, clock: PhaseClock):
+    ``startup``: the start-up of the client's own process (the ClientApp's entry point
+    gives it), reported with the process's peak memory; None where the client runs in the
+    server's process (``runtime=in_process``), whose start-up and memory are the server's."""
+
+    def __init__(
+        self, numpy_client: NumPyClient, clock: PhaseClock, startup: ProcessStartup | None = None
+    ):
         self.clock = clock
+        self.startup = startup
         method_fit = numpy_client.fit
 
         def timed_fit(parameters, config):
             with clock.phase("train"):
                 return method_fit(parameters, config)
 
-        numpy_client.fit = (
-            timed_fit  # what Flower's wrapper calls; the class's fit stays the method's
-        )
+        # what Flower's wrapper calls; the class's fit stays the method's
+        numpy_client.fit = timed_fit  # type: ignore[method-assign]
         self.inner = numpy_client.to_client()
 
     # every call's error message is made safe for the server's log (events.neutral_errors)
@@ -153,12 +150,13 @@ class TimedClient(Client):
             return self.inner.evaluate(ins)
 
     def fit(self, ins: FitIns) -> FitRes:
-        self.clock.seconds.update(take_startup())
+        if self.startup is not None:
+            self.clock.seconds.update(self.startup.take())
         with self.clock.phase("serialise"), events.neutral_errors():
             res = self.inner.fit(ins)
         self.clock.seconds["serialise"] -= self.clock.seconds.get("train", 0.0)
         res.metrics.update(self.clock.metrics())
-        if not _in_server_process:
+        if self.startup is not None:
             res.metrics[PREFIX + "peak_memory_mb"] = peak_memory_mb()
         return res
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import numbers
-import re
 import time
 from dataclasses import dataclass
 
@@ -18,7 +16,8 @@ from flwr.common import GetPropertiesIns
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from fedimb.core import payload, protocol
+from fedimb.app.claims import Claim, ClaimRefused, read_claim
+from fedimb.app.failure_reasons import describe_failure
 
 log = logging.getLogger(__name__)
 
@@ -38,47 +37,9 @@ def check_workers_alive(server_round: int, failures: list, succeeded: int) -> No
     if succeeded or not failures or not all("ActorDiedError" in str(f) for f in failures):
         return
     raise WorkersLost(
-        f"every client of round {server_round} failed because its Ray actor died (killed, or out of "
-        "memory); the simulation cannot replace its actors"
+        f"every client of round {server_round} failed because its Ray actor died (killed, "
+        "or out of memory); the simulation cannot replace its actors"
     )
-
-
-def _one_line(reason: str) -> str:
-    """A reason's first line, and where Ray explains a dead actor on a later line, the
-    first sentence of that explanation: one console line; the whole text is in flwr.log."""
-    lines = [line.strip() for line in reason.splitlines() if line.strip()]
-    why = [
-        line.split(". ")[0].rstrip(".") + "."
-        for line in lines[1:]
-        if line.startswith("The actor is dead because")
-    ]
-    return " ".join(lines[:1] + why[:1])
-
-
-def _reason(err: BaseException) -> str:
-    """A client failure as ``<exception type>: <message>`` in every runtime, on one line."""
-    return _one_line(_full_reason(err))
-
-
-def _full_reason(err: BaseException) -> str:
-    text = str(err)
-    ray = re.search(
-        r"ClientAppException occurred\. Message: (.*?)(?:'>\)\. It originated.*)?$", text, re.S
-    )
-    if ray:  # the simulation: Flower keeps only the message, Ray's traceback above it the type
-        message = ray.group(1).strip()
-        first = re.escape(message.splitlines()[0]) if message else "$"
-        raised = re.search(rf"^\s*(?:[\w.]*\.)?(\w+): {first}", text, re.M)
-        return f"{raised.group(1) if raised else 'ClientAppException'}: {message}"
-    if text.startswith("Expected one Message but got: 0") or "Message Unavailable" in text:
-        # Flower's grid proxy after its timeout, or the SuperLink after the message's TTL
-        return "no reply within the round timeout (node gone or straggling)"
-    match = re.search(r"Message contains an Error \(reason: (.*)\)\. It originated", text, re.S)
-    if match:  # the ClientApp raised, or the SuperLink answered for an unavailable node
-        reason = match.group(1).strip()
-        raised = re.fullmatch(r"<class '(?:[\w.]*\.)?(\w+)'>:<'(.*)'>", reason, re.S)
-        return f"{raised.group(1)}: {raised.group(2)}" if raised else reason
-    return f"{type(err).__name__}: {text}"
 
 
 class LabelledProxy(ClientProxy):
@@ -90,14 +51,13 @@ class LabelledProxy(ClientProxy):
         super().__init__(proxy.cid)
         self.inner = proxy
         self.partition_id = partition_id
-        self.fit_replies = (
-            fit_replies if fit_replies is not None else []
-        )  # when each fit ended (perf_counter)
-        self.node_id = getattr(proxy, "node_id", proxy.cid)
+        #: when each fit ended (perf_counter)
+        self.fit_replies = fit_replies if fit_replies is not None else []
+        # a test double may have no node id: its cid names it
+        self.node_id = getattr(proxy, "node_id", proxy.cid)  # type: ignore[arg-type]
 
-    def __getattr__(
-        self, name: str
-    ):  # anything else (e.g. a test double's attributes): the node's proxy
+    def __getattr__(self, name: str):
+        """Anything else (e.g. a test double's attributes): the node's proxy's."""
         return getattr(self.__dict__["inner"], name)
 
     def _call(self, method: str, *args, **kwargs):
@@ -105,7 +65,7 @@ class LabelledProxy(ClientProxy):
             return getattr(self.inner, method)(*args, **kwargs)
         except Exception as err:
             raise ClientFailure(
-                f"client {self.partition_id} on node {self.node_id}: {_reason(err)}"
+                f"client {self.partition_id} on node {self.node_id}: {describe_failure(err)}"
             ) from err
 
     def get_properties(self, ins, timeout, group_id):
@@ -135,62 +95,6 @@ class ClientInfo:
     label_counts: np.ndarray | None
 
 
-class ClaimRefused(ValueError):
-    """A node's identity answer that cannot make it a client (the message says why)."""
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What a node says it is: a partition id, or ``device_key`` for a node with its own data."""
-
-    partition_id: int
-    num_examples: int
-    label_counts: np.ndarray | None
-    device_key: str | None = None
-
-
-def _is_integer(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _shown(value: object) -> str:
-    """A node-supplied value for a message: its repr, cut short (one line, bounded)."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def read_claim(props: dict, capacity: int | None) -> Claim:
-    """A node's properties answer as a :class:`Claim`, or :class:`ClaimRefused`: the
-    partition id must be an integer in [0, ``capacity``), or -1 with a device key (a node
-    with its own data); ``num_examples`` a non-negative integer; label counts decodable."""
-    pid = props.get(protocol.PARTITION_ID)
-    if not _is_integer(pid):
-        raise ClaimRefused(
-            "no partition id" if pid is None else f"partition id {_shown(pid)} is not an integer"
-        )
-    pid = int(pid)
-    num_examples = props.get(protocol.NUM_EXAMPLES)
-    if not _is_integer(num_examples) or num_examples < 0:
-        raise ClaimRefused(
-            "no num_examples"
-            if num_examples is None
-            else f"num_examples {_shown(num_examples)} is not a non-negative integer"
-        )
-    device_key = None
-    if pid == -1:
-        device_key = props.get(protocol.DEVICE_KEY)
-        if not isinstance(device_key, str) or not device_key:
-            raise ClaimRefused("has its own data (partition id -1) but no device key")
-    elif pid < 0 or (capacity is not None and pid >= capacity):
-        where = f"outside 0..{capacity - 1}" if capacity is not None else "negative"
-        raise ClaimRefused(f"partition id {pid} is {where}")
-    try:
-        counts = payload.unpack(props).get(protocol.LABEL_COUNTS)
-    except Exception as err:  # a crafted payload: bytes that are no array
-        raise ClaimRefused(f"its label counts cannot be decoded ({type(err).__name__})") from err
-    return Claim(pid, int(num_examples), counts, device_key)
-
-
 class ClientRegistry:
     """Maps partition ids to the live node proxies that serve them."""
 
@@ -200,17 +104,16 @@ class ClientRegistry:
         self._by_pid: dict[int, ClientInfo] = {}
         self._pid_by_cid: dict[str, int] = {}
         self._pid_by_device: dict[str, int] = {}
-        self.fit_replies: list[
-            float
-        ] = []  # when each fit reply (or failure) came back, for the round's timing
-        self._unanswered: dict[str, str] = {}  # node (cid) -> why its last properties query failed
-        self.refused: dict[
-            str, str
-        ] = {}  # connected node (cid) -> why its claim was refused; not asked again
-        self._refused_held: set[str] = set()  # of those, claims on a connected node's client
-        self._unreported: list[
-            str
-        ] = []  # refusals the strategy has not noted yet (:meth:`take_refusals`)
+        #: when each fit reply (or failure) came back, for the round's timing
+        self.fit_replies: list[float] = []
+        #: node (cid) -> why its last properties query failed
+        self._unanswered: dict[str, str] = {}
+        #: connected node (cid) -> why its claim was refused; not asked again
+        self.refused: dict[str, str] = {}
+        #: of those, claims on a connected node's client
+        self._refused_held: set[str] = set()
+        #: refusals the strategy has not noted yet (:meth:`take_refusals`)
+        self._unreported: list[str] = []
 
     def refresh(
         self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0
@@ -264,12 +167,13 @@ class ClientRegistry:
         a client never changes hands while its node is connected."""
         pid = claim.partition_id
         if claim.device_key is not None:
-            pid = self._device_client_id(claim.device_key)
-            if pid is None:
+            free = self._device_client_id(claim.device_key)
+            if free is None:
                 self._refuse(
                     proxy.cid, f"has its own data but all {self.capacity} client ids are taken"
                 )
                 return
+            pid = free
         holder = self._live_holder(pid)
         if holder is not None:
             what = "its data is" if claim.device_key is not None else f"partition id {pid} is"
@@ -321,7 +225,7 @@ class ClientRegistry:
                 )
             except Exception as err:  # a node that cannot answer is tried again later
                 log.warning("node %s did not answer a properties query: %s", proxy.cid, err)
-                self._unanswered[proxy.cid] = _reason(err)
+                self._unanswered[proxy.cid] = describe_failure(err)
                 return None
             self._unanswered.pop(proxy.cid, None)
             return res.properties

@@ -6,17 +6,49 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Protocol, cast
 
-from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import Parameters, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import Server, SimpleClientManager
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
-from fedimb.app import checkpoint, faults, phases
+from fedimb.app import checkpoint, phases
 from fedimb.core import events
 
+if TYPE_CHECKING:  # the run's data and model: the loop only hands the strategy's run around
+    from fedimb.app.run_context import ServerRun
+
 logger = logging.getLogger(__name__)
+
+
+class RoundStrategy(Protocol):
+    """What the loop asks of a method's strategy besides Flower's hooks
+    (``strategies.base.BaseStrategy``, loaded by name, never imported here)."""
+
+    run: ServerRun
+
+    def total_rounds(self) -> int: ...
+
+    def begin_round(self, server_round: int) -> None: ...
+
+    def end_round(self, server_round: int) -> Parameters | None: ...
+
+    def round_record(self) -> dict: ...
+
+    def describe(self) -> dict: ...
+
+    def evaluation_may_overlap(self) -> bool: ...
+
+    def detached_evaluation(self, server_round: int, parameters: Parameters) -> Callable: ...
+
+    def evaluate(self, server_round: int, parameters: Parameters) -> tuple | None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class FedImbServer(Server):
@@ -26,21 +58,20 @@ class FedImbServer(Server):
     (sampling, dropout and local shuffling are keyed by the round number, so the rounds
     after it are the ones an uninterrupted run would have had)."""
 
+    strategy: RoundStrategy  # type: ignore[assignment]  # Flower's Strategy, with the hooks above
+
     def __init__(
         self, strategy: Strategy, max_workers: int | None = None, overlap_evaluation: bool = True
     ):
-        """``strategy``: a method's strategy (``strategies.base.BaseStrategy``, loaded by
-        name, never imported here): besides Flower's hooks the loop calls its
-        ``run``, ``begin_round``, ``end_round``, ``round_record``, ``describe``,
-        ``evaluation_may_overlap``/``detached_evaluation`` and ``state_dict``/``load_state_dict``.
-        ``overlap_evaluation``: test round t while round t+1 trains where the strategy
-        allows it (off in process: there the clients share the server's process and its
-        redirected output)."""
+        """``strategy``: a method's strategy, a Flower strategy with the hooks of
+        :class:`RoundStrategy`. ``overlap_evaluation``: test round t while round t+1 trains
+        where the strategy allows it (off in process: there the clients share the server's
+        process and its redirected output)."""
         self.overlap_evaluation = overlap_evaluation
         super().__init__(client_manager=SimpleClientManager(), strategy=strategy)
-        self.strategy = strategy
+        self.strategy = cast(RoundStrategy, strategy)
         self.set_max_workers(max_workers)
-        cfg = strategy.run.cfg
+        cfg = self.strategy.run.cfg
         self.checkpointing = bool(cfg.checkpoint.enabled)
         self.checkpoint_file = checkpoint.checkpoint_path(cfg)
         # outside a deployment the front end runs on this machine: it removes the checkpoint
@@ -94,7 +125,6 @@ class FedImbServer(Server):
         (one evaluation model), and ``fit`` never overlaps the last round."""
         round_start = time.perf_counter()
         clock = phases.PhaseClock()
-        faults.server_fault(self.strategy.run.cfg, server_round)
         self.strategy.begin_round(server_round)
         with clock.phase("fit"):
             res_fit = self.fit_round(server_round=server_round, timeout=timeout)

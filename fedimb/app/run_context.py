@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import cast
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from fedimb.app.build import (
     ExperimentData,
@@ -15,6 +16,7 @@ from fedimb.app.build import (
     client_split,
     experiment_data,
     new_model,
+    plain,
     resolve_device,
 )
 from fedimb.core.data.stats import label_counts
@@ -39,7 +41,7 @@ class ServerRun:
     def build(cls, cfg: DictConfig) -> ServerRun:
         data = experiment_data(cfg)
         availability = availability_from_config(
-            OmegaConf.to_container(cfg.dropout, resolve=True),
+            plain(cfg.dropout),
             int(cfg.num_clients),
             data.partition.groups,
             int(cfg.seed),
@@ -79,9 +81,8 @@ class ServerRun:
         set_weights(self._loss_model, weights)
         train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
         x, y = as_tensors(self.data.dataset.x_train[train], self.data.dataset.y_train[train])
-        return float(
-            evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)["loss"]
-        )
+        metrics = evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)
+        return float(cast(float, metrics["loss"]))
 
     def client_label_counts(self, pid: int) -> np.ndarray:
         """Client ``pid``'s label histogram of its training samples, as the client
@@ -104,6 +105,7 @@ class ServerRun:
             .numpy()
         )
         groups = self.data.dataset.groups_test
+        assert groups is not None  # the server holds the clients' tests only where they exist
         hits = np.bincount(
             groups, weights=predicted == self.data.dataset.y_test, minlength=self.num_clients
         )

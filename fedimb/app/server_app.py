@@ -9,7 +9,7 @@ from flwr.server import ServerApp, ServerAppComponents, ServerConfig
 from flwr.server.compat import start_grid
 from flwr.serverapp import Grid
 
-from fedimb.app import components, transport
+from fedimb.app import components, faults, transport
 from fedimb.app.prompt_grid import PromptGrid
 from fedimb.app.round_loop import FedImbServer
 from fedimb.app.run_context import ServerRun
@@ -29,7 +29,7 @@ def build_server(
     except Exception as err:
         events.emit_error(err)
         raise
-    return FedImbServer(
+    return faults.server_class(cfg)(
         strategy,
         max_workers=max_workers or min(max(int(cfg.num_clients), 4), 256),
         overlap_evaluation=overlap_evaluation,

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app.config import compose, validate
 from fedimb.core.errors import ConfigError
+from fedimb.core.process_cache import ProcessCache, cache_key
 
 
 def encode(cfg: DictConfig) -> str:
@@ -46,29 +47,33 @@ SIMPLE_KEYS = {
     "seed": "seed",
 }
 
-_FROM_RUN: dict[str, DictConfig] = {}
+#: the experiment of each run configuration this process has served
+_FROM_RUN: ProcessCache[DictConfig] = ProcessCache()
 
 
-def from_run_config(run_config: Mapping[str, Any]) -> DictConfig:
-    """The experiment a Flower run carries (cached per process).
+def from_run_config(run_config: Mapping[str, Any], *, check: bool = True) -> DictConfig:
+    """The experiment a Flower run carries (once per process).
 
     The ``fedimb`` front end sends the whole resolved configuration in ``config``. With
     plain ``flwr run .`` the simple keys (method, dataset, partition, dropout,
     num-clients, num-rounds, seed) and free-form ``overrides`` are composed with the
-    packaged ``conf/``.
+    packaged ``conf/``. The ServerApp validates it (``check``); a ClientApp decodes what
+    its ServerApp validated (``check=False``), without importing the method's strategy.
     """
-    key = json.dumps(dict(run_config), sort_keys=True, default=str)
-    if key not in _FROM_RUN:
-        if run_config.get("config"):
-            cfg = decode(str(run_config["config"]))
-            validate(cfg)
-        else:
-            overrides = [
-                f"{target}={run_config[source]}"
-                for source, target in SIMPLE_KEYS.items()
-                if source in run_config and run_config[source] != ""
-            ]
-            overrides += shlex.split(str(run_config.get("overrides", "")))
-            cfg = compose(overrides)
-        _FROM_RUN[key] = cfg
-    return _FROM_RUN[key]
+    key = cache_key(json.dumps(dict(run_config), sort_keys=True, default=str))
+    cfg = _FROM_RUN.get(key, lambda: _experiment_of(run_config))
+    if check:
+        validate(cfg)  # once per process and configuration
+    return cfg
+
+
+def _experiment_of(run_config: Mapping[str, Any]) -> DictConfig:
+    if run_config.get("config"):
+        return decode(str(run_config["config"]))
+    overrides = [
+        f"{target}={run_config[source]}"
+        for source, target in SIMPLE_KEYS.items()
+        if source in run_config and run_config[source] != ""
+    ]
+    overrides += shlex.split(str(run_config.get("overrides", "")))
+    return compose(overrides, check=False)

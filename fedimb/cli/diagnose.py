@@ -131,35 +131,42 @@ def advice(d: Diagnosis) -> list[str]:
     log_c = np.log(d.num_classes)
     if d.class_ratio >= GLOBAL_RATIO:
         out.append(
-            f"global imbalance (largest/smallest class {d.class_ratio:.1f}x, z from {d.zscores.min():+.2f} "
-            f"to {d.zscores.max():+.2f}; Astraea would augment classes {d.augment or 'none'} and downsample "
+            f"global imbalance (largest/smallest class {d.class_ratio:.1f}x, "
+            f"z from {d.zscores.min():+.2f} to {d.zscores.max():+.2f}; "
+            f"Astraea would augment classes {d.augment or 'none'} and downsample "
             f"{d.downsample or 'none'} at tau_d = {d.tau_d}): method=astraea (z-score rebalancing)"
         )
     mean_kl = float(np.mean(d.client_kl))
     if mean_kl >= LOCAL_KLD_SHARE * log_c:
         out.append(
-            f"local label skew (mean client KLD to uniform {mean_kl:.2f} of at most log C = {log_c:.2f}): "
+            f"local label skew (mean client KLD to uniform {mean_kl:.2f} "
+            f"of at most log C = {log_c:.2f}): "
             f"method=rebafl (balanced softmax, also robust to dropout), fedrs or fedlc; "
             f"normalize=latent_cosine on any weighted-average method"
         )
         out.append(
-            f"  mediators of {d.gamma} clients would bring the KLD to {float(np.mean(d.mediator_kl)):.2f} "
+            f"  mediators of {d.gamma} clients would bring the KLD to "
+            f"{float(np.mean(d.mediator_kl)):.2f} "
             f"(mean over {len(d.mediator_kl)}): method=astraea_sched"
         )
     if d.clusters is not None:
         out.append(
             f"cluster structure ({d.clusters} clusters of sizes {d.cluster_sizes} leave "
-            f"{d.elbow[1][d.clusters - 1] / d.elbow[1][0]:.0%} of the K = 1 spread): method=fedconcat "
+            f"{d.elbow[1][d.clusters - 1] / d.elbow[1][0]:.0%} of the K = 1 spread): "
+            f"method=fedconcat "
             f"method.strategy.num_clusters={d.clusters}"
         )
     if d.size_cv >= SIZE_CV:
         out.append(
-            f"quantity skew (client sizes {int(d.client_sizes.min())}-{int(d.client_sizes.max())}, "
-            f"coefficient of variation {d.size_cv:.2f}): method=grpfed (fair aggregation, personal models) or qffl"
+            f"quantity skew (client sizes "
+            f"{int(d.client_sizes.min())}-{int(d.client_sizes.max())}, "
+            f"coefficient of variation {d.size_cv:.2f}): "
+            f"method=grpfed (fair aggregation, personal models) or qffl"
         )
     if not out:
         out.append(
-            f"no marked imbalance (class ratio {d.class_ratio:.1f}x, mean client KLD {mean_kl:.2f}, "
+            f"no marked imbalance (class ratio {d.class_ratio:.1f}x, "
+            f"mean client KLD {mean_kl:.2f}, "
             f"size CV {d.size_cv:.2f}): method=fedavg is a fair baseline"
         )
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -81,7 +82,8 @@ COMMON_OVERRIDES = [
     ("dataset=NAME", "the data set (fedimb list datasets); digits and mnist5k work offline"),
     (
         "partition=NAME",
-        "how the data is split (fedimb list partitions), e.g. partition=dirichlet partition.alpha=0.1",
+        "how the data is split (fedimb list partitions), "
+        "e.g. partition=dirichlet partition.alpha=0.1",
     ),
     ("dropout=NAME", "who is available in a round (fedimb list dropouts), e.g. dropout.p=0.3"),
     ("model=NAME", "the model (fedimb list models); default: the data set's own"),
@@ -92,9 +94,9 @@ COMMON_OVERRIDES = [
 ]
 
 
-def help_text() -> str:
-    """fedimb's own ``--help`` page."""
-    from fedimb.cli.commands import SUBCOMMANDS
+def help_text(subcommands: Mapping[str, str]) -> str:
+    """fedimb's own ``--help`` page; ``subcommands``: each one's line (given by the caller,
+    because the subcommands' table imports this module for ``fedimb list``)."""
 
     def table(rows) -> list[str]:
         width = max(len(name) for name, _ in rows)
@@ -103,14 +105,16 @@ def help_text() -> str:
     docs = CONF_DIR.parent / "docs"
     return "\n".join(
         [
-            "usage: fedimb [KEY=VALUE ...]              run one experiment; the last line printed is its run folder",
+            "usage: fedimb [KEY=VALUE ...]              run one experiment; "
+            "the last line printed is its run folder",
             "       fedimb -m KEY=A,B [KEY=VALUE ...]   a sweep: one run per combination",
-            "       fedimb SUBCOMMAND [ARGS]            (fedimb SUBCOMMAND --help for its own options)",
+            "       fedimb SUBCOMMAND [ARGS]            "
+            "(fedimb SUBCOMMAND --help for its own options)",
             "",
             "Federated learning under label imbalance, non-IID data and client dropout, on Flower.",
             "",
             "subcommands:",
-            *table([(name, sub.summary) for name, sub in SUBCOMMANDS.items()]),
+            *table(list(subcommands.items())),
             "",
             "common overrides (Hydra syntax; any key of the configuration works):",
             *table(COMMON_OVERRIDES),
@@ -129,7 +133,8 @@ def help_text() -> str:
                 ]
             ),
             "",
-            f"documentation: {docs / 'running.md'} (this command), {docs / 'configuration.md'} (every setting)",
+            f"documentation: {docs / 'running.md'} (this command), "
+            f"{docs / 'configuration.md'} (every setting)",
         ]
     )
 
@@ -150,13 +155,12 @@ def versions() -> str:
     )
 
 
-def complete_subcommands(environ=os.environ) -> bool:
+def complete_subcommands(subcommands: Iterable[str], environ=os.environ) -> bool:
     """Bash completion (``fedimb -sc query=bash``, with COMP_LINE and COMP_POINT set):
-    print the subcommands the word being completed may start, and the groups of
+    print the ``subcommands`` the word being completed may start, and the groups of
     ``fedimb list``. True when the line belongs to a subcommand: then Hydra's completion
     of overrides does not apply and the shell falls back to file names."""
-    from fedimb.cli.commands import SUBCOMMANDS
-
+    subcommands = list(subcommands)
     line = environ.get("COMP_LINE", "")
     point = int(environ.get("COMP_POINT") or len(line))
     words = line[:point].split()
@@ -164,9 +168,9 @@ def complete_subcommands(environ=os.environ) -> bool:
         words.append("")
     position, word = len(words) - 1, words[-1]
     if position == 1:
-        _print_words(name for name in SUBCOMMANDS if name.startswith(word))
+        _print_words(name for name in subcommands if name.startswith(word))
         return False
-    if position >= 1 and words[1] in SUBCOMMANDS:
+    if position >= 1 and words[1] in subcommands:
         if words[1] == "list" and position == 2:
             _print_words(name for name in LIST_NAMES.values() if name.startswith(word))
         return True

@@ -9,23 +9,13 @@ whose public keys were registered (``flwr supernode register``).
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedimb.cli.processes import (
-    FederationError,
-    SuperLink,
-    SuperNode,
-    executable,
-    flower_env,
-    flwr_home,
-    list_supernodes,
-    online_count,
-    write_connection,
-)
+from fedimb.cli.flwr_cli import FlwrCli, flwr_home, online_count, write_connection
+from fedimb.cli.processes import FederationError, SuperLink, SuperNode, flower_env
 from fedimb.cli.security import make_certificates, make_node_keys
 
 
@@ -117,8 +107,9 @@ class LocalFederation:
             home,
             connection,
         ):
+            cli = FlwrCli(connection, home)
             while True:
-                online = online_count(list_supernodes(connection, home) or [])
+                online = online_count(cli.list_supernodes() or [])
                 if online >= len(self.nodes):
                     return
                 for node in self.nodes:
@@ -184,18 +175,13 @@ def register_node(
             insecure=root_certificates is None,
             root_certificates=str(root_certificates) if root_certificates else None,
         )
+        cli = FlwrCli(connection, home, timeout=None)
         deadline = time.monotonic() + timeout
         while True:
-            result = subprocess.run(
-                [executable("flwr"), "supernode", "register", str(public_key), connection],
-                capture_output=True,
-                text=True,
-                env=flower_env(home),
-            )
-            if result.returncode == 0:
+            result = cli.register_supernode(public_key)
+            if result is not None and result.returncode == 0:
                 return
             if time.monotonic() > deadline:
-                raise FederationError(
-                    f"could not register {public_key.name}: {result.stdout.strip()[-300:]}"
-                )
+                said = result.stdout.strip()[-300:] if result is not None else "flwr did not run"
+                raise FederationError(f"could not register {public_key.name}: {said}")
             time.sleep(1)

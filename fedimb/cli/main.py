@@ -68,38 +68,23 @@ def _interrupt(signum, frame) -> None:
     raise Interrupted(exit_code=128 + signum)
 
 
+#: Hydra's options that take a value and print the configuration or read another one
+_CONFIG_OPTIONS = {
+    "-c",
+    "--cfg",
+    "-p",
+    "--package",
+    "-cp",
+    "--config-path",
+    "-cn",
+    "--config-name",
+    "-cd",
+    "--config-dir",
+}
 #: Hydra's options that take a value (``--cfg job``, ``-sc query=bash``): not overrides
-_HYDRA_VALUE_OPTIONS = {
-    "-c",
-    "--cfg",
-    "-p",
-    "--package",
-    "-cp",
-    "--config-path",
-    "-cn",
-    "--config-name",
-    "-cd",
-    "--config-dir",
-    "-sc",
-    "--shell-completion",
-    "--experimental-rerun",
-}
+_HYDRA_VALUE_OPTIONS = {*_CONFIG_OPTIONS, "-sc", "--shell-completion", "--experimental-rerun"}
 #: Hydra's options that print something and run nothing, or read another config folder
-_PRINT_ONLY = {
-    "-c",
-    "--cfg",
-    "-i",
-    "--info",
-    "-p",
-    "--package",
-    "--hydra-help",
-    "-cp",
-    "--config-path",
-    "-cn",
-    "--config-name",
-    "-cd",
-    "--config-dir",
-}
+_PRINT_ONLY = {*_CONFIG_OPTIONS, "-i", "--info", "--hydra-help"}
 _HYDRA_INFO_TOPICS = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
 
 
@@ -140,11 +125,14 @@ def run(args: list[str]) -> int | None:
         return SUBCOMMANDS[args[0]].run(args[1:])
     options, overrides = hydra_options_and_overrides(args)
     if any(o.startswith(("-sc", "--shell-completion")) for o in options):
-        if not (any(o.startswith("query=") for o in options) and listing.complete_subcommands()):
+        if not (
+            any(o.startswith("query=") for o in options)
+            and listing.complete_subcommands(SUBCOMMANDS)
+        ):
             experiment()  # Hydra's install script, and its completion of the overrides
         return 0
     if "-h" in options or "--help" in options:
-        print(listing.help_text())
+        print(listing.help_text({name: sub.summary for name, sub in SUBCOMMANDS.items()}))
         return 0
     if "--version" in options:
         print(listing.versions())

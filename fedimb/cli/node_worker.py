@@ -1,16 +1,18 @@
-"""A warm ClientApp launcher for one SuperNode, and ``fedimb supernode``, which starts both.
+"""A warm ClientApp launcher for one SuperNode.
 
 Flower's SuperNode hands each message to a fresh ``flwr-clientapp`` process, which pays
-Python, Flower and torch before it trains (about 2 s on 2 cores, more on a Raspberry Pi). Started with ``--isolation process``, the SuperNode leaves the launching
-to this worker instead: it has imported torch and Flower once and forks for each message;
-the fork runs Flower's own ``run_clientapp`` with the task's token, so every message is
-still served by a process of its own, as with Flower's launcher, only without the
-imports. The app's own packages (fedimb, strategies, clients) are not imported here: each
-fork loads them from the message's FAB, as ``flwr-clientapp`` does.
+Python, Flower and torch before it trains (seconds, more on a Raspberry Pi). Started with
+``--isolation process``, the SuperNode leaves the launching to this worker instead: it has
+imported torch and Flower once and forks for each message; the fork runs Flower's own
+``run_clientapp`` with the task's token, so every message is still served by a process of
+its own, as with Flower's launcher, only without the imports. The app's own packages
+(fedimb, strategies, clients) are not imported here: each fork loads them from the
+message's FAB, as ``flwr-clientapp`` does.
 
 The worker talks only to its SuperNode's Runtime API on this machine (plain HTTP on the
 loopback interface, as Flower's own launcher does) and exits with its SuperNode
-(:func:`follow_node`), however that ends: SIGINT, SIGTERM, or on its own.
+(:func:`follow_node`), however that ends: SIGINT, SIGTERM, or on its own. ``fedimb
+supernode`` (:mod:`fedimb.cli.supernode`) starts a worker and its SuperNode together.
 """
 
 from __future__ import annotations
@@ -179,6 +181,7 @@ def cuda_visibility() -> str:
         "import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
         "print(n, torch.cuda.get_device_name(0) if n else '')"
     )
+    build = f"torch {torch.__version__} with CUDA {torch.version.cuda}"
     try:
         answer = subprocess.run(
             [sys.executable, "-c", probe],
@@ -190,10 +193,10 @@ def cuda_visibility() -> str:
         count, _, name = answer.stdout.strip().partition(" ")
         visible = int(count)
     except (OSError, subprocess.TimeoutExpired, ValueError):
-        return f"torch {torch.__version__} with CUDA {torch.version.cuda}: could not ask whether a device is visible"
+        return f"{build}: could not ask whether a device is visible"
     if visible == 0:
-        return f"torch {torch.__version__} with CUDA {torch.version.cuda}: no CUDA device visible"
-    return f"torch {torch.__version__} with CUDA {torch.version.cuda}: {visible} CUDA device(s) visible, {name}"
+        return f"{build}: no CUDA device visible"
+    return f"{build}: {visible} CUDA device(s) visible, {name}"
 
 
 def launch_next_task(client, request, address: str, children: dict[int, int]) -> bool:
@@ -226,67 +229,6 @@ def worker_arguments(runtime_api_address: str, node_pid: int) -> list[str]:
         "--node-pid",
         str(node_pid),
     ]
-
-
-def _option(argv: list[str], name: str, default: str) -> str:
-    """The value of ``--name value`` or ``--name=value`` in ``argv``; the last one where it
-    is given twice, as flower-supernode's parser takes it (an image's entry point names
-    ``--port``, its user may name another)."""
-    value = default
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith(name + "="):
-            value = arg.split("=", 1)[1]
-    return value
-
-
-def supernode_main(argv: list[str]) -> int:
-    """``fedimb supernode ARGS``: ``flower-supernode ARGS --isolation process`` with this
-    node's worker. The worker starts first, watching this process, which then becomes
-    the SuperNode (exec): signals reach the SuperNode directly, the worker follows it."""
-    from fedimb.cli.processes import executable
-    from fedimb.core.errors import ConfigError
-
-    if any(arg in ("-h", "--help", "-V", "--version") for arg in argv):
-        return supernode_help(argv)
-    if not hasattr(os, "fork"):
-        raise ConfigError(
-            "fedimb supernode forks its ClientApps, which this system cannot; run flower-supernode"
-        )
-    if any(arg == "--isolation" or arg.startswith("--isolation=") for arg in argv):
-        raise ConfigError(
-            "--isolation is set by fedimb supernode (process, with its worker); "
-            "run flower-supernode itself for another isolation mode"
-        )
-    if any(arg.startswith("--ssl-") for arg in argv):
-        raise ConfigError(
-            "the worker reaches the Runtime API over the loopback interface "
-            "without TLS; run flower-supernode itself to serve it with --ssl-*"
-        )
-    from flwr.supercore.constant import SUPERNODE_UVICORN_DEFAULT_PORT, UVICORN_DEFAULT_HOST
-
-    host = _option(argv, "--host", UVICORN_DEFAULT_HOST)
-    host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
-    port = _option(argv, "--port", str(SUPERNODE_UVICORN_DEFAULT_PORT))
-    node = executable("flower-supernode")
-    subprocess.Popen(worker_arguments(f"{host}:{port}", os.getpid()))
-    os.execv(node, [node, *argv, "--isolation", "process"])
-    return 1  # not reached
-
-
-def supernode_help(argv: list[str]) -> int:
-    """``fedimb supernode --help`` (or ``--version``): flower-supernode's own parser
-    answers, and nothing starts (flower-supernode would log its start line first)."""
-    from flwr.supernode.cli.flower_supernode import _parse_args_run_supernode
-
-    parser = _parse_args_run_supernode()
-    parser.prog = "fedimb supernode"
-    try:
-        parser.parse_args(argv)
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else 0
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

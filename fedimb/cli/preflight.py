@@ -22,8 +22,10 @@ from fedimb.app import components
 from fedimb.app.build import ExperimentData, new_model
 from fedimb.app.checkpoint import checkpoint_path
 from fedimb.app.run_context import ServerRun
-from fedimb.cli.processes import flwr_home, list_supernodes, online_count, ray_cluster_configured
-from fedimb.cli.run_folder import _echo
+from fedimb.cli.flwr_cli import FlwrCli, flwr_home, online_count
+from fedimb.cli.processes import ray_cluster_configured
+from fedimb.cli.run_progress import _echo
+from fedimb.core.data.partition import PARTITIONERS
 from fedimb.core.errors import ConfigError, FedimbError
 
 #: seconds a deployment's SuperLink gets to accept a connection
@@ -34,17 +36,6 @@ NODE_POLL = 1.0
 
 #: seconds between two progress lines while the count of connected SuperNodes stays the same
 WAIT_LINE_EVERY = 10.0
-
-#: the partitioner setting that spreads samples over more clients, per partitioner
-_SPREAD_HINT = {
-    "dirichlet": "raise partition.alpha or partition.min_partition_size",
-    "longtail": "raise partition.alpha or partition.min_partition_size",
-    "pathological": "raise partition.classes_per_client or set partition.samples_per_client",
-    "clustered": "raise partition.classes_per_group",
-    "quantity": "raise partition.rho",
-    "file": "give every client indices in partition.path",
-    "natural": "num_clients must not exceed the data set's natural groups",
-}
 
 
 def _torch_sees_no_cuda() -> str:
@@ -77,8 +68,8 @@ def check_gpus_per_client(cfg: DictConfig) -> None:
     if cfg.runtime.get("ray_address") or ray_cluster_configured(os.environ):
         return
     raise ConfigError(
-        f"runtime.num_gpus_per_client={gpus:g}, but {_torch_sees_no_cuda()}: Ray would have no GPU to give "
-        f"the clients and Flower's simulation would stop with 'ActorPool is empty'; "
+        f"runtime.num_gpus_per_client={gpus:g}, but {_torch_sees_no_cuda()}: Ray would have no "
+        f"GPU to give the clients and Flower's simulation would stop with 'ActorPool is empty'; "
         f"set runtime.num_gpus_per_client=0 or run on a machine with a GPU"
     )
 
@@ -118,11 +109,12 @@ def check_partition(cfg: DictConfig, data: ExperimentData) -> None:
         return
     n, name = int(cfg.num_clients), str(cfg.partition.name)
     shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
-    hint = _SPREAD_HINT.get(name, "change the partition")
+    hint = PARTITIONERS[name].spread_hint if name in PARTITIONERS else "change the partition"
     raise ConfigError(
-        f"partition={name} leaves {len(empty)} of {n} clients without training samples (clients {shown}; "
-        f"{cfg.dataset.name} has {len(data.dataset.y_train)} training samples): lower num_clients, {hint}, "
-        f"or set partition.allow_empty_clients=true to run without them"
+        f"partition={name} leaves {len(empty)} of {n} clients without training samples "
+        f"(clients {shown}; {cfg.dataset.name} has {len(data.dataset.y_train)} training "
+        f"samples): lower num_clients, {hint}, or set partition.allow_empty_clients=true to "
+        f"run without them"
     )
 
 
@@ -135,8 +127,9 @@ def check_labels(cfg: DictConfig, data: ExperimentData) -> None:
     low, high = int(labels.min()), int(labels.max())
     if low < 0 or high >= outputs:
         raise ConfigError(
-            f"dataset={cfg.dataset.name} has labels {low} to {high}, but model={cfg.model.name}'s head has "
-            f"{outputs} outputs (labels 0 to {outputs - 1}): the data set's num_classes must cover every label"
+            f"dataset={cfg.dataset.name} has labels {low} to {high}, but model={cfg.model.name}'s "
+            f"head has {outputs} outputs (labels 0 to {outputs - 1}): the data set's num_classes "
+            f"must cover every label"
         )
 
 
@@ -182,7 +175,7 @@ def check_supernodes(
         root_certificates=runtime.get("root_certificates"),
     ) as (home, connection):
         while True:
-            nodes = list_supernodes(connection, home)
+            nodes = FlwrCli(connection, home).list_supernodes()
             if nodes is None:
                 return
             online, waited = online_count(nodes), time.monotonic() - started
@@ -195,8 +188,8 @@ def check_supernodes(
             time.sleep(min(poll, patience - waited))
     raise ConfigError(
         f"num_clients={wanted}, but the federation at {runtime.address} has {online} connected "
-        f"SuperNode(s) ({len(nodes)} known to it) after {patience:g}s: start {wanted - online} more, "
-        f"set num_clients={online}, or wait longer with runtime.wait_for_nodes=SECONDS"
+        f"SuperNode(s) ({len(nodes)} known to it) after {patience:g}s: start {wanted - online} "
+        f"more, set num_clients={online}, or wait longer with runtime.wait_for_nodes=SECONDS"
     )
 
 
@@ -220,8 +213,8 @@ class _NodeWaitProgress:
             return
         self.shown = (online, waited)
         self.echo(
-            f"[fedimb] waiting for {self.wanted - online} of {self.wanted} SuperNodes to connect to "
-            f"{self.address} ({waited:.0f}s of {self.patience:g}s) ..."
+            f"[fedimb] waiting for {self.wanted - online} of {self.wanted} SuperNodes to connect "
+            f"to {self.address} ({waited:.0f}s of {self.patience:g}s) ..."
         )
 
     def connected(self, waited: float) -> None:

@@ -1,14 +1,14 @@
-"""Flower processes fedimb starts and stops itself, and the ``flwr run`` call.
+"""Flower processes fedimb starts and stops itself: the SuperLink, the SuperNodes and
+their environment.
 
 Every process is started in its own session so that stopping it stops its children
 (the simulation engine, Ray, ServerApp and ClientApp processes) by process group —
-never by name.
+never by name. The ``flwr`` command's own calls are in :mod:`fedimb.cli.flwr_cli`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -76,6 +76,41 @@ def flower_env(flwr_home: Path | None = None) -> dict[str, str]:
     return env
 
 
+def stop_process_tree(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM the process group of ``proc`` (started with ``start_new_session``) and every
+    descendant, then SIGKILL what is left after ``grace`` seconds. Descendants are found
+    by walking the process tree, because Flower starts some in sessions of their own
+    (SuperExec, the simulation, Ray)."""
+    descendants = _descendants(proc.pid)
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    descendants += [p for p in _descendants(proc.pid) if p not in descendants]
+    for child in descendants:
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    _, alive = psutil.wait_procs(descendants, timeout=min(grace, 5.0))
+    # Children may outlive the leader: clear the whole group and the tree.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
 class ManagedProcess:
     """A child process in its own process group, stopped as a group."""
 
@@ -100,37 +135,9 @@ class ManagedProcess:
         return self.proc.poll() is None
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM the process group and every descendant, then SIGKILL what is left after
-        ``grace`` seconds. Descendants are found by walking the process tree, because
-        Flower starts some in sessions of their own (SuperExec, the simulation, Ray)."""
-        descendants = self._descendants()
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                pass
-        descendants += [p for p in self._descendants() if p not in descendants]
-        for proc in descendants:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-        _, alive = psutil.wait_procs(descendants, timeout=min(grace, 5.0))
-        # Children may outlive the leader: clear the whole group and the tree.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        for proc in alive:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
+        """Stop the process and its descendants (:func:`stop_process_tree`)."""
+        stop_process_tree(self.proc, grace)
         self._log.close()
-
-    def _descendants(self) -> list[psutil.Process]:
-        try:
-            return psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.Error:
-            return []
 
     def __enter__(self):
         return self
@@ -278,76 +285,3 @@ def toml_value(value: object) -> str:
     if isinstance(value, (int, float)):
         return str(value)
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-@contextlib.contextmanager
-def flwr_home(
-    address: str | None,
-    *,
-    insecure: bool = True,
-    root_certificates: str | None = None,
-    base: Path | None = None,
-) -> Iterator[tuple[Path, str]]:
-    """A throw-away ``FLWR_HOME`` whose config.toml names one SuperLink connection.
-
-    Connections live in ``$FLWR_HOME/config.toml`` (Flower 1.41); a private home keeps
-    the user's ``~/.flwr`` untouched and lets runs proceed side by side. With
-    ``address=None`` the connection is written later by :func:`write_connection`.
-    """
-    if base is not None:
-        base.mkdir(parents=True, exist_ok=True)
-    home = Path(tempfile.mkdtemp(prefix="flwr-home-", dir=base))
-    name = "fedimb"
-    if address is not None:
-        write_connection(
-            home, name, address, insecure=insecure, root_certificates=root_certificates
-        )
-    try:
-        yield home, name
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def write_connection(
-    home: Path,
-    name: str,
-    address: str,
-    *,
-    insecure: bool = True,
-    root_certificates: str | None = None,
-) -> None:
-    lines = [
-        "[superlink]",
-        f'default = "{name}"',
-        "",
-        f"[superlink.{name}]",
-        f'address = "{address}"',
-    ]
-    if insecure:
-        lines.append("insecure = true")
-    elif root_certificates:
-        lines.append(f'root-certificates = "{Path(root_certificates).expanduser().resolve()}"')
-    (home / "config.toml").write_text("\n".join(lines) + "\n")
-
-
-def list_supernodes(connection: str, home: Path, timeout: float = 60.0) -> list[dict] | None:
-    """The federation's SuperNodes as ``flwr supernode list --format json`` gives them
-    (each with its ``status``: online, offline, registered, ...); None when the SuperLink
-    does not answer."""
-    try:
-        listed = subprocess.run(
-            [executable("flwr"), "supernode", "list", connection, "--format", "json"],
-            capture_output=True,
-            text=True,
-            env=flower_env(home),
-            timeout=timeout,
-        )
-        nodes = json.loads(listed.stdout).get("nodes")
-    except (OSError, subprocess.TimeoutExpired, ValueError, AttributeError):
-        return None
-    return nodes if isinstance(nodes, list) else None
-
-
-def online_count(nodes: list[dict]) -> int:
-    """How many of ``nodes`` (:func:`list_supernodes`) are connected now."""
-    return sum(node.get("status") == "online" for node in nodes)

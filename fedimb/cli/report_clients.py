@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedimb.cli.report import RunRecord, mean_std
+from fedimb.cli.report_tables import mean_std
+from fedimb.cli.run_records import RunRecord
 from fedimb.core.metrics import DISTRIBUTION_STATS as STATS
 
 MODELS = {"global": "", "personal": "personal_"}  # the prefix of each model's metrics
@@ -85,9 +86,10 @@ def clients_table(groups: dict[str, list[RunRecord]]) -> list[str]:
     return [
         "## Accuracy over clients",
         "",
-        "The final model on each client's local test set (the last local evaluation); mean ± std over "
-        'the n runs of a row (column runs; "(n = 1)": a single run, no spread). Below FedAvg: the share '
-        "of clients on which the row's model is less accurate than FedAvg's (same set-up and seed).",
+        "The final model on each client's local test set (the last local evaluation); "
+        'mean ± std over the n runs of a row (column runs; "(n = 1)": a single run, no '
+        "spread). Below FedAvg: the share of clients on which the row's model is less "
+        "accurate than FedAvg's (same set-up and seed).",
         "",
         header,
         "|" + "---|" * 7,

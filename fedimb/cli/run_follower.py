@@ -13,21 +13,15 @@ final event is reported with Flower's status and sub-status (``finished:failed``
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import queue
 import re
-import signal
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedimb.cli.processes import FederationError, executable, flower_env, toml_value
-from fedimb.core.events import parse_event
+from fedimb.cli.flwr_cli import FlwrCli, RunStatus
+from fedimb.cli.log_stream import LogCursor, LogStream
+from fedimb.cli.processes import FederationError
 
 Notice = Callable[[str], None]
 
@@ -44,175 +38,6 @@ STATUS_EVERY = 30.0
 class RunLost(FederationError):
     """The follower lost the run: no new line for ``patience`` seconds and no stream or
     answer from the SuperLink."""
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """A run's status as ``flwr list`` gives it: ``pending``, ``starting``, ``running``
-    or ``finished:<sub-status>`` (``completed``, ``failed``, ``stopped``), with details."""
-
-    status: str
-    details: str = ""
-
-    @property
-    def finished(self) -> bool:
-        return self.status.startswith("finished")
-
-    def __str__(self) -> str:
-        return f"{self.status} ({self.details})" if self.details else self.status
-
-
-@dataclass
-class FlwrCli:
-    """The ``flwr`` commands that start, watch and stop one run on one SuperLink
-    connection (in the private ``FLWR_HOME`` ``home``)."""
-
-    connection: str
-    home: Path
-    timeout: float = 60.0  # seconds one query may take
-
-    def _call(self, *args: str) -> subprocess.CompletedProcess | None:
-        try:
-            return subprocess.run(
-                [executable("flwr"), *args, self.connection],
-                capture_output=True,
-                text=True,
-                env=flower_env(self.home),
-                timeout=self.timeout,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-
-    def run_args(
-        self,
-        app_dir: Path,
-        run_config: Mapping[str, object],
-        federation_config: Mapping[str, object] | None = None,
-    ) -> list[str]:
-        """``flwr run <app> <connection> --stream`` with the run's config."""
-        args = [executable("flwr"), "run", str(app_dir), self.connection, "--stream"]
-        for key, value in run_config.items():
-            args += ["--run-config", f"{key}={toml_value(value)}"]
-        if federation_config:
-            args += [
-                "--federation-config",
-                " ".join(f"{k}={toml_value(v)}" for k, v in federation_config.items()),
-            ]
-        return args
-
-    def log_args(self, run_id: int) -> list[str]:
-        return [executable("flwr"), "log", str(run_id), self.connection, "--stream"]
-
-    def status(self, run_id: int) -> RunStatus | None:
-        """The run's status; None when the SuperLink does not answer or does not know the run."""
-        done = self._call("list", "--run-id", str(run_id), "--format", "json")
-        try:
-            runs = json.loads(done.stdout).get("runs") if done is not None else None
-            run = runs[0]
-            return RunStatus(str(run["status"]), str(run.get("status-details") or ""))
-        except (ValueError, AttributeError, TypeError, IndexError, KeyError):
-            return None
-
-    def stop(self, run_id: int) -> bool:
-        """``flwr stop``: the SuperLink stops the run's ServerApp; whether it accepted."""
-        done = self._call("stop", str(run_id))
-        return done is not None and done.returncode == 0
-
-
-@dataclass
-class LogCursor:
-    """Which lines of a run's log were delivered, so that a re-attached stream, which
-    Flower replays from the start, delivers only new ones.
-
-    ``lines_seen`` counts the log lines delivered in this process; ``events_known`` the
-    events of this run the run folder held before (``fedimb attach``): a replayed line is
-    new when it lies past both.
-    """
-
-    deliver: Callable[[str], None]
-    lines_seen: int = 0
-    events_known: int = 0
-    run_id: int | None = None
-    last_new: float = field(default_factory=time.monotonic)  # when the last new line arrived
-    _index: int = 0
-    _events: int = 0
-
-    def reattach(self) -> None:
-        self._index = self._events = 0
-
-    def offer(self, line: str) -> bool:
-        """One line of the run's log (a stream's stdout); whether it was new."""
-        self._index += 1
-        is_event = parse_event(line) is not None
-        self._events += is_event
-        past_events = self._events > self.events_known or (
-            not is_event and self._events >= self.events_known
-        )
-        if self._index <= self.lines_seen or not past_events:
-            return False
-        self.lines_seen = self._index
-        self.last_new = time.monotonic()
-        self.deliver(line)
-        return True
-
-
-@dataclass
-class _Stream:
-    """One ``flwr`` process whose stdout and stderr lines arrive on one queue."""
-
-    args: Sequence[str]
-    home: Path
-    lines: queue.Queue = field(default_factory=queue.Queue)
-
-    def __post_init__(self) -> None:
-        self.proc = subprocess.Popen(
-            list(self.args),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=flower_env(self.home),
-            text=True,
-            errors="replace",
-            start_new_session=True,
-            bufsize=1,
-        )
-        self._open = 2
-        for name, pipe in (("out", self.proc.stdout), ("err", self.proc.stderr)):
-            threading.Thread(target=self._read, args=(name, pipe), daemon=True).start()
-
-    def _read(self, name: str, pipe) -> None:
-        for line in pipe:
-            self.lines.put((name, line))
-        self.lines.put((name, None))
-
-    def next(self, timeout: float) -> tuple[str, str | None] | None:
-        """(``out`` or ``err``, line) — a line without its newline when the process
-        ended mid-line, None as the line when that pipe ended; None after ``timeout``."""
-        try:
-            item = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
-        if item[1] is None:
-            self._open -= 1
-        return item
-
-    @property
-    def ended(self) -> bool:
-        return self._open == 0
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
 
 
 @dataclass
@@ -237,7 +62,7 @@ class RunFollower:
     status_every: float = STATUS_EVERY
     cursor: LogCursor = field(init=False)
     final_status: RunStatus | None = None  # the run's status where it ended without its final event
-    _stream: _Stream | None = None
+    _stream: LogStream | None = None
     _said: dict[str, float] = field(default_factory=dict)  # when each kind of notice was last given
 
     def __post_init__(self) -> None:
@@ -280,7 +105,10 @@ class RunFollower:
             return f"run {self.run_id} is {status.status}"
         if self.cli.stop(self.run_id):
             return f"stopped run {self.run_id} (flwr stop)"
-        return f"could not stop run {self.run_id}: the SuperLink does not answer; stop it with flwr stop {self.run_id}"
+        return (
+            f"could not stop run {self.run_id}: the SuperLink does not answer; "
+            f"stop it with flwr stop {self.run_id}"
+        )
 
     # ---------------------------------------------------------------- internals
     def _follow(self, code: int | None) -> int:
@@ -326,7 +154,8 @@ class RunFollower:
             )
         self._say(
             why,
-            f"waiting for run {self.run_id}: {why} ({waited:.0f}s of {self.patience:g}s without a new line)",
+            f"waiting for run {self.run_id}: {why} "
+            f"({waited:.0f}s of {self.patience:g}s without a new line)",
         )
 
     def _say(self, kind: str, text: str) -> None:
@@ -341,7 +170,7 @@ class RunFollower:
         """Run one ``flwr`` stream to its end, delivering its lines; its exit code. A
         stream silent for ``status_every`` seconds is checked: one whose run finished a
         check ago, or whose SuperLink has not answered for ``patience``, is ended."""
-        self._stream = stream = _Stream(args, self.cli.home)
+        self._stream = stream = LogStream(args, self.cli.home)
         self.cursor.reattach()
         in_log = False
         partial: str | None = None

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 def sweep_runs(sweep_dir: Path) -> tuple[int, int]:
     """(completed, failed) runs of a sweep: its job folders (each has Hydra's ``.hydra``)
     whose ``summary.json`` says completed, and the others."""
-    from fedimb.cli.report import completed_config  # pandas and numpy: only when a sweep ends
+    from fedimb.cli.run_records import completed_config  # numpy: only when a sweep ends
 
     jobs = [p for p in sweep_dir.iterdir() if (p / ".hydra").is_dir()] if sweep_dir.is_dir() else []
     completed = sum(completed_config(job) is not None for job in jobs)

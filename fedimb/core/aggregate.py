@@ -171,10 +171,10 @@ def adaptive_q(q: float, sigma_prev: float, sigma_new: float, eta_q: float) -> f
 def loss_power_weights(losses: Sequence[float], q: float) -> np.ndarray:
     """GRP-FED eq. 3: λ_m = L_m^q / Σ_i L_i^q (computed in log space, so large q and
     losses do not overflow). Losses must be positive."""
-    losses = np.asarray(losses, dtype=np.float64)
-    if losses.size == 0 or np.any(~np.isfinite(losses)) or np.any(losses <= 0):
-        raise ValueError(f"losses must be finite and positive, got {losses.tolist()}")
-    logits = float(q) * np.log(losses)
+    values = np.asarray(losses, dtype=np.float64)
+    if values.size == 0 or np.any(~np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"losses must be finite and positive, got {values.tolist()}")
+    logits = float(q) * np.log(values)
     weights = np.exp(logits - logits.max())
     return weights / weights.sum()
 
@@ -216,12 +216,12 @@ def qffl_update(
 
 def project_simplex(v: Sequence[float]) -> np.ndarray:
     """Euclidean projection onto the probability simplex (Duchi et al., 2008)."""
-    v = np.asarray(v, dtype=np.float64)
-    u = np.sort(v)[::-1]
+    x = np.asarray(v, dtype=np.float64)
+    u = np.sort(x)[::-1]
     css = np.cumsum(u)
-    rho = np.nonzero(u * np.arange(1, len(v) + 1) > (css - 1))[0][-1]
+    rho = np.nonzero(u * np.arange(1, len(x) + 1) > (css - 1))[0][-1]
     theta = (css[rho] - 1) / (rho + 1.0)
-    return np.maximum(v - theta, 0.0)
+    return np.maximum(x - theta, 0.0)
 
 
 def fednova_normaliser(local_steps: int, momentum: float) -> float:
@@ -282,32 +282,3 @@ class ServerMomentum:
             else (np.asarray(w, np.float64) - self.lr * v).astype(w.dtype)
             for w, v in zip(weights, self.velocity)
         ]
-
-
-def contribution_factors(latents, temperature: float = 1.0) -> np.ndarray:
-    """Contribution normalisation (eqs. 4, 5 and 8): with S the cosine-similarity matrix
-    of the clients' mean latent representations (S(r, r) = 1) and s_q = Σ_p S(q, p),
-
-        Λ_r = Σ_{q≠r} exp(s_q / T) / Σ_q exp(s_q / T),
-
-    i.e. 1 − softmax(s/T)_r: a client whose representation resembles everyone else's
-    (large s_r) contributes less. A zero latent vector has similarity 0 to the others.
-
-    Bound: the softmax sums to 1, so Σ_r Λ_r = R − 1, and with base weights ν (shares
-    ν̃ = ν/Σν) client r's normalised share Λ_r·ν_r/(Λ·ν) is at most ν̃_r/(1 − max_q ν̃_q):
-    with equal ν a client can gain at most the factor R/(R − 1) (+5% at R = 20) while
-    the most typical clients can lose all of their weight. As T → 0 the softmax becomes
-    the indicator of the largest s_q: that client gets Λ = 0, every other Λ = 1.
-    """
-    z = np.asarray(latents, dtype=np.float64)
-    if z.ndim != 2 or len(z) < 1:
-        raise ValueError("latents must be a 2-D array with one row per client")
-    if float(temperature) <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    norms = np.linalg.norm(z, axis=1)
-    unit = z / np.where(norms > 0, norms, 1.0)[:, None]
-    similarity = unit @ unit.T
-    np.fill_diagonal(similarity, 1.0)
-    scores = similarity.sum(axis=1) / float(temperature)
-    exp = np.exp(scores - scores.max())
-    return 1.0 - exp / exp.sum()

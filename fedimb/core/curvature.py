@@ -7,6 +7,8 @@ inner step size α of MAML-type updates (the paper assumes α ≤ 1/L, and
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -21,7 +23,7 @@ def hessian_vector_product(
     """∇²f(w; x, y)·v for the mean cross-entropy f, by differentiating ⟨∇f, v⟩."""
     params = trainable(model)
     grads = torch.autograd.grad(nn.functional.cross_entropy(model(x), y), params, create_graph=True)
-    dot = sum((g * v.detach()).sum() for g, v in zip(grads, vector))
+    dot = cast(torch.Tensor, sum((g * v.detach()).sum() for g, v in zip(grads, vector)))
     return [h.detach() for h in torch.autograd.grad(dot, params)]
 
 
@@ -36,7 +38,7 @@ def top_hessian_eigenvalue(
     vector = [torch.randn(p.shape, generator=generator).to(p.device) for p in params]
     estimate = 0.0
     for _ in range(iterations):
-        norm = torch.sqrt(sum((v**2).sum() for v in vector))
+        norm = torch.sqrt(cast(torch.Tensor, sum((v**2).sum() for v in vector)))
         vector = [v / norm for v in vector]
         product = hessian_vector_product(model, x, y, vector)
         estimate = float(sum((h * v).sum() for h, v in zip(product, vector)))

@@ -26,7 +26,7 @@ class Availability:
     ReBaFL §5.5.3).
     """
 
-    def __init__(self, p: Sequence[float], period: int = 1, seed: int = 0):
+    def __init__(self, p: Sequence[float] | np.ndarray, period: int = 1, seed: int = 0):
         self.p = np.asarray(p, dtype=np.float64)
         self.period = int(period)
         self.seed = int(seed)
@@ -48,7 +48,10 @@ class Availability:
 
 
 def availability_from_config(
-    spec: Mapping[str, Any], num_clients: int, groups: Sequence[int] | None, seed: int
+    spec: Mapping[str, Any],
+    num_clients: int,
+    groups: Sequence[int] | np.ndarray | None,
+    seed: int,
 ) -> Availability:
     """Build the availability model of a ``dropout`` config node.
 

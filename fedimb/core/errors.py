@@ -1,4 +1,7 @@
-"""Errors that the front end reports as one line, before any training starts."""
+"""Errors that the front end reports as one line, before any training starts, and the
+helpers that settings' rules are written with."""
+
+from typing import TypeGuard
 
 
 class FedimbError(Exception):
@@ -11,6 +14,22 @@ class ConfigError(FedimbError, ValueError):
 
 class DataUnavailableError(FedimbError, RuntimeError):
     """A data set cannot be loaded here (offline, or no local copy)."""
+
+
+def require(condition: bool, message: str) -> None:
+    """One-line :class:`ConfigError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise ConfigError(message)
+
+
+def is_int(value) -> TypeGuard[int]:
+    """An integer setting (``True`` is not one, although Python counts it as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value) -> TypeGuard[float]:
+    """A numeric setting (an integer or a float, not a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check_choice(key: str, value, choices) -> None:
@@ -43,6 +62,11 @@ def one_of(*choices):
 def at_least(low: float, *, strict: bool = False, integer: bool = False):
     """A setting rule: a number at least (with ``strict``: above) ``low``."""
     return lambda key, value: check_number(key, value, low, strict=strict, integer=integer)
+
+
+def optional(rule):
+    """A setting rule: null, or a value that ``rule`` accepts."""
+    return lambda key, value: None if value is None else rule(key, value)
 
 
 def check_rules(rules: dict, settings, prefix: str) -> None:

@@ -60,8 +60,8 @@ def emit_error(err: BaseException) -> None:
     ours = [
         f for f in frames if any(m in f.filename for m in _PACKAGES)
     ]  # the innermost line of fedimb's code
-    frame = (ours or frames or [None])[-1]
-    where = f"{_short_path(frame.filename)}:{frame.lineno}" if frame else None
+    innermost = ours or frames
+    where = f"{_short_path(innermost[-1].filename)}:{innermost[-1].lineno}" if innermost else None
     emit("error", message=message, where=where)
 
 

@@ -3,7 +3,7 @@
 ``torch.optim`` guards several ``Optimizer`` methods against ``torch.compile`` by
 importing ``torch._dynamo`` the first time they run (``add_param_group`` in the
 constructor, ``zero_grad``, ``state_dict``), and ``step`` imports it on every call to
-insert graph breaks. The import costs 1.4–2 s of CPU, paid by every fresh process: each
+insert graph breaks. The import costs seconds of CPU, paid by every fresh process: each
 message a deployed ClientApp serves, each Ray actor's first round. fedimb never compiles
 a model, so these guards have nothing to guard: :func:`without_dynamo` marks the guarded
 methods as already guarded and gives an optimiser a ``step`` that runs the same update
@@ -15,19 +15,23 @@ torch change these wrappers, nothing is patched and torch's own methods run.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
+from fedimb.core.process_cache import ProcessCache, cache_key
+
 _GUARDED = ("add_param_group", "zero_grad", "state_dict", "load_state_dict")
-_marked = False
+#: whether this process has marked torch's guards (one entry)
+_GUARDS_MARKED: ProcessCache[None] = ProcessCache()
 
 
 def _mark_guards_done() -> None:
     """Let torch's lazy ``_disable_dynamo`` wrappers call the plain method (once per process)."""
-    global _marked
-    if _marked:
-        return
-    _marked = True
+    _GUARDS_MARKED.get(cache_key("torch.optim guards"), _mark_guards)
+
+
+def _mark_guards() -> None:
     try:
         from torch._compile import _disable_dynamo
     except ImportError:
@@ -42,9 +46,9 @@ def _mark_guards_done() -> None:
             )
 
 
-def _update_function(optimizer_class: type):
+def _update_function(optimizer_class: type[torch.optim.Optimizer]):
     """The optimiser's own ``step`` below torch's wrappers (profiling hook, grad-mode guard)."""
-    step = optimizer_class.step
+    step: Any = optimizer_class.step
     while hasattr(step, "__wrapped__"):
         step = step.__wrapped__
     return step

@@ -1,8 +1,9 @@
-"""Named array payloads inside ``FitIns.config`` / ``FitRes.metrics`` (DESIGN §4.5).
+"""Named array payloads inside ``FitIns.config`` / ``FitRes.metrics``.
 
 Extra arrays (prototypes, latent means, control variates, label counts) travel under
 their own keys, encoded with Flower's ``ndarray_to_bytes``, never appended to the
-parameter list.
+parameter list: a name says what an array is, where a position in the list would
+break as soon as a method sends one array more or less.
 """
 
 from __future__ import annotations

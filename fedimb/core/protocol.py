@@ -1,8 +1,8 @@
-"""The instruction protocol between a strategy and its clients: every key a strategy puts
-into a fit or evaluate instruction besides the training settings (``TrainConfig``'s
+"""The instruction protocol between a strategy and its clients: every key the framework
+puts into a fit or evaluate instruction besides the training settings (``TrainConfig``'s
 fields) and the method's own settings (its YAML's ``client`` section, under their YAML
 names), and every key clients answer with. Both sides name these keys only through
-this module, so a reader finds the whole conversation here.
+this module; a method's own keys are declared in its client module.
 
 Server → client (``FitIns.config`` / ``EvaluateIns.config``), key: type — meaning
 
@@ -24,14 +24,16 @@ Client → server (``FitRes.metrics``, ``EvaluateRes.metrics``, ``get_properties
   ``personal_global_accuracy``: float — the personal model's scores
 - payloads: ``label_counts``, ``latent_mean``, ``global_test_probs`` (and each method's own)
 
-Each method's named arrays are declared once below (``*_PAYLOADS``, one
-:class:`fedimb.core.schema.PayloadSpec` each): the strategy checks every reply against
-them before reading it, and both halves name the arrays through these constants.
+The arrays every method may exchange are declared here (``BASE_PAYLOADS``,
+``PERSONAL_PAYLOADS``, one :class:`fedimb.core.schema.PayloadSpec` each). A method's own
+keys and payloads are declared once in its client module (``clients/<name>.py``), which
+its strategy imports; the few of them the framework itself reads (attacks, the
+concatenated model) are named here, and the method's module reuses these constants.
 """
 
 from __future__ import annotations
 
-from fedimb.core.schema import ANSWER, DOWN, UP, PayloadSpec
+from fedimb.core.schema import ANSWER, FEATURE_DIM, NUM_CLASSES, NUM_TEST, UP, PayloadSpec
 
 # server -> client
 SERVER_ROUND = "server_round"
@@ -41,6 +43,16 @@ REPORT_LATENT = "report_latent"
 PERSONAL_EVAL = "personal_eval"
 LOCAL_EVAL = "local_eval"  # test the received model on the client's local test set
 RETURN_PROBS = "return_probs"
+#: every key the framework puts into an instruction (no method setting may be named so)
+INSTRUCTION_KEYS = (
+    SERVER_ROUND,
+    STAGE,
+    SEED,
+    REPORT_LATENT,
+    PERSONAL_EVAL,
+    LOCAL_EVAL,
+    RETURN_PROBS,
+)
 
 # client -> server
 TRAIN_LOSS = "train_loss"
@@ -54,6 +66,10 @@ PERSONAL_LOCAL_F1 = "personal_local_f1"
 PERSONAL_LOCAL_ACCURACY = "personal_local_accuracy"
 PERSONAL_GLOBAL_F1 = "personal_global_f1"
 PERSONAL_GLOBAL_ACCURACY = "personal_global_accuracy"
+# scores of an evaluation (EvaluateRes.metrics, the strategy's evaluation)
+ACCURACY = "accuracy"
+MACRO_F1 = "macro_f1"
+LOSS = "loss"
 
 # named arrays (payloads) every method may exchange
 LABEL_COUNTS = "label_counts"
@@ -67,83 +83,26 @@ def indexed(pattern: str, j: int) -> str:
     return pattern.replace("<j>", str(j))
 
 
-#: the largest control-variate change a SCAFFOLD client may report per entry: c
-#: estimates the gradient of the local loss, whose entries no honest client sees
-#: near 1e6; beyond it one client would steer every client's correction
-CONTROL_BOUND = 1e6
-
 # the arrays every method's clients may send (contribution normalisation)
-LATENT_PAYLOAD = PayloadSpec(LATENT_MEAN, UP, "float", ("feature_dim",))
+LATENT_PAYLOAD = PayloadSpec(LATENT_MEAN, UP, "float", (FEATURE_DIM,))
 BASE_PAYLOADS = (LATENT_PAYLOAD,)
 # label histogram in a properties answer: non-negative integers summing to the answer's num_examples
 LABEL_COUNTS_PAYLOAD = PayloadSpec(
     LABEL_COUNTS,
     ANSWER,
     "integer",
-    ("num_classes",),
+    (NUM_CLASSES,),
     nonnegative=True,
-    total="num_examples",
+    total=NUM_EXAMPLES,
     required=True,
 )
 
-# ReBaFL: class prototypes as (classes, vectors, counts); global ones sent without counts
-PROTOTYPES = "prototypes"
-PROTOTYPE_CLASSES, PROTOTYPE_VECTORS, PROTOTYPE_COUNTS = (
-    f"{PROTOTYPES}_{part}" for part in ("classes", "vectors", "counts")
-)
-REBAFL_PAYLOADS = BASE_PAYLOADS + (
-    PayloadSpec(
-        PROTOTYPE_CLASSES, UP, "integer", ("k",), nonnegative=True, bound="max_class", required=True
-    ),
-    PayloadSpec(PROTOTYPE_VECTORS, UP, "float", ("k", "feature_dim"), required=True),
-    PayloadSpec(
-        PROTOTYPE_COUNTS,
-        UP,
-        "integer",
-        ("k",),
-        nonnegative=True,
-        total="num_examples",
-        required=True,
-    ),
-    PayloadSpec(PROTOTYPE_CLASSES, DOWN, "integer", ("k",)),
-    PayloadSpec(PROTOTYPE_VECTORS, DOWN, "float", ("k", "feature_dim")),
-)
-
-# SCAFFOLD: the server control variate c and each client's change Δc_i, per trainable parameter
-CONTROL = "control.<j>"
-CONTROL_DELTA = "control_delta.<j>"
-SCAFFOLD_PAYLOADS = BASE_PAYLOADS + (
-    PayloadSpec(CONTROL, DOWN, "float", "model"),
-    PayloadSpec(CONTROL_DELTA, UP, "float", "model", bound=CONTROL_BOUND, required=True),
-)
-
-# Astraea: the z-score plan's per-class ratios; the rebalanced histogram in the answer
-ZSCORE_RATIOS = "zscore_ratios"
-ASTRAEA_PAYLOADS = BASE_PAYLOADS + (
-    PayloadSpec(ZSCORE_RATIOS, DOWN, "float", ("num_classes",), nonnegative=True),
-    LABEL_COUNTS_PAYLOAD,
-)
-
-# FedConcat: (noised) label distributions in the answer; FedConcat-ID's inferred ones in round 1
-LABEL_DISTRIBUTION = "label_distribution"
-INFERRED_DISTRIBUTION = "inferred_distribution"
-LAPLACE_EPSILON = "laplace_epsilon"
-ENCODERS = (
-    "encoder."  # the frozen encoders, encoder.<k>.<j> (fedimb.core.models.concat), server -> client
-)
-FEDCONCAT_PAYLOADS = BASE_PAYLOADS + (
-    PayloadSpec(INFERRED_DISTRIBUTION, UP, "float", ("num_classes",), nonnegative=True, total=1.0),
-    PayloadSpec(
-        LABEL_DISTRIBUTION,
-        ANSWER,
-        "float",
-        ("num_classes",),
-        nonnegative=True,
-        total=1.0,
-        required=True,
-    ),
-    LABEL_COUNTS_PAYLOAD,
-)
+# method keys the framework reads too (fedimb.app.attacks, fedimb.core.models.concat);
+# their declarations are in clients/scaffold.py and clients/fedconcat.py
+CONTROL = "control.<j>"  # SCAFFOLD: the server control variate, per trainable parameter
+CONTROL_DELTA = "control_delta.<j>"  # SCAFFOLD: a client's change of its control variate
+LABEL_DISTRIBUTION = "label_distribution"  # FedConcat: a client's (noised) label distribution
+ENCODERS = "encoder."  # FedConcat: the frozen encoders, encoder.<k>.<j>, server -> client
 
 # personal evaluation (GRP-FED, local-only ...): the personal model's global-test probabilities
 PERSONAL_PAYLOADS = BASE_PAYLOADS + (
@@ -151,7 +110,7 @@ PERSONAL_PAYLOADS = BASE_PAYLOADS + (
         GLOBAL_TEST_PROBS,
         ANSWER,
         "float",
-        ("num_test", "num_classes"),
+        (NUM_TEST, NUM_CLASSES),
         nonnegative=True,
         bound=1.0,
         required=True,

@@ -65,7 +65,7 @@ def to_payload(
 ) -> dict:
     """Named arrays ``<prefix>_classes``, ``<prefix>_vectors`` (and ``<prefix>_counts``)."""
     classes = sorted(prototypes)
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         f"{prefix}_classes": np.asarray(classes, dtype=np.int64),
         f"{prefix}_vectors": np.stack([prototypes[c] for c in classes]).astype(np.float32)
         if classes

@@ -9,6 +9,9 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from fedimb.core.aggregate import schedule_mediators
+from fedimb.core.data.stats import kl_to_uniform
+
 _GLOBAL_RNG = threading.Lock()  # held while torch's global generator is seeded and drawn from
 
 
@@ -93,3 +96,51 @@ def _augmented_copies(
     with _GLOBAL_RNG, torch.random.fork_rng():
         torch.manual_seed(seed)
         return torch.stack([augment(x[i]) for i in source.tolist()])
+
+
+def largest_after_plan(original: np.ndarray, ratios: np.ndarray) -> np.ndarray:
+    """The most samples per class a client holding ``original`` can have after the plan:
+    a class keeps at most its n samples when downsampled and gains at most ⌈(r − 1)·n⌉
+    copies when augmented (Algorithm 2, stochastically rounded)."""
+    n = original.astype(np.float64)
+    return n + np.ceil(np.maximum(ratios - 1.0, 0.0) * n)
+
+
+def beyond_plan(original: np.ndarray, counts: np.ndarray, ratios: np.ndarray) -> str | None:
+    """Why the rebalanced histogram ``counts`` is not one the plan can make from
+    ``original``, or None."""
+    most = largest_after_plan(original, ratios)
+    if np.any(counts > most):
+        c = int(np.argmax(counts - most))
+        return (
+            f"class {c} holds {int(counts[c]):,} samples after the plan, "
+            f"at most {int(most[c]):,} possible"
+        )
+    return None
+
+
+def grouped_by_kld(
+    clients: list[int], counts: Mapping[int, np.ndarray], gamma: int
+) -> list[list[int]]:
+    """``clients`` grouped into mediators of at most ``gamma`` by their histograms
+    ``counts[client]`` (Algorithm 3, :func:`fedimb.core.aggregate.schedule_mediators`)."""
+    if not clients:
+        return []
+    groups = schedule_mediators(np.stack([counts[p] for p in clients]), gamma)
+    return [[clients[i] for i in g] for g in groups]
+
+
+def clip_ratios(ratios: np.ndarray, max_ratio: float) -> tuple[np.ndarray, str | None]:
+    """The plan's ratios clipped to ``max_ratio``, with a note where that changed them;
+    ratios that are not finite (no plan can be trusted) become 1: no rebalancing."""
+    if not np.all(np.isfinite(ratios)):
+        return np.ones(len(ratios)), "z-score ratios not finite: no rebalancing"
+    note = None
+    if ratios.max(initial=0) > max_ratio:
+        note = f"z-score ratios up to {ratios.max():.3g} clipped to max_ratio {max_ratio:g}"
+    return np.minimum(ratios, max_ratio), note
+
+
+def mean_kl(histograms: list[np.ndarray]) -> float | None:
+    """The mean KL divergence to uniform of ``histograms`` (Astraea's Fig. 8), None for none."""
+    return float(np.nanmean([kl_to_uniform(h) for h in histograms])) if histograms else None

@@ -97,7 +97,8 @@ def check(settings: RobustSettings, num_clients: int) -> None:
     need = minimum_updates(settings)
     if num_clients < need:
         raise ConfigError(
-            f"aggregation={settings.name} with f={settings.f} needs at least {need} updates a round, "
+            f"aggregation={settings.name} with f={settings.f} "
+            f"needs at least {need} updates a round, "
             f"but the federation has {num_clients} clients"
         )
 

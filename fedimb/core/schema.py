@@ -28,6 +28,13 @@ UP = "up"  # a fit result, client -> server
 DOWN = "down"  # an instruction, server -> client
 ANSWER = "answer"  # an answer to a properties query or an evaluation, client -> server
 
+# the sizes a run knows, by the names declared shapes and bounds use
+NUM_CLASSES = "num_classes"
+MAX_CLASS = "max_class"  # num_classes - 1, the largest class index
+FEATURE_DIM = "feature_dim"  # the encoder's output width
+NUM_TEST = "num_test"  # the global test set's size
+MODEL = "model"  # the trainable parameters' shapes (``shape=MODEL``)
+
 
 @dataclass(frozen=True)
 class PayloadSpec:
@@ -41,7 +48,7 @@ class PayloadSpec:
     name: str
     direction: str
     kind: str = "float"  # "float" | "integer"
-    shape: tuple | str = ()
+    shape: tuple | str = ()  # the dimensions, or MODEL (the only shape given by name)
     nonnegative: bool = False
     bound: float | str | None = None
     total: float | str | None = None
@@ -57,7 +64,15 @@ class PayloadSpec:
     def expected_names(self, sizes: Mapping[str, object]) -> list[str]:
         if "<j>" not in self.name:
             return [self.name]
-        return [self.name.replace("<j>", str(j)) for j in range(len(sizes.get("model", ())))]
+        return [self.name.replace("<j>", str(j)) for j in range(len(model_shapes(sizes)))]
+
+
+def model_shapes(sizes: Mapping[str, object]) -> list[tuple[int, ...]]:
+    """The trainable parameters' shapes the run gives (``sizes[MODEL]``; none without)."""
+    shapes = sizes.get(MODEL, ())
+    if not isinstance(shapes, (list, tuple)):
+        raise TypeError(f"sizes[{MODEL!r}] must list the trainable parameters' shapes")
+    return [tuple(shape) for shape in shapes]
 
 
 def shown(name: str) -> str:
@@ -122,11 +137,12 @@ def check_array(
 def shape_problem(
     shape: tuple, spec: PayloadSpec, j: int, sizes: Mapping[str, object], letters: dict[str, int]
 ) -> str | None:
-    if spec.shape == "model":
-        model = list(sizes.get("model", ()))
+    """Why ``shape`` is not the one ``spec`` declares, or None."""
+    if isinstance(spec.shape, str):  # MODEL: the j-th trainable parameter's shape
+        model = model_shapes(sizes)
         if j >= len(model):
             return f"names parameter {j} of {len(model)}"
-        expected = tuple(model[j])
+        expected = model[j]
         return None if shape == expected else f"has shape {shape}, expected {expected}"
     if len(shape) != len(spec.shape):
         return f"has shape {shape}, expected {len(spec.shape)} dimensions"
@@ -147,6 +163,9 @@ def describe(shape: tuple, sizes: Mapping[str, object], letters: Mapping[str, in
 
 def size_of(value: float | str | None, sizes: Mapping[str, object]) -> float | None:
     """A bound as a number: itself, or the named size (None where the run gives none)."""
-    if isinstance(value, str):
-        value = sizes.get(value)
-    return None if value is None else float(value)
+    named = sizes.get(value) if isinstance(value, str) else value
+    if named is None:
+        return None
+    if not isinstance(named, (int, float, np.number)):
+        raise TypeError(f"size {value!r} is not a number: {named!r}")
+    return float(named)

@@ -13,7 +13,9 @@ from torch import nn
 
 from fedimb.core.errors import ConfigError
 from fedimb.core.metrics import classification_metrics
+from fedimb.core.models.base import EncoderHeadNet
 from fedimb.core.no_dynamo import without_dynamo
+from fedimb.core.settings import read_declared
 
 
 @dataclass(frozen=True)
@@ -30,17 +32,14 @@ class TrainConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> TrainConfig:
+        cls.check_present(values)
+        return read_declared(cls, values)
+
+    @classmethod
+    def check_present(cls, values: Mapping[str, Any]) -> None:
         missing = [f.name for f in fields(cls) if f.name not in values]
         if missing:
             raise ConfigError(f"training settings lack {missing}")
-        return cls(
-            local_epochs=int(values["local_epochs"]),
-            batch_size=int(values["batch_size"]),
-            lr=float(values["lr"]),
-            momentum=float(values["momentum"]),
-            weight_decay=float(values["weight_decay"]),
-            optimizer=str(values["optimizer"]),
-        )
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -48,9 +47,7 @@ class TrainConfig:
     @classmethod
     def check(cls, values: Mapping[str, Any]) -> None:
         """One-line :class:`ConfigError` for the first bad training setting (``train.*``)."""
-        missing = [f.name for f in fields(cls) if f.name not in values]
-        if missing:
-            raise ConfigError(f"training settings lack {missing}")
+        cls.check_present(values)
 
         def number(key, integer=False):
             value = values[key]
@@ -69,7 +66,8 @@ class TrainConfig:
                 raise ConfigError(f"train.{key} must be {what}, got {values[key]!r}")
         if values["optimizer"] not in OPTIMIZERS:
             raise ConfigError(
-                f"unknown train.optimizer '{values['optimizer']}' (choose from: {', '.join(OPTIMIZERS)})"
+                f"unknown train.optimizer '{values['optimizer']}' "
+                f"(choose from: {', '.join(OPTIMIZERS)})"
             )
 
 
@@ -79,7 +77,8 @@ OPTIMIZERS = ("sgd", "adam")
 
 
 def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """Every optimiser fedimb trains with; none imports TorchDynamo (:mod:`fedimb.core.no_dynamo`)."""
+    """Every optimiser fedimb trains with; none imports TorchDynamo
+    (:mod:`fedimb.core.no_dynamo`)."""
     if cfg.optimizer == "sgd":
         return without_dynamo(
             lambda: torch.optim.SGD(
@@ -153,11 +152,55 @@ def train_epochs(
     return TrainResult(total / max(samples, 1), steps, samples)
 
 
+def train_cross_entropy(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor,
+    hp: TrainConfig,
+    generator: torch.Generator,
+    after_backward: Callable[[], None] | None = None,
+    device: torch.device | None = None,
+) -> TrainResult:
+    """Plain cross-entropy training of ``model`` on ``x[indices]`` with ``hp``'s epochs,
+    batch size and optimiser: FedAvg's local objective without a client around it (the
+    reference benchmarks and tests compare the clients with), and a frozen encoder's head."""
+    return train_epochs(
+        model,
+        x,
+        y,
+        indices,
+        epochs=hp.local_epochs,
+        batch_size=hp.batch_size,
+        optimizer=make_optimizer(model.parameters(), hp),
+        loss_fn=lambda xb, yb: nn.functional.cross_entropy(model(xb), yb),
+        generator=generator,
+        device=device,
+        after_backward=after_backward,
+    )
+
+
 @torch.no_grad()
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
     """Logits of ``model`` on ``x`` in evaluation mode."""
     model.eval()
     return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
+
+
+def train_head(
+    model: EncoderHeadNet,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    cfg: TrainConfig,
+    generator: torch.Generator,
+    device: torch.device,
+) -> TrainResult:
+    """Train ``model.head`` alone by cross-entropy on ``(x, y)``; the encoder stays frozen,
+    so its features are computed once."""
+    features = predict(model.encoder, x.to(device))
+    labels = y.to(device)
+    indices = torch.arange(len(labels))
+    return train_cross_entropy(model.head, features, labels, indices, cfg, generator, device=device)
 
 
 def evaluate_model(

@@ -6,12 +6,41 @@ macro-F1 (eq. 6)."""
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import numpy as np
-from flwr.common import EvaluateIns, EvaluateRes, Parameters, Scalar
+from flwr.common import EvaluateIns, Parameters, Scalar
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from fedimb.core import payload, protocol
+from fedimb.app.registry import ClientRegistry
+from fedimb.app.run_context import ServerRun
+from fedimb.core import payload, protocol, schema
+from strategies.base.replies import EvaluateFailures, EvaluateReplies
+from strategies.base.round_log import RoundLog
+
+
+class PersonalHost(Protocol):
+    """What :class:`PersonalEvaluation` reads of the strategy it is mixed into (a
+    :class:`strategies.base.BaseStrategy`)."""
+
+    run: ServerRun
+    registry: ClientRegistry
+    round_log: RoundLog
+    ensemble_global_test: bool
+
+    def fit_config(self, server_round: int) -> dict[str, Scalar]: ...
+    def should_evaluate(self, server_round: int) -> bool: ...
+    def trainable_clients(self) -> list[int]: ...
+    def test_client_sets_on_server(self, server_round: int, parameters: Parameters) -> None: ...
+    def clients_must_test_locally(self, server_round: int, parameters: Parameters) -> bool: ...
+    def record_local(self, results: EvaluateReplies) -> None: ...
+    def in_partition_order(
+        self, results: list[tuple[ClientProxy, Any]]
+    ) -> list[tuple[ClientProxy, Any]]: ...
+    def valid_answers(
+        self, reported: dict, name: str, left_out_of: str
+    ) -> dict[int, np.ndarray]: ...
 
 
 class PersonalEvaluation:
@@ -24,15 +53,15 @@ class PersonalEvaluation:
     ensemble_global_test = False
     payloads = protocol.PERSONAL_PAYLOADS
 
-    def payload_sizes(self, num_examples=None):
+    def payload_sizes(self: PersonalHost, num_examples=None):
         """The base sizes and ``num_test``: the global test set the probabilities cover."""
         return {
             **super().payload_sizes(num_examples),
-            "num_test": len(self.run.data.dataset.y_test),
+            schema.NUM_TEST: len(self.run.data.dataset.y_test),
         }
 
     def configure_evaluate(
-        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+        self: PersonalHost, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, EvaluateIns]]:
         """Federated evaluation for ``evaluation.personal`` (and always for methods whose
         global output is an ensemble of personal models): every connected client
@@ -43,20 +72,18 @@ class PersonalEvaluation:
             return super().configure_evaluate(
                 server_round, parameters, client_manager
             )  # the local evaluation
+        self.test_client_sets_on_server(server_round, parameters)
         config = {
             **self.fit_config(server_round),
             protocol.PERSONAL_EVAL: True,
             protocol.RETURN_PROBS: self.ensemble_global_test,
-            protocol.LOCAL_EVAL: self.clients_test_locally(server_round, parameters),
+            protocol.LOCAL_EVAL: self.clients_must_test_locally(server_round, parameters),
         }
         ins = EvaluateIns(parameters, config)
         return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
 
     def aggregate_evaluate(
-        self,
-        server_round: int,
-        results: list[tuple[ClientProxy, EvaluateRes]],
-        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+        self: PersonalHost, server_round: int, results: EvaluateReplies, failures: EvaluateFailures
     ) -> tuple[float | None, dict[str, Scalar]]:
         """T_p, T_r, T_l and T_g (GRP-FED §4.1, eq. 6) from the clients' personal scores,
         and the distributions of the clients' local accuracies."""
@@ -88,7 +115,7 @@ class PersonalEvaluation:
                 self.round_log.test = self.run.score_probabilities(
                     np.mean(list(probs.values()), axis=0)
                 )
-        metrics = {"T_g": self.round_log.test.get("macro_f1")}
+        metrics = {"T_g": self.round_log.test.get(protocol.MACRO_F1)}
         if t_p and t_r:
             tp, tr = float(np.mean(t_p)), float(np.mean(t_r))
             metrics.update(T_p=tp, T_r=tr, T_l=2 * tp * tr / (tp + tr) if tp + tr > 0 else 0.0)

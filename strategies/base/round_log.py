@@ -11,7 +11,7 @@ import numpy as np
 from flwr.common import Scalar
 
 from fedimb.app.phases import summarise_clients
-from fedimb.core import events, payload
+from fedimb.core import events, payload, protocol
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class ClientUpdate:
 
     @property
     def payload(self) -> dict[str, np.ndarray]:
-        """Named arrays the client attached (DESIGN §4.5)."""
+        """Named arrays the client attached (:mod:`fedimb.core.payload`)."""
         return payload.unpack(self.metrics)
 
 
@@ -77,7 +77,11 @@ class RoundLog:
             self.messages.append(message)
 
     def to_record(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"round": self.round, "stage": self.stage, "test": self.test}
+        record: dict[str, Any] = {
+            "round": self.round,
+            protocol.STAGE: self.stage,
+            "test": self.test,
+        }
         if self.round == 0:  # the initial evaluation: nothing was trained
             return record
         record.update(

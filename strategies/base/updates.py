@@ -5,18 +5,17 @@ named payloads), in a fixed order."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from flwr.common import FitRes, Parameters, parameters_to_ndarrays
+from flwr.common import FitRes, parameters_to_ndarrays
 from flwr.server.client_proxy import ClientProxy
 
-from fedimb.app.phases import split_client_timing
-from fedimb.app.registry import ClientFailure
+from fedimb.app.registry import ClientFailure, ClientRegistry
+from fedimb.app.run_context import ServerRun
 from fedimb.core import payload, protocol, schema
-from fedimb.core.models import trainable_indices
-from strategies.base.round_log import ClientUpdate
+from strategies.base.accounting import RoundAccounting
+from strategies.base.round_log import ClientUpdate, RoundLog
 
 #: how every rejection for NaN/Inf values ends, so that they are counted apart (``nonfinite``)
 NONFINITE = schema.NONFINITE
@@ -26,10 +25,6 @@ LOSS_TOLERANCE = 1e-3
 #: the most metrics one fit result may carry, and the longest key or text among them
 MAX_METRICS = 256
 MAX_TEXT = 1024
-
-
-def parameters_nbytes(parameters: Parameters) -> int:
-    return sum(len(t) for t in parameters.tensors)
 
 
 def model_mismatch(
@@ -42,7 +37,10 @@ def model_mismatch(
     shapes = [a.shape for a in arrays]
     expected = [shape for shape, _ in sent]
     if shapes != expected:
-        return f"expected {len(expected)} arrays of shapes {expected[:3]}..., got {len(shapes)} of {shapes[:3]}..."
+        return (
+            f"expected {len(expected)} arrays of shapes {expected[:3]}..., "
+            f"got {len(shapes)} of {shapes[:3]}..."
+        )
     for i, (arr, (_, dtype)) in enumerate(zip(arrays, sent)):
         if arr.dtype != dtype:
             return f"array {i} is {arr.dtype}, the server sent {dtype}"
@@ -50,10 +48,12 @@ def model_mismatch(
             largest = float(np.abs(arr).max())  # NaN if any value is: one pass for both checks
             if not math.isfinite(largest):
                 return f"array {i} {NONFINITE}"
-            if largest > math.sqrt(
-                float(np.finfo(arr.dtype).max)
-            ):  # a norm or a product would be inf
-                return f"array {i} holds values whose square overflows {arr.dtype} (largest magnitude {largest:.3g})"
+            # a norm or a product would be inf
+            if largest > math.sqrt(float(np.finfo(arr.dtype).max)):
+                return (
+                    f"array {i} holds values whose square overflows {arr.dtype} "
+                    f"(largest magnitude {largest:.3g})"
+                )
     return None
 
 
@@ -83,10 +83,41 @@ def positive_metric(res, key: str) -> str | None:
     return None
 
 
-class UpdateChecks:
-    """The base strategy's handling of fit results (a part of :class:`BaseStrategy`)."""
+#: each array's shape and dtype, as sent to a client
+Layout = list[tuple[tuple[int, ...], np.dtype]]
 
-    def accept_updates(self, results, failures) -> list[ClientUpdate]:
+
+class UpdatesHost(Protocol):
+    """What :class:`UpdateChecks` reads of the strategy it is part of (its own methods
+    that call one another are listed too)."""
+
+    run: ServerRun
+    registry: ClientRegistry
+    round_log: RoundLog
+    accounting: RoundAccounting
+    current_weights: list[np.ndarray] | None
+    #: per client, the layout of the model it was sent this round
+    sent_layouts: dict[int, Layout]
+
+    def in_partition_order(
+        self, results: list[tuple[ClientProxy, Any]]
+    ) -> list[tuple[ClientProxy, Any]]: ...
+    def accept_update(self, pid: int | None, res: FitRes) -> ClientUpdate | str: ...
+    def check_update(
+        self, pid: int | None, arrays: list[np.ndarray], res: FitRes
+    ) -> str | None: ...
+    def check_num_examples(self, pid: int, num_examples: Any) -> str | None: ...
+    def training_size(self, pid: int) -> int: ...
+    def check_payloads(
+        self, named: dict[str, np.ndarray], num_examples: int | None = None
+    ) -> str | None: ...
+
+
+class UpdateChecks:
+    """The base strategy's handling of fit results (a part of
+    :class:`strategies.base.BaseStrategy`)."""
+
+    def accept_updates(self: UpdatesHost, results, failures) -> list[ClientUpdate]:
         """Turn Flower results into validated :class:`ClientUpdate` objects. Each reply is
         decoded and checked inside one guard: whatever fails is that client's rejection
         (counted, its cause in one note), never an exception out of the round."""
@@ -118,7 +149,7 @@ class UpdateChecks:
         return updates
 
     def in_partition_order(
-        self, results: list[tuple[ClientProxy, Any]]
+        self: UpdatesHost, results: list[tuple[ClientProxy, Any]]
     ) -> list[tuple[ClientProxy, Any]]:
         """``results`` sorted by partition id. Flower lists replies in the order they
         arrive, which varies from run to run; floating-point sums over clients in a fixed
@@ -130,12 +161,9 @@ class UpdateChecks:
 
         return sorted(results, key=key)
 
-    def accept_update(self, pid: int | None, res: FitRes) -> ClientUpdate | str:
+    def accept_update(self: UpdatesHost, pid: int | None, res: FitRes) -> ClientUpdate | str:
         """One client's reply as an accepted update, or why it is rejected (one line)."""
-        self.round_log.bytes_up += parameters_nbytes(res.parameters) + payload.nbytes(res.metrics)
-        metrics, timing = split_client_timing(dict(res.metrics))
-        if pid is not None:
-            self.round_log.client_timing[int(pid)] = timing  # a rejected client's time counts too
+        metrics = self.accounting.count_received(pid, res)
         try:
             arrays = parameters_to_ndarrays(res.parameters)
         except Exception as err:
@@ -143,14 +171,16 @@ class UpdateChecks:
         problem = self.check_update(pid, arrays, res)
         return problem or ClientUpdate(int(pid), arrays, int(res.num_examples), metrics)
 
-    def check_update(self, pid: int | None, arrays: list[np.ndarray], res: FitRes) -> str | None:
+    def check_update(
+        self: UpdatesHost, pid: int | None, arrays: list[np.ndarray], res: FitRes
+    ) -> str | None:
         """Why an update must not be aggregated, or None if it is acceptable: the model
         the client was sent (shapes and dtypes), finite values, a sample count it can
         have, bounded finite metrics, then the method's named arrays."""
-        if pid is None or pid not in self._sent_models:
+        if pid is None or pid not in self.sent_layouts:
             return "from a client that was not asked to train"
         problem = (
-            model_mismatch(self._sent_models[pid], arrays)
+            model_mismatch(self.sent_layouts[pid], arrays)
             or self.check_num_examples(pid, res.num_examples)
             or metrics_problem(res.metrics)
         )
@@ -162,7 +192,7 @@ class UpdateChecks:
             return f"undecodable payload ({type(err).__name__}: {err})"
         return self.check_payloads(named, res.num_examples)
 
-    def check_reported_loss(self, pid: int, res: FitRes, key: str) -> str | None:
+    def check_reported_loss(self: UpdatesHost, pid: int, res: FitRes, key: str) -> str | None:
         """Why the loss ``key`` a client reports for its weight cannot be used, or None: it
         must be a positive finite number, and where it is the loss of the model the client
         was sent on its own training data (``initial_loss``) and the server holds that data
@@ -175,20 +205,26 @@ class UpdateChecks:
         reported = payload.scalars(res.metrics)[key]
         actual = self.run.client_training_loss(self.current_weights, pid)
         if not math.isclose(reported, actual, rel_tol=LOSS_TOLERANCE):
-            return f"{key} {reported:.6g} is not the loss of the model it was sent on its training data ({actual:.6g})"
+            return (
+                f"{key} {reported:.6g} is not the loss of the model it was sent "
+                f"on its training data ({actual:.6g})"
+            )
         return None
 
-    def check_num_examples(self, pid: int, num_examples) -> str | None:
+    def check_num_examples(self: UpdatesHost, pid: int, num_examples) -> str | None:
         """``num_examples`` must be an integer between 1 and the client's training-set
         size: it weighs the client's update, and the server knows that size."""
         if not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples <= 0:
             return f"num_examples must be a positive integer, got {num_examples!r}"
         most = self.training_size(pid)
         if num_examples > most:
-            return f"num_examples {num_examples:,} exceeds the {most:,} training samples this client holds"
+            return (
+                f"num_examples {num_examples:,} exceeds the {most:,} "
+                "training samples this client holds"
+            )
         return None
 
-    def training_size(self, pid: int) -> int:
+    def training_size(self: UpdatesHost, pid: int) -> int:
         """The most samples client ``pid`` trains on: its partition's size, which the
         server computed itself; for a device with its own data, the size it announced
         when it joined (the server cannot know better). Methods that resample a
@@ -196,80 +232,3 @@ class UpdateChecks:
         if self.registry.has_own_data(pid):
             return int(self.registry.info(pid).num_examples)
         return int(self.run.data.partition.counts[pid].sum())
-
-    def check_payloads(
-        self, named: dict[str, np.ndarray], num_examples: int | None = None
-    ) -> str | None:
-        """Why the named arrays of one fit result must not be read, or None: each checked
-        against the method's declared :attr:`payloads` (``num_examples``: the reply's)."""
-        return schema.check(named, self.payloads, self.payload_sizes(num_examples))
-
-    def check_answer(self, answer, num_examples, names: tuple[str, ...]) -> str | None:
-        """Why the named arrays ``names`` of a client's properties answer (a label histogram,
-        a label distribution) must not be read, or None: checked against the method's
-        declarations like a fit result's (``num_examples``: what the client announced)."""
-        if not isinstance(num_examples, int) or isinstance(num_examples, bool) or num_examples <= 0:
-            return f"num_examples must be a positive integer, got {num_examples!r}"
-        try:
-            named = payload.unpack(answer) if answer is not None else {}
-        except Exception as err:  # not an ndarray_to_bytes encoding
-            return f"undecodable payload ({type(err).__name__}: {err})"
-        specs = [s for s in self.payloads if s.direction == schema.ANSWER and s.name in names]
-        return schema.check(
-            {n: a for n, a in named.items() if n in names},
-            specs,
-            self.payload_sizes(num_examples),
-            schema.ANSWER,
-        )
-
-    def valid_answers(
-        self,
-        reported: dict,
-        name: str,
-        left_out_of: str,
-        plausible: Callable[[int, np.ndarray], str | None] | None = None,
-    ) -> dict[int, np.ndarray]:
-        """The arrays ``name`` that match their declaration, by client (``reported``:
-        client -> (its sample count, the array or its properties answer)), and the
-        method's own test ``plausible`` (client, array -> why not, or None) where given;
-        the other clients are left out of ``left_out_of`` with one note, and counted."""
-        valid, problems = {}, {}
-        for pid, (num_examples, reply) in sorted(reported.items()):
-            try:
-                answer = payload.pack({name: reply}) if isinstance(reply, np.ndarray) else reply
-                problem = self.check_answer(answer, num_examples, (name,))
-                if problem is None and plausible is not None:
-                    problem = plausible(pid, payload.unpack(answer)[name])
-            except Exception as err:  # whatever a crafted answer makes encoding or a check raise
-                problem = f"unreadable answer ({type(err).__name__}: {err})"
-            if problem:
-                problems[pid] = problem
-            else:
-                valid[pid] = payload.unpack(answer)[name]
-        if problems:
-            pid, problem = next(iter(problems.items()))
-            clients = "1 client" if len(problems) == 1 else f"{len(problems)} clients"
-            self.round_log.note(
-                f"{clients} left out of {left_out_of}: {name} invalid (client {pid}: {problem})"
-            )
-            self.round_log.extra["clients_left_out"] = self.round_log.extra.get(
-                "clients_left_out", 0
-            ) + len(problems)
-        return valid
-
-    #: the named arrays the method exchanges (:mod:`fedimb.core.protocol`); any other is rejected
-    payloads: tuple[schema.PayloadSpec, ...] = protocol.BASE_PAYLOADS
-
-    def payload_sizes(self, num_examples: int | None = None) -> dict[str, object]:
-        """The sizes declared payload shapes and bounds refer to, for one reply."""
-        if getattr(self, "_payload_sizes", None) is None:
-            model = self.run.new_model()
-            trainable = trainable_indices(model)
-            initial = self.run.initial_weights()
-            self._payload_sizes = {
-                "num_classes": self.run.num_classes,
-                "max_class": self.run.num_classes - 1,
-                "feature_dim": int(model.feature_dim),
-                "model": [initial[i].shape for i in trainable],
-            }
-        return {**self._payload_sizes, "num_examples": num_examples}

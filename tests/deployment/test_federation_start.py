@@ -8,8 +8,9 @@ import os
 import pytest
 
 from fedimb.cli import processes
+from fedimb.cli.flwr_cli import FlwrCli, flwr_home, online_count
 from fedimb.cli.local_federation import LocalFederation
-from fedimb.cli.processes import FederationError, flwr_home, list_supernodes, online_count
+from fedimb.cli.processes import FederationError
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +31,7 @@ def slow_supernodes(monkeypatch, tmp_path, delay: float) -> None:
 
 def online_nodes(federation: LocalFederation) -> int:
     with flwr_home(federation.address) as (home, connection):
-        return online_count(list_supernodes(connection, home) or [])
+        return online_count(FlwrCli(connection, home).list_supernodes() or [])
 
 
 def test_a_started_federation_has_every_node_connected(tmp_path, monkeypatch, no_leaked_processes):

@@ -145,7 +145,8 @@ def check_against_native(mixed: dict, native: dict, overrides: list[str], label:
     ]
     print(
         f"\n{label}: |accuracy|, relative |loss| differences per round {differences}; "
-        f"arm64 node's peak memory (container) {mixed['container_peak_mb']} MB; arm64 client phases {arm}"
+        f"arm64 node's peak memory (container) {mixed['container_peak_mb']} MB; "
+        f"arm64 client phases {arm}"
     )
 
 

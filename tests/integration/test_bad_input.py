@@ -40,7 +40,7 @@ CASES = [
     (["-m", "seed=0,1", "dropout.p=0.5,2"], "dropout.p must lie in [0, 1], got 2", ""),
     (
         ["method=fedbabu", "method.strategy.finetune_every=0"],
-        "method 'fedbabu': finetune_epochs and finetune_every must be >= 1",
+        "method.strategy.finetune_every must be an integer >= 1, got 0",
         "",
     ),
 ]
@@ -99,15 +99,16 @@ def test_a_superlink_that_does_not_answer_is_named_with_its_setting(tmp_path):
         timeout=120,
     )
     assert one_error_line(result) == (
-        f"fedimb: error: cannot reach the SuperLink at {address} (runtime.address): Connection refused; "
-        f"start one or set runtime.address=HOST:PORT"
+        f"fedimb: error: cannot reach the SuperLink at {address} (runtime.address): "
+        "Connection refused; start one or set runtime.address=HOST:PORT"
     )
     assert not list(tmp_path.rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/running.md"])
 def test_the_documented_bad_input_examples_print_what_the_docs_say(page, tmp_path):
-    """Every ``fedimb ARGS`` prints ``fedimb: error: ...`` example of the page is what the code prints."""
+    """Every ``fedimb ARGS`` prints ``fedimb: error: ...`` example of the page is what the
+    code prints."""
     import re
 
     from tests.conftest import REPO

@@ -17,10 +17,11 @@ import pytest
 from fedimb.app import checkpoint
 from fedimb.app.build import experiment_data
 from fedimb.app.config import compose
-from fedimb.cli.run_folder import RunFolderError, RunRecorder
-from tests.conftest import REPO, run_fedimb
+from fedimb.cli.run_folder import RunRecorder
+from fedimb.cli.run_folder_access import RunFolderError
+from tests.conftest import REPO, SMALL_DIGITS, run_below, run_fedimb
 
-DIGITS = ["dataset=digits", "num_clients=3", "dropout=none", "train.local_epochs=1"]
+DIGITS = [*SMALL_DIGITS, "dropout=none"]
 RUNTIMES = ["in_process", pytest.param("simulation", marks=pytest.mark.slow)]
 
 
@@ -35,18 +36,18 @@ def round_events(run_dir: Path) -> list[dict]:
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_a_client_error_shows_its_type_and_message(runtime, tmp_path):
-    result = run_fedimb(
+    result = run_below(
+        tmp_path,
         *DIGITS,
         "num_rounds=1",
         f"runtime={runtime}",
         "fault.kind=raise",
         "fault.clients=[1]",
-        f"output.root={tmp_path}",
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert re.search(
-        r"    ! client 1 on node \S+: RuntimeError: injected fault: client 1 raises in fit \(round 1\)$",
+        r"    ! client 1 on node \S+: RuntimeError: "
+        r"injected fault: client 1 raises in fit \(round 1\)$",
         result.stdout,
         re.M,
     ), result.stdout
@@ -62,15 +63,14 @@ def test_a_client_error_shows_its_type_and_message(runtime, tmp_path):
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_a_dying_server_names_type_message_and_line(runtime, tmp_path):
-    result = run_fedimb(
+    result = run_below(
+        tmp_path / "out",
         *DIGITS,
         "num_rounds=3",
         f"runtime={runtime}",
         "fault.kind=server",
         "fault.rounds=[2]",
         f"checkpoint.dir={tmp_path / 'checkpoints'}",
-        f"output.root={tmp_path / 'out'}",
-        timeout=300,
     )
     assert result.returncode == 2, result.stderr[-2000:]
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]
@@ -253,13 +253,7 @@ def test_a_checkpointed_round_the_front_end_never_received_comes_back_on_resume(
     ]
     events.write_text("".join(f"{line}\n" for line in lines if line != lost))
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "fedimb", "resume", str(run_dir), "fault.kind=none"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    resumed = run_fedimb("resume", str(run_dir), "fault.kind=none", timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert [
         line.split("|")[0].strip()

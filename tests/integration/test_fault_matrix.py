@@ -23,7 +23,8 @@ from benchmarks.faults import (
 )
 from tests.integration.matrix_federation import MatrixFederation
 
-#: short round timeouts where rounds are short; a deployed round takes up to 25 s on a busy 2-core machine
+#: short round timeouts where rounds are short; a deployed round takes up to 25 s on a busy
+#: 2-core machine
 TIMINGS = {
     "in_process": Timing(round_timeout=5, hang=8),
     "simulation": Timing(round_timeout=30, hang=40),

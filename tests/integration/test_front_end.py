@@ -138,7 +138,8 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
         (f"s{i}", methods, with_rounds(smoke, 2))
         for i, (smoke, methods) in enumerate(groups.items())
     ]
-    streams = [  # about equally long (measured: the normalised sweep takes as long as the named ones)
+    # about equally long (measured: the normalised sweep takes as long as the named ones)
+    streams = [
         [("a", stateful[:half], ["num_rounds=2"]), *named],
         [
             ("normalized", NORMALIZED, ["num_rounds=2", "normalize=latent_cosine"]),

@@ -7,20 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import run_fedimb
+from tests.conftest import run_small
 
 
 def test_in_process_run_writes_the_run_folder_and_keeps_server_logs_off_the_console(tmp_path):
-    result = run_fedimb(
-        "runtime=in_process",
-        "method=scaffold",
-        "dataset=digits",
-        "num_clients=3",
-        "num_rounds=2",
-        "train.local_epochs=1",
-        f"output.root={tmp_path}",
-        timeout=300,
-    )
+    result = run_small(tmp_path, "method=scaffold", "num_rounds=2")
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -40,17 +31,7 @@ def test_in_process_run_writes_the_run_folder_and_keeps_server_logs_off_the_cons
 def test_in_process_run_rejects_and_counts_bad_updates(tmp_path):
     # a learning rate that overflows every client's update: all three are rejected and counted, the
     # global model stays as it was, and a run in which no client trained does not report success
-    result = run_fedimb(
-        "runtime=in_process",
-        "dataset=digits",
-        "num_clients=3",
-        "num_rounds=1",
-        "dropout=none",
-        "train.local_epochs=1",
-        "train.lr=1e30",
-        f"output.root={tmp_path}",
-        timeout=300,
-    )
+    result = run_small(tmp_path, "num_rounds=1", "dropout=none", "train.lr=1e30")
     assert result.returncode == 2, result.stderr[-3000:]
     assert (
         "no client trained in any round: update of client 0 rejected: array 0 holds NaN or Inf"

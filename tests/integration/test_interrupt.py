@@ -60,7 +60,8 @@ def test_a_stopped_in_process_run_says_how_to_resume_it(tmp_path, signum, code):
     assert len(lines) == 1, result.stderr
     run_dir = the_run_folder(tmp_path)
     assert re.fullmatch(
-        rf"fedimb: interrupted after round \d+ of 100000; continue with: fedimb resume {re.escape(str(run_dir))}",
+        r"fedimb: interrupted after round \d+ of 100000; "
+        rf"continue with: fedimb resume {re.escape(str(run_dir))}",
         lines[0],
     ), lines[0]
 
@@ -72,7 +73,8 @@ def test_without_checkpoints_an_interrupted_run_says_there_is_nothing_to_resume(
     assert result.returncode == 130
     assert len(lines) == 1, result.stderr
     assert re.fullmatch(
-        r"fedimb: interrupted after round \d+ of 100000; nothing to resume \(checkpoint.enabled=false\)",
+        r"fedimb: interrupted after round \d+ of 100000; "
+        r"nothing to resume \(checkpoint.enabled=false\)",
         lines[0],
     )
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_fedimb
+from tests.conftest import run_below
 
 DIGITS = ["dataset=digits", "num_clients=2", "num_rounds=1", "dropout=none", "train.local_epochs=1"]
 
@@ -16,13 +16,8 @@ DIGITS = ["dataset=digits", "num_clients=2", "num_rounds=1", "dropout=none", "tr
     "runtime", ["in_process", pytest.param("simulation", marks=pytest.mark.slow)]
 )
 def test_a_run_in_which_every_client_fails_is_a_failed_run(runtime, tmp_path):
-    result = run_fedimb(
-        *DIGITS,
-        f"runtime={runtime}",
-        "fault.kind=raise",
-        "fault.clients=[0,1]",
-        f"output.root={tmp_path}",
-        timeout=300,
+    result = run_below(
+        tmp_path, *DIGITS, f"runtime={runtime}", "fault.kind=raise", "fault.clients=[0,1]"
     )
     assert result.returncode == 2, result.stdout[-2000:]
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]

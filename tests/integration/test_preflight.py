@@ -14,7 +14,7 @@ from fedimb.app.build import experiment_data
 from fedimb.app.config import compose
 from fedimb.cli import preflight
 from fedimb.core.errors import ConfigError
-from tests.conftest import run_fedimb
+from tests.conftest import run_below
 
 DIGITS = ["dataset=digits", "dropout=none", "num_rounds=1", "train.local_epochs=1"]
 
@@ -44,7 +44,7 @@ def test_cuda_without_a_device_names_what_torch_sees(monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
 def test_cuda_without_a_device_stops_the_front_end_before_flower(tmp_path):
-    result = run_fedimb(*DIGITS, "device=cuda", f"output.root={tmp_path}", timeout=120)
+    result = run_below(tmp_path, *DIGITS, "device=cuda", timeout=120)
     one_line_error(result, "device=cuda", "sees no CUDA device", torch.__version__)
     started = [
         p.name
@@ -81,13 +81,8 @@ def test_clients_without_training_samples_are_counted_and_named():
 
 
 def test_empty_clients_stop_the_front_end(tmp_path):
-    result = run_fedimb(
-        *DIGITS,
-        "partition=iid",
-        "num_clients=1500",
-        "runtime=in_process",
-        f"output.root={tmp_path}",
-        timeout=120,
+    result = run_below(
+        tmp_path, *DIGITS, "partition=iid", "num_clients=1500", "runtime=in_process", timeout=120
     )
     one_line_error(result, "leaves 63 of 1500 clients without training samples")
 
@@ -97,17 +92,9 @@ def test_allowed_empty_clients_are_never_sampled(tmp_path):
     partition.write_text(
         json.dumps({"clients": [list(range(0, 300)), [], list(range(300, 700)), []]})
     )
-    result = run_fedimb(
-        *DIGITS,
-        "num_rounds=2",
-        "num_clients=4",
-        "partition=file",
-        f"partition.path={partition}",
-        "partition.allow_empty_clients=true",
-        "runtime=in_process",
-        f"output.root={tmp_path / 'out'}",
-        timeout=300,
-    )
+    from_file = [*DIGITS, "num_clients=4", "partition=file", f"partition.path={partition}"]
+    allowed = [*from_file, "partition.allow_empty_clients=true"]
+    result = run_below(tmp_path / "out", *allowed, "num_rounds=2", "runtime=in_process")
     assert result.returncode == 0, result.stderr[-2000:]
     events = [
         json.loads(line)
@@ -117,14 +104,7 @@ def test_allowed_empty_clients_are_never_sampled(tmp_path):
     assert [r["clients"]["sampled"] for r in rounds] == [2, 2]
     assert all(r["clients"]["rejected"] == 0 and r["clients"]["errors"] == 0 for r in rounds)
 
-    refused = run_fedimb(
-        *DIGITS,
-        "num_clients=4",
-        "partition=file",
-        f"partition.path={partition}",
-        f"output.root={tmp_path / 'refused'}",
-        timeout=120,
-    )
+    refused = run_below(tmp_path / "refused", *from_file, timeout=120)
     one_line_error(refused, "client 1 has no samples", "allow_empty_clients=true")
 
 
@@ -168,13 +148,13 @@ def test_more_clients_than_supernodes_is_refused(tmp_path):
 
 
 class FakeFederation:
-    """``list_supernodes`` and a clock for :func:`preflight.check_supernodes`: the number
-    of online nodes at each count, in seconds that pass only when the check sleeps."""
+    """``FlwrCli.list_supernodes`` and a clock for :func:`preflight.check_supernodes`: the
+    number of online nodes at each count, in seconds that pass only when the check sleeps."""
 
     def __init__(self, online_per_poll: list[int], known: int):
         self.online_per_poll, self.known, self.now, self.polls = online_per_poll, known, 0.0, 0
 
-    def list_supernodes(self, connection, home):
+    def list_supernodes(self):
         online = self.online_per_poll[min(self.polls, len(self.online_per_poll) - 1)]
         self.polls += 1
         return [{"status": "online" if i < online else "offline"} for i in range(self.known)]
@@ -188,7 +168,7 @@ class FakeFederation:
 
 def waiting_check(monkeypatch, fake: FakeFederation, *overrides: str) -> list[str]:
     """Run the SuperNode check (num_clients=3) against ``fake``; the lines it printed."""
-    monkeypatch.setattr(preflight, "list_supernodes", fake.list_supernodes)
+    monkeypatch.setattr(preflight.FlwrCli, "list_supernodes", lambda cli: fake.list_supernodes())
     monkeypatch.setattr(preflight, "time", fake)
     lines: list[str] = []
     preflight.check_supernodes(

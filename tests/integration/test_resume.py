@@ -5,13 +5,12 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.conftest import REPO, finish_fedimb, start_fedimb
+from tests.conftest import finish_fedimb, run_fedimb, start_fedimb
 
 pytestmark = pytest.mark.slow
 
@@ -56,13 +55,7 @@ def test_server_killed_mid_run_resumes_with_identical_results(
     run_dir = Path(result.stderr.strip().split("fedimb resume ")[-1])
     assert not json.loads((run_dir / "summary.json").read_text())["completed"]
 
-    resumed = subprocess.run(
-        [sys.executable, "-m", "fedimb", "resume", str(run_dir)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    resumed = run_fedimb("resume", str(run_dir), timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "[fedimb] resuming after round 2" in resumed.stdout
     assert [

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from fedimb.cli.processes import flower_env, free_port
-from tests.conftest import REPO
+from tests.conftest import REPO, run_fedimb
 
 
 def wait_for(condition, timeout: float, what: str):
@@ -134,13 +134,7 @@ def test_a_worker_deaf_to_sigint_still_ends_with_its_node(tmp_path):
 
 
 def test_supernode_help_prints_only_the_help():
-    result = subprocess.run(
-        [sys.executable, "-m", "fedimb", "supernode", "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_fedimb("supernode", "--help", timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: fedimb supernode"), result.stdout[:300]
     assert "INFO" not in result.stdout + result.stderr

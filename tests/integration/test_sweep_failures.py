@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import run_fedimb
+from tests.conftest import run_small
 
 
 def test_a_failed_job_does_not_stop_the_sweep(tmp_path):
     # job 0's learning rate overflows every update, so no client trains and that run fails;
     # job 1 must still run, and the sweep's end must count one completed and one failed run
-    result = run_fedimb(
-        "-m",
-        "train.lr=1e30,0.05",
-        "runtime=in_process",
-        "dataset=digits",
-        "num_clients=3",
-        "num_rounds=1",
-        "dropout=none",
-        "train.local_epochs=1",
-        f"output.root={tmp_path}",
-        timeout=600,
+    result = run_small(
+        tmp_path, "-m", "train.lr=1e30,0.05", "num_rounds=1", "dropout=none", timeout=600
     )
     assert result.returncode == 1, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]

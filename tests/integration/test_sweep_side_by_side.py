@@ -7,25 +7,16 @@ import json
 import re
 from pathlib import Path
 
-from tests.conftest import run_fedimb
+from tests.conftest import run_small
+
+#: a sweep's jobs two at a time, each in a worker process of its own
+SIDE_BY_SIDE = ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
 
 
 def test_two_jobs_side_by_side_write_their_run_folders_and_the_sweep_ends_with_its_folder(
     tmp_path, no_leaked_processes
 ):
-    result = run_fedimb(
-        "-m",
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        "method=fedavg,fedprox",
-        "runtime=in_process",
-        "dataset=digits",
-        "num_clients=3",
-        "num_rounds=1",
-        "train.local_epochs=1",
-        f"output.root={tmp_path}",
-        timeout=300,
-    )
+    result = run_small(tmp_path, "-m", *SIDE_BY_SIDE, "method=fedavg,fedprox", "num_rounds=1")
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.strip().splitlines()
     sweep = next((tmp_path / "multirun").glob("*/*"))

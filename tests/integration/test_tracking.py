@@ -17,15 +17,13 @@ from fedimb.cli import tracking
 from fedimb.cli.launch import run_experiment
 from fedimb.cli.run_files import read_metrics_csv
 from fedimb.core.errors import ConfigError
-from tests.conftest import run_fedimb
+from tests.conftest import SMALL_DIGITS, run_below
 
 RUN = [
     "runtime=in_process",
-    "dataset=digits",
-    "num_clients=3",
+    *SMALL_DIGITS,
     "num_rounds=2",
     "dropout=none",
-    "train.local_epochs=1",
     "seed=1",
     "checkpoint.enabled=false",
 ]
@@ -132,14 +130,8 @@ def test_mlflow_nests_a_sweeps_jobs_under_one_parent_run(tmp_path):
     needs("mlflow")
     from mlflow.tracking import MlflowClient
 
-    result = run_fedimb(
-        "-m",
-        *RUN[:-2],
-        "seed=0,1",
-        "checkpoint.enabled=false",
-        "tracking=mlflow",
-        f"output.root={tmp_path}",
-        timeout=300,
+    result = run_below(
+        tmp_path, "-m", *RUN[:-2], "seed=0,1", "checkpoint.enabled=false", "tracking=mlflow"
     )
     assert result.returncode == 0, result.stderr[-2000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -178,13 +170,8 @@ def test_a_simulation_run_is_tracked_through_the_same_stream(tmp_path):
     from mlflow.tracking import MlflowClient
 
     settings = [o for o in RUN[1:] if not o.startswith("num_rounds=")]
-    result = run_fedimb(
-        "runtime=simulation",
-        *settings,
-        "num_rounds=1",
-        "tracking=mlflow",
-        f"output.root={tmp_path}",
-        timeout=400,
+    result = run_below(
+        tmp_path, "runtime=simulation", *settings, "num_rounds=1", "tracking=mlflow", timeout=400
     )
     assert result.returncode == 0, result.stderr[-2000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])

@@ -164,7 +164,8 @@ def test_loss_power_weights_hand_values():
 def test_qffl_with_q_zero_is_fedavg_of_equal_weights():
     g = [np.zeros(2)]
     locals_ = [[np.array([1.0, 0.0])], [np.array([0.0, 2.0])]]
-    # q = 0: h_k = L, update = sum(delta_k) / (K L) = mean(w - w_k): plain average of the local models
+    # q = 0: h_k = L, update = sum(delta_k) / (K L) = mean(w - w_k): plain average of the
+    # local models
     out = qffl_update(g, locals_, [0.5, 2.0], q=0.0, lr=0.1)
     np.testing.assert_allclose(out[0], [0.5, 1.0])
 

@@ -3,13 +3,17 @@ setting has one source (its YAML)."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+import re
+from pathlib import Path
 
 import pytest
 import yaml
 
 from fedimb.app.components import import_class
 from fedimb.app.config import CONF_DIR
+from fedimb.core import protocol
 from tests.imports import DOC, LAYERS, document, layer_of, modules, static_imports
 
 IMPORTS = {module: static_imports(path) for module, path in modules().items()}
@@ -26,18 +30,77 @@ def test_imports_run_only_downwards(module):
     assert upward == [], f"{module} imports from a higher layer"
 
 
+def _may_import(module: str, imported: str) -> bool:
+    """A method module imports its own half's base, and a strategy also the client module
+    of its own name (where the method's keys and payloads are declared); nothing else of
+    ``strategies`` or ``clients``."""
+    own, name = module.split(".")[0], module.split(".")[1]
+    if imported.startswith(own + ".base") or imported == own:
+        return True
+    return own == "strategies" and imported in (f"clients.{name}", "clients.base", "clients")
+
+
 @pytest.mark.parametrize(
     "module", sorted(m for m in IMPORTS if m.startswith(("strategies.", "clients.")))
 )
 def test_methods_import_no_other_method(module):
-    own = module.split(".")[0]
-    other = {"strategies": "clients", "clients": "strategies"}[own]
     wrong = sorted(
         m
         for m in IMPORTS[module]
-        if m.startswith(other) or (m.startswith(own + ".") and not m.startswith(own + ".base"))
+        if m.startswith(("strategies", "clients")) and not _may_import(module, m)
     )
     assert wrong == [], f"{module} imports another method's module"
+
+
+def _import_cycles() -> list[list[str]]:
+    """Strongly connected groups of modules (Tarjan); an import of a package from one of its
+    own modules is not an edge (the package's ``__init__`` re-exports them)."""
+    graph = {
+        m: sorted(i for i in IMPORTS[m] if i != m and not m.startswith(i + ".")) for m in IMPORTS
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, []):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_circles():
+    assert _import_cycles() == [], "modules that import each other in a circle"
+
+
+SOURCE_LIMIT = 300
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTS))
+def test_modules_stay_small(module):
+    lines = len(modules()[module].read_text().splitlines())
+    assert lines <= SOURCE_LIMIT, (
+        f"{module} has {lines} lines (at most {SOURCE_LIMIT}): split it by job"
+    )
 
 
 METHOD_FILES = sorted((CONF_DIR / "method").glob("*.yaml"))
@@ -60,3 +123,89 @@ def test_the_architecture_document_matches_the_code():
     assert DOC.read_text() == document(), (
         "docs/architecture.md is out of date: run python -m tests.imports"
     )
+
+
+def _method_yaml(path):
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _is_variant(data: dict) -> bool:
+    """A variant (``astraea_aug``) composes another method's YAML and names no class."""
+    return bool(data.get("defaults")) and not any(
+        isinstance(data.get(half), dict) and "_target_" in data[half]
+        for half in ("strategy", "client")
+    )
+
+
+METHODS = [p for p in METHOD_FILES if not _is_variant(_method_yaml(p))]
+
+
+@pytest.mark.parametrize("path", METHODS, ids=[p.stem for p in METHODS])
+def test_a_method_is_found_by_its_name(path):
+    """``ls clients strategies`` shows every method: each class its YAML names lives in
+    the module of the method's name (a client-only method may leave its strategy out)."""
+    data = _method_yaml(path)
+    name = path.stem
+    assert f"clients.{name}" in IMPORTS, f"method {name} has no clients/{name}.py"
+    for half in ("strategy", "client"):
+        target = (data.get(half) or {}).get("_target_")
+        if target is None:
+            assert half == "strategy", f"{path.name} names no client class"
+            continue
+        module = target.rsplit(".", 1)[0]
+        expected = f"{'strategies' if half == 'strategy' else 'clients'}.{name}"
+        assert module == expected, f"{path.name}: {half} {target} is not in {expected}"
+
+
+def _literals(path) -> set[str]:
+    """The key-like string literals of a module, docstrings and attribute names left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and ast.get_docstring(node, clean=False) is not None
+    }
+    # attribute names (the strategy state a checkpoint keeps) are names, not keys
+    docstrings |= {
+        id(constant)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", None) == "checkpoint_attributes" for t in node.targets)
+        for constant in ast.walk(node.value)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and KEY_LIKE.fullmatch(node.value)
+    }
+
+
+KEY_LIKE = re.compile(r"[a-z][a-z0-9_]{2,}[._]?")
+METHOD_MODULES = {m: p for m, p in modules().items() if m.startswith(("strategies", "clients"))}
+LITERALS = {m: _literals(p) for m, p in METHOD_MODULES.items()}
+PROTOCOL_KEYS = {
+    node.value.value
+    for node in ast.parse(Path(protocol.__file__).read_text()).body
+    if isinstance(node, ast.Assign)
+    and isinstance(node.value, ast.Constant)
+    and isinstance(node.value.value, str)
+}
+
+
+@pytest.mark.parametrize("module", sorted(METHOD_MODULES))
+def test_protocol_keys_are_named_not_written(module):
+    """A key the protocol defines is used through its constant, never retyped."""
+    retyped = sorted(LITERALS[module] & PROTOCOL_KEYS)
+    assert retyped == [], f"{module} writes protocol keys as literals: use fedimb.core.protocol"
+
+
+def test_no_key_is_written_in_both_halves():
+    """An instruction or payload key both halves use is defined once, in the method's client
+    module or in the protocol, and imported by the other half."""
+    server = set().union(*(v for m, v in LITERALS.items() if m.startswith("strategies")))
+    client = set().union(*(v for m, v in LITERALS.items() if m.startswith("clients")))
+    assert sorted(server & client) == []

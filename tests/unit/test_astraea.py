@@ -136,7 +136,8 @@ def test_sync_round_averages_mediators_by_sample_count():
     )
     extra = record["extra"]
     assert extra["sync_round"] == 1 and extra["step"] == 2
-    # client traffic: 2|w| per chain step (plus config bytes); the paper's formula adds the mediator links
+    # client traffic: 2|w| per chain step (plus config bytes); the paper's formula adds the
+    # mediator links
     c = 6
     assert extra["paper_sync_bytes"] == 2 * s.model_bytes * (2 + c)
     assert 2 * s.model_bytes * c <= extra["sync_bytes"] < extra["paper_sync_bytes"]

@@ -46,7 +46,8 @@ def test_zscore_plan_balanced_and_thresholds():
 
 
 def test_schedule_mediators_pairs_complementary_clients():
-    # clients 0,1 hold class 0; 2,3 hold class 1: the best partner of 0 is 2 (lowest index among ties)
+    # clients 0,1 hold class 0; 2,3 hold class 1: the best partner of 0 is 2 (lowest index
+    # among ties)
     counts = np.array([[10, 0], [10, 0], [0, 10], [0, 10]])
     assert schedule_mediators(counts, gamma=2) == [[0, 2], [1, 3]]
 

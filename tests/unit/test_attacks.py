@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from benchmarks.attacks import ROWS, Cell, RunSummary, judge, summarise
 from fedimb.app import attacks, config, faults
+from fedimb.app.faulty_clients import AttackingClient
 from fedimb.core import events, payload, protocol
 from fedimb.core.errors import ConfigError
 
@@ -207,7 +208,7 @@ def test_inject_wraps_the_attacker_only_and_attacks_only_its_rounds():
     cfg = fault_cfg(kind="sign_flip", rounds=[2])
     assert isinstance(faults.inject(cfg, 0, Honest()), Honest)
     client = faults.inject(cfg, 1, Honest())
-    assert isinstance(client, attacks.AttackingClient) and client.scale == 10.0
+    assert isinstance(client, AttackingClient) and client.scale == 10.0
     assert np.all(client.fit(RECEIVED, {protocol.SERVER_ROUND: 1})[0][0] == 2.0)
     assert np.all(client.fit(RECEIVED, {protocol.SERVER_ROUND: 2})[0][0] == -9.0)
     with pytest.raises(RuntimeError, match=events.TAG):

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
 from fedimb.app import config
-from fedimb.app.in_process import OK, InProcessNode
+from fedimb.app.in_process import InProcessNode
 from fedimb.app.run_context import ServerRun
 from fedimb.core.dropout import Availability
 from strategies.fedavg import FedAvgStrategy
+from tests.strategy_rounds import fit_result
 
 
 def make_strategy(*overrides: str, num_clients: int = 4):
@@ -24,15 +25,6 @@ def make_strategy(*overrides: str, num_clients: int = 4):
         manager.register(node)
     strategy.begin_round(1)
     return strategy, manager, nodes
-
-
-def result(arrays, n=10):
-    return FitRes(
-        status=OK,
-        parameters=ndarrays_to_parameters(arrays),
-        num_examples=n,
-        metrics={"train_loss": 1.0},
-    )
 
 
 def test_discovery_maps_nodes_to_partitions_and_sends_training_settings():
@@ -129,7 +121,7 @@ def test_fedavg_weights_by_sample_count():
     ones = [np.ones_like(a) for a in base]
     threes = [np.full_like(a, 3.0) for a in base]
     new, metrics = strategy.aggregate_fit(
-        1, [(nodes[0], result(ones, 1)), (nodes[1], result(threes, 3))], []
+        1, [(nodes[0], fit_result(ones, 1)), (nodes[1], fit_result(threes, 3))], []
     )
     merged = parameters_to_ndarrays(new)
     assert all(np.allclose(m, 2.5) for m in merged)  # (1*1 + 3*3) / 4
@@ -145,7 +137,7 @@ def test_updates_are_aggregated_in_partition_order_whatever_order_they_arrive_in
     params = strategy.initialize_parameters(manager)
     strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
     base = parameters_to_ndarrays(params)
-    arrived = [(nodes[pid], result([a + pid for a in base], n=pid + 1)) for pid in (2, 0, 3, 1)]
+    arrived = [(nodes[pid], fit_result([a + pid for a in base], n=pid + 1)) for pid in (2, 0, 3, 1)]
     updates = strategy.accept_updates(arrived, [])
     assert [u.partition_id for u in updates] == [0, 1, 2, 3]
     assert [u.num_examples for u in updates] == [1, 2, 3, 4]
@@ -164,10 +156,10 @@ def test_nan_and_wrong_shape_updates_are_rejected_and_do_not_touch_the_model():
     wrong_shape = [a.copy() for a in base]
     wrong_shape[0] = np.zeros((3, 3), dtype=np.float32)
     results = [
-        (nodes[0], result(good)),
-        (nodes[1], result(nan)),
-        (nodes[2], result(inf)),
-        (nodes[3], result(wrong_shape)),
+        (nodes[0], fit_result(good)),
+        (nodes[1], fit_result(nan)),
+        (nodes[2], fit_result(inf)),
+        (nodes[3], fit_result(wrong_shape)),
     ]
     new, _ = strategy.aggregate_fit(1, results, [RuntimeError("node crashed")])
     assert all(np.array_equal(m, g) for m, g in zip(parameters_to_ndarrays(new), good))
@@ -181,7 +173,7 @@ def test_no_acceptable_update_keeps_the_global_model():
     params = strategy.initialize_parameters(manager)
     strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
     bad = [np.full_like(a, np.nan) for a in parameters_to_ndarrays(params)]
-    new, _ = strategy.aggregate_fit(1, [(nodes[0], result(bad))], [])
+    new, _ = strategy.aggregate_fit(1, [(nodes[0], fit_result(bad))], [])
     assert new is None
     assert strategy.round_log.rejected == 1
 
@@ -190,7 +182,7 @@ def test_update_from_a_client_not_asked_is_rejected():
     strategy, manager, nodes = make_strategy("dropout.p=0.0")
     params = strategy.initialize_parameters(manager)
     assert strategy.configure_fit(server_round=1, parameters=params, client_manager=manager) == []
-    new, _ = strategy.aggregate_fit(1, [(nodes[0], result(parameters_to_ndarrays(params)))], [])
+    new, _ = strategy.aggregate_fit(1, [(nodes[0], fit_result(parameters_to_ndarrays(params)))], [])
     assert new is None and strategy.round_log.rejected == 1
 
 
@@ -220,21 +212,17 @@ def make_qffl(update: str):
     return strategy, nodes, parameters_to_ndarrays(params)
 
 
-def loss_result(arrays, initial_loss):
-    return FitRes(
-        status=OK,
-        parameters=ndarrays_to_parameters(arrays),
-        num_examples=10,
-        metrics={"train_loss": 1.0, "initial_loss": initial_loss},
-    )
-
-
 def test_qffl_loss_power_weights_models_by_loss_to_the_q():
     strategy, nodes, base = make_qffl("loss_power")
     ones = [np.ones_like(a) for a in base]
     fours = [np.full_like(a, 4.0) for a in base]
     new, _ = strategy.aggregate_fit(
-        1, [(nodes[0], loss_result(ones, 1.0)), (nodes[1], loss_result(fours, 2.0))], []
+        1,
+        [
+            (nodes[0], fit_result(ones, initial_loss=1.0)),
+            (nodes[1], fit_result(fours, initial_loss=2.0)),
+        ],
+        [],
     )
     assert all(np.allclose(m, 3.0) for m in parameters_to_ndarrays(new))  # (1*1 + 2*4) / 3
 
@@ -246,7 +234,12 @@ def test_qffl_qfedavg_follows_algorithm_2_and_bad_update_names_fail():
     strategy, nodes, base = make_qffl("qfedavg")
     locals_ = [[a - 0.1 for a in base], [a + 0.2 for a in base]]
     new, _ = strategy.aggregate_fit(
-        1, [(nodes[0], loss_result(locals_[0], 1.0)), (nodes[1], loss_result(locals_[1], 2.0))], []
+        1,
+        [
+            (nodes[0], fit_result(locals_[0], initial_loss=1.0)),
+            (nodes[1], fit_result(locals_[1], initial_loss=2.0)),
+        ],
+        [],
     )
     expected = qffl_update(base, locals_, [1.0, 2.0], q=1.0, lr=0.01)
     assert all(np.allclose(m, e, atol=1e-6) for m, e in zip(parameters_to_ndarrays(new), expected))

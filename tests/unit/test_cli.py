@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import subprocess
 import sys
 
@@ -13,18 +12,11 @@ from fedimb.app.config import GROUPS, LIST_NAMES, group_choices
 from fedimb.cli.commands import SUBCOMMANDS
 from fedimb.cli.listing import describe, listing
 from fedimb.cli.main import hydra_options_and_overrides
-from tests.conftest import REPO
+from tests.conftest import REPO, run_fedimb
 
 
 def fedimb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "fedimb", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
+    return run_fedimb(*args, env=env, timeout=120)
 
 
 @pytest.mark.parametrize("flag", ["--help", "-h"])
@@ -75,7 +67,9 @@ def test_every_group_lists_every_choice_with_a_description(group):
 def test_a_description_is_the_key_else_the_leading_comment_else_the_name_comment(tmp_path):
     cases = {
         "key": "# not this\ndescription: What it is. More.\nname: x  # nor this\n",
-        "leading": "# @package _global_\n# What it is (Fig. 3, et al. 2020). More\n# text.\nname: x\n",
+        "leading": (
+            "# @package _global_\n# What it is (Fig. 3, et al. 2020). More\n# text.\nname: x\n"
+        ),
         "name": "name: x     # What it is\nother: 1   # not this\n",
         "none": "name: x\n",
     }
@@ -91,8 +85,8 @@ def test_fedimb_list_refuses_an_unknown_group_in_one_line():
     result = fedimb("list", "nosuch")
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"fedimb: error: fedimb list takes one of {', '.join(list(LIST_NAMES.values())[:-1])} or experiments, "
-        f"got 'nosuch'"
+        f"fedimb: error: fedimb list takes one of {', '.join(list(LIST_NAMES.values())[:-1])} "
+        "or experiments, got 'nosuch'"
     )
 
 

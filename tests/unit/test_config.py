@@ -119,7 +119,8 @@ def test_a_misspelt_option_gets_the_nearest_names(group, typo, meant):
 def test_a_long_group_points_to_fedimb_list_instead_of_listing_every_name():
     count = len(config.group_choices("method"))
     assert compose_error(["method=fedavgg"]) == (
-        f"unknown method 'fedavgg'; did you mean fedavg, fedavgm or perfedavg? (fedimb list methods shows all {count})"
+        "unknown method 'fedavgg'; did you mean fedavg, fedavgm or perfedavg? "
+        f"(fedimb list methods shows all {count})"
     )
     assert (
         compose_error(["method=nosuch"])
@@ -150,7 +151,8 @@ def test_plus_adds_only_groups_declared_keys_and_hydras_own(override):
 
 def test_an_unknown_key_names_the_nearest_ones():
     assert compose_error(["partition.alpah=0.1"]) == (
-        "unknown key 'partition.alpah'; did you mean partition.alpha, partition.path or partition.tau?"
+        "unknown key 'partition.alpah'; "
+        "did you mean partition.alpha, partition.path or partition.tau?"
     )
     assert compose_error(["nosuchkey=1"]).startswith(
         "unknown key 'nosuchkey' (fedimb --cfg job prints every key"
@@ -159,7 +161,8 @@ def test_an_unknown_key_names_the_nearest_ones():
 
 def test_a_key_of_another_option_names_the_options_that_have_it():
     assert compose_error(["partition.alpha=-1"]) == (
-        "partition=pathological has no alpha; use partition=dirichlet (or dir01, dir05, longtail) partition.alpha=-1"
+        "partition=pathological has no alpha; "
+        "use partition=dirichlet (or dir01, dir05, longtail) partition.alpha=-1"
     )
     assert compose_error(["partition=c2", "partition.alpha=0.3"]).startswith(
         "partition=c2 has no alpha; "
@@ -237,7 +240,7 @@ def test_from_run_config_encoded_is_validated(default_cfg):
 
 
 def test_ray_address_reaches_the_simulation_as_ray_address(tmp_path, monkeypatch):
-    from fedimb.cli.launch import simulation_env
+    from fedimb.cli.flower_run import simulation_env
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no cluster recorded by a `ray start`

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from fedimb.app.in_process import InProcessFederation
-from fedimb.core.aggregate import contribution_factors, weighted_average
+from fedimb.core.aggregate import weighted_average
+from fedimb.core.contribution import contribution_factors
 
 
 def test_identical_latents_give_equal_factors():

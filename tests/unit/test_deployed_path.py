@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from fedimb.app.prompt_grid import PromptGrid
-from fedimb.cli.node_worker import supernode_main
+from fedimb.cli.supernode import supernode_main
 from fedimb.core.errors import ConfigError
 
 
@@ -78,7 +78,7 @@ def test_the_node_worker_goes_on_when_its_runtime_api_fails(capsys):
 
 
 def test_the_worker_serves_the_port_flower_supernode_takes():
-    from fedimb.cli.node_worker import _option
+    from fedimb.cli.supernode import _option
 
     # the edge image's entry point names --port 9094; a user's later --port wins, as in argparse
     assert (

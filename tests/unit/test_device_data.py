@@ -122,11 +122,14 @@ def test_nodes_with_their_own_data_get_free_client_ids_and_keep_them(monkeypatch
 
 
 def test_failure_reasons_are_short_and_name_the_cause():
-    from fedimb.app.registry import _reason
+    from fedimb.app.failure_reasons import describe_failure
 
-    wrap = "Message contains an Error (reason: {}). It originated during client-side execution of a message."
+    wrap = (
+        "Message contains an Error (reason: {}). "
+        "It originated during client-side execution of a message."
+    )
     assert (
-        _reason(
+        describe_failure(
             ValueError(
                 wrap.format("<class 'fedimb.core.errors.ConfigError'>:<'device data x.npz is bad'>")
             )
@@ -134,18 +137,20 @@ def test_failure_reasons_are_short_and_name_the_cause():
         == "ConfigError: device data x.npz is bad"
     )
     assert (
-        _reason(ValueError(wrap.format("Error: Node Unavailable - no heartbeat")))
+        describe_failure(ValueError(wrap.format("Error: Node Unavailable - no heartbeat")))
         == "Error: Node Unavailable - no heartbeat"
     )
-    assert "round timeout" in _reason(ValueError("Expected one Message but got: 0"))
-    assert _reason(KeyError("x")) == "KeyError: 'x'"
+    assert "round timeout" in describe_failure(ValueError("Expected one Message but got: 0"))
+    assert describe_failure(KeyError("x")) == "KeyError: 'x'"
     # a Ray actor killed under a client: one line, with Ray's reason
     died = (
-        "<class 'ray.exceptions.ActorDiedError'>:<'The actor died unexpectedly before finishing this task.\n"
-        "\tclass_name: ClientAppActor\n\tpid: 29836\nThe actor is dead because its worker process has died. "
+        "<class 'ray.exceptions.ActorDiedError'>:"
+        "<'The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: ClientAppActor\n\tpid: 29836\n"
+        "The actor is dead because its worker process has died. "
         "Worker exit type: SYSTEM_ERROR'>"
     )
-    assert _reason(ValueError(wrap.format(died))) == (
+    assert describe_failure(ValueError(wrap.format(died))) == (
         "ActorDiedError: The actor died unexpectedly before finishing "
         "this task. The actor is dead because its worker process has died."
     )
@@ -155,7 +160,8 @@ def test_a_round_that_lost_every_client_to_dead_ray_actors_stops_the_run():
     from fedimb.app.registry import ClientFailure, WorkersLost, check_workers_alive
 
     died = ClientFailure(
-        "client 1 on node 5: ActorDiedError: The actor died unexpectedly before finishing this task."
+        "client 1 on node 5: ActorDiedError: "
+        "The actor died unexpectedly before finishing this task."
     )
     with pytest.raises(
         WorkersLost, match="every client of round 3 failed because its Ray actor died"

@@ -16,7 +16,8 @@ def test_balanced_federation_gets_fedavg():
     assert d.class_ratio == 1.0 and np.allclose(d.zscores, 0) and np.allclose(d.client_kl, 0)
     assert d.clusters is None
     assert [line for line in advice(d)] == [
-        "no marked imbalance (class ratio 1.0x, mean client KLD 0.00, size CV 0.00): method=fedavg is a fair baseline"
+        "no marked imbalance (class ratio 1.0x, mean client KLD 0.00, size CV 0.00): "
+        "method=fedavg is a fair baseline"
     ]
 
 

@@ -144,7 +144,7 @@ def test_compose_starts_a_secure_federation():
     assert "command" not in services["superlink"]  # the image's secure CMD (TLS + authentication)
     registration = shlex.join(services["register"]["entrypoint"])
     assert registration.startswith("fedimb certs") and "--register superlink:9093" in registration
-    for i, (name, node) in enumerate(sorted(nodes.items())):
+    for i, (_name, node) in enumerate(sorted(nodes.items())):
         assert node["build"]["dockerfile"] == "docker/Dockerfile.edge"
         args = node["command"]
         assert "--insecure" not in args

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
-from fedimb.cli.export import export_runs, read_table
+from fedimb.cli.export import export_runs
+from fedimb.cli.export_table import read_table
 from fedimb.cli.report import write_report
 from fedimb.core.errors import ConfigError
+from tests.conftest import run_fedimb
 from tests.unit.test_comparison import make_run
 
 COLUMNS = [
@@ -187,23 +188,15 @@ def test_errors_are_one_line(sweep, tmp_path, monkeypatch):
 
 
 def test_cli_prints_counts_then_the_path_and_fails_in_one_line(sweep, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "fedimb", "export", str(sweep), "--out", str(tmp_path / "a.csv")],
-        capture_output=True,
-        text=True,
-    )
+    done = run_fedimb("export", str(sweep), "--out", str(tmp_path / "a.csv"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "3 runs found; left out: 0 copies (in a tracker's store, or a second folder of a run id), 1 not completed; "
-        "0 reruns of the same set-up and seed flagged (column rerun).",
+        "3 runs found; left out: 0 copies (in a tracker's store, or a second folder of a run id), "
+        "1 not completed; 0 reruns of the same set-up and seed flagged (column rerun).",
         "2 runs, 13 rows",
         str((tmp_path / "a.csv").resolve()),
     ]
-    failed = subprocess.run(
-        [sys.executable, "-m", "fedimb", "export", str(sweep), "--format", "xlsx"],
-        capture_output=True,
-        text=True,
-    )
+    failed = run_fedimb("export", str(sweep), "--format", "xlsx")
     assert failed.returncode == 2
     assert (
         failed.stderr.strip() == "fedimb: error: unknown format 'xlsx' (choose from: parquet, csv)"
@@ -247,8 +240,8 @@ def test_report_over_the_exported_table_equals_the_report_over_the_folders(tmp_p
     from_table = write_report([table], tmp_path / "b", **options).read_text().splitlines()
     assert from_table[:-1] == from_folders[:-1]  # all but the "Runs:" line, which names the inputs
     assert (
-        "| fedavg [B] | 3 | 60.83 ± 10.10 | 75.00 ± 0.00 | 50.83 ± 10.10 | 2.000 ± 1.000 | 9.5 – 11.5 "
-        "| 30.42 ± 5.05 |"
+        "| fedavg [B] | 3 | 60.83 ± 10.10 | 75.00 ± 0.00 | 50.83 ± 10.10 | 2.000 ± 1.000 "
+        "| 9.5 – 11.5 | 30.42 ± 5.05 |"
     ) in from_table
     assert from_table[-4:] == [
         "| fedavg [B] | 2 | 62.50 | 75.00 | 1 | 52.50 | 75.00 (4.0000) | 62.50 (3.0000) |",
@@ -292,9 +285,7 @@ def test_table_runs_carry_the_set_up_seed_and_summary(tmp_path):
 def test_cli_report_reads_a_table_and_writes_beside_it(tmp_path):
     comparison_runs(tmp_path / "runs")
     table, _, _ = export_runs([tmp_path / "runs"])
-    result = subprocess.run(
-        [sys.executable, "-m", "fedimb", "report", str(table)], capture_output=True, text=True
-    )
+    result = run_fedimb("report", str(table))
     assert result.returncode == 0, result.stderr
     assert "| scaffold [B] | 1 |" in result.stdout
     assert result.stdout.strip().splitlines()[-1] == str(

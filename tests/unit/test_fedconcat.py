@@ -87,10 +87,10 @@ def run_all_rounds(fed):
     return records
 
 
-def fedconcat(*overrides):
+def fedconcat(*overrides, method: str = "fedconcat"):
     return InProcessFederation(
         [
-            "method=fedconcat",
+            f"method={method}",
             "num_clients=6",
             "num_rounds=4",
             "train.local_epochs=1",
@@ -147,18 +147,7 @@ def test_client_keeps_the_extractor_in_its_state():
 
 
 def test_fedconcat_id_clusters_inferred_distributions(tmp_path):
-    fed = InProcessFederation(
-        [
-            "method=fedconcat_id",
-            "num_clients=6",
-            "num_rounds=4",
-            "train.local_epochs=1",
-            "dropout=none",
-            "method.strategy.num_clusters=2",
-            "method.strategy.classifier_rounds=2",
-            "method.strategy.infer_samples=200",
-        ]
-    )
+    fed = fedconcat("method.strategy.infer_samples=200", method="fedconcat_id")
     s = fed.strategy
     assert s.stage_of(1) == "cluster" and s.encoder_end == 2
     fed.round(1)

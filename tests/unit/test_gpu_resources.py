@@ -15,9 +15,10 @@ from omegaconf import OmegaConf
 from fedimb.app import client_app, transport
 from fedimb.app.build import experiment_data, resolve_device
 from fedimb.app.config import compose
-from fedimb.cli import launch, preflight
-from fedimb.cli.run_follower import FlwrCli
+from fedimb.cli import flower_run, launch, preflight
+from fedimb.cli.flwr_cli import FlwrCli
 from fedimb.core.errors import ConfigError
+from fedimb.core.process_cache import ProcessCache
 
 DIGITS = ["dataset=digits", "dropout=none", "num_rounds=1", "train.local_epochs=1"]
 META = torch.device("meta")  # a device that is not the CPU, with no memory behind it
@@ -47,7 +48,7 @@ def config_error(overrides: list[str]) -> str:
 )
 def test_the_gpu_share_is_in_the_federation_config_only_when_positive(gpus, extra):
     cfg = compose([*DIGITS, f"runtime.num_gpus_per_client={gpus}"])
-    federation = launch.federation_config(cfg)
+    federation = flower_run.federation_config(cfg)
     assert federation == {"num-supernodes": 20, "client-resources-num-cpus": 1, **extra}
     assert all(isinstance(v, float) for k, v in federation.items() if k.endswith("gpus"))
 
@@ -55,7 +56,10 @@ def test_the_gpu_share_is_in_the_federation_config_only_when_positive(gpus, extr
 def test_the_default_federation_config_is_unchanged():
     cfg = compose(DIGITS)
     assert cfg.runtime.num_gpus_per_client == 0.0
-    assert launch.federation_config(cfg) == {"num-supernodes": 20, "client-resources-num-cpus": 1}
+    assert flower_run.federation_config(cfg) == {
+        "num-supernodes": 20,
+        "client-resources-num-cpus": 1,
+    }
 
 
 def flower_client_resources(federation: dict) -> dict:
@@ -82,7 +86,7 @@ def test_the_gpu_share_reaches_flowers_ray_backend():
         (1, {"num_cpus": 1, "num_gpus": 1.0}),
     ):
         cfg = compose([*DIGITS, f"runtime.num_gpus_per_client={gpus}"])
-        assert flower_client_resources(launch.federation_config(cfg)) == expected
+        assert flower_client_resources(flower_run.federation_config(cfg)) == expected
 
 
 def test_flower_sizes_its_actor_pool_by_the_gpu_share(monkeypatch):
@@ -105,7 +109,8 @@ def test_flower_sizes_its_actor_pool_by_the_gpu_share(monkeypatch):
 @pytest.mark.parametrize("value, shown", [("-0.5", "-0.5"), ("half", "'half'"), ("true", "True")])
 def test_a_gpu_share_must_be_a_number_at_least_zero(value, shown):
     assert config_error([*DIGITS, f"runtime.num_gpus_per_client={value}"]) == (
-        f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), got {shown}"
+        "runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), "
+        f"got {shown}"
     )
 
 
@@ -120,10 +125,12 @@ def test_a_gpu_share_with_device_cpu_is_a_contradiction():
 @pytest.mark.parametrize("runtime", ["in_process", "deployment"])
 def test_only_the_simulation_has_a_gpu_share(runtime):
     assert config_error([*DIGITS, f"runtime={runtime}", "runtime.num_gpus_per_client=0.5"]) == (
-        f"runtime={runtime} has no num_gpus_per_client; use runtime=simulation runtime.num_gpus_per_client=0.5"
+        f"runtime={runtime} has no num_gpus_per_client; "
+        "use runtime=simulation runtime.num_gpus_per_client=0.5"
     )
     assert config_error([*DIGITS, f"runtime={runtime}", "+runtime.num_gpus_per_client=0.5"]) == (
-        f"runtime.num_gpus_per_client is a setting of runtime=simulation (Ray's GPUs per virtual client), "
+        "runtime.num_gpus_per_client is a setting of runtime=simulation "
+        "(Ray's GPUs per virtual client), "
         f"not of runtime={runtime}; there device=auto or device=cuda puts the clients on a GPU"
     )
 
@@ -134,10 +141,10 @@ def test_a_gpu_share_without_cuda_here_stops_in_preflight(monkeypatch):
     with pytest.raises(ConfigError) as info:
         preflight.check_gpus_per_client(compose([*DIGITS, "runtime.num_gpus_per_client=0.25"]))
     assert str(info.value) == (
-        f"runtime.num_gpus_per_client=0.25, but torch {torch.__version__} ({built}) sees no CUDA device on this "
-        f"machine (torch.cuda.is_available() is False): Ray would have no GPU to give the clients and Flower's "
-        f"simulation would stop with 'ActorPool is empty'; set runtime.num_gpus_per_client=0 or run on a "
-        f"machine with a GPU"
+        f"runtime.num_gpus_per_client=0.25, but torch {torch.__version__} ({built}) "
+        "sees no CUDA device on this machine (torch.cuda.is_available() is False): "
+        "Ray would have no GPU to give the clients and Flower's simulation would stop with "
+        "'ActorPool is empty'; set runtime.num_gpus_per_client=0 or run on a machine with a GPU"
     )
     preflight.check_gpus_per_client(compose(DIGITS))  # no share: nothing to check
     # a Ray cluster may have its GPUs on other nodes: Flower checks those
@@ -164,7 +171,7 @@ def test_with_cuda_the_run_passes_preflight_and_keeps_device_auto(monkeypatch, t
     launch.prepare_run_dir(cfg, tmp_path / "run")
     saved = OmegaConf.load(tmp_path / "run" / "config.yaml")
     assert saved.runtime.num_gpus_per_client == 0.25 and saved.device == "auto"
-    assert launch.federation_config(cfg) == {
+    assert flower_run.federation_config(cfg) == {
         "num-supernodes": 20,
         "client-resources-num-cpus": 1,
         "client-resources-num-gpus": 0.25,
@@ -206,7 +213,7 @@ def context(pid: int) -> Context:
 def fresh_caches(monkeypatch):
     """Empty per-process caches for the test (the module keeps them for the session)."""
     for name in ("_INPUTS", "_MODELS", "_DEVICE_DATA"):
-        monkeypatch.setattr(client_app, name, {})
+        monkeypatch.setattr(client_app, name, ProcessCache())
 
 
 def test_model_and_inputs_move_to_the_device_once_per_process(monkeypatch, fresh_caches):
@@ -236,7 +243,7 @@ def test_on_the_cpu_the_inputs_stay_zero_copy_views(monkeypatch, fresh_caches):
     dataset = experiment_data(cfg).dataset
     assert np.shares_memory(client.data.x.numpy(), dataset.x_train)
     assert np.shares_memory(client.data.x_test.numpy(), dataset.x_test)
-    assert client_app._INPUTS == {}
+    assert len(client_app._INPUTS) == 0
 
 
 def test_a_nodes_own_data_moves_to_the_device_once(monkeypatch, fresh_caches, tmp_path):

@@ -11,16 +11,10 @@ from fedimb.app.config import compose
 from fedimb.app.registry import ClientRegistry
 from fedimb.cli.run_folder import RunRecorder
 from fedimb.core.events import emit_clients_lost, format_event, lost_clients_cause, parse_event
-from strategies.base.strategy import lost_client_reasons
+from strategies.base.sampling import lost_client_reasons
+from tests.run_events import start_event
 
 CFG = ["dataset=digits", "num_clients=3", "num_rounds=2", "runtime=in_process", "device=cpu"]
-START = {
-    "method": "fedavg",
-    "num_parameters": 100,
-    "num_clients": 3,
-    "num_rounds": 2,
-    "round_unit": "Flower round",
-}
 NO_DATA = "could not start: DataUnavailableError: device data /nope/device.npz does not exist"
 
 
@@ -49,7 +43,7 @@ def a_round(number: int, ok: int, errors: int = 0, messages: tuple[str, ...] = (
 def recorder(tmp_path):
     lines: list[str] = []
     recorder = RunRecorder(tmp_path, compose(CFG), echo=lines.append)
-    recorder.feed(format_event("start", **START))
+    recorder.feed(start_event(num_parameters=100, num_clients=3, num_rounds=2))
     recorder.feed(
         format_event("round", round=0, stage="train", seconds=0.0, test={"accuracy": 0.099})
     )
@@ -165,8 +159,10 @@ class Manager:
 
 def test_the_registry_keeps_why_a_connected_node_could_not_start():
     wrapped = (
-        "Message contains an Error (reason: <class 'fedimb.core.errors.DataUnavailableError'>:<'device data "
-        "/nope/device.npz does not exist'>). It originated during client-side execution of a message."
+        "Message contains an Error (reason: "
+        "<class 'fedimb.core.errors.DataUnavailableError'>:"
+        "<'device data /nope/device.npz does not exist'>). "
+        "It originated during client-side execution of a message."
     )
     manager = Manager([FailingProxy("a", ValueError(wrapped)), FailingProxy("b", None)])
     registry = ClientRegistry(capacity=3)

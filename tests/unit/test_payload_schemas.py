@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 
+from clients import rebafl
 from fedimb.app.in_process import OK, InProcessFederation
 from fedimb.core import payload, protocol, schema
 from fedimb.core.schema import ANSWER, UP, PayloadSpec
@@ -135,9 +136,9 @@ def test_malformed_rebafl_prototypes_are_rejected(classes, vectors, cause):
     width = fed.run.new_model().feature_dim
     vectors = np.ones((vectors.shape[0], width), dtype=np.float32)
     arrays = {
-        protocol.PROTOTYPE_CLASSES: classes,
-        protocol.PROTOTYPE_VECTORS: vectors,
-        protocol.PROTOTYPE_COUNTS: np.ones(len(classes), dtype=np.int64),
+        rebafl.PROTOTYPE_CLASSES: classes,
+        rebafl.PROTOTYPE_VECTORS: vectors,
+        rebafl.PROTOTYPE_COUNTS: np.ones(len(classes), dtype=np.int64),
     }
     assert aggregate_with_attacker(fed, arrays) is not None
     assert_attacker_rejected(fed, cause)
@@ -147,9 +148,9 @@ def test_rebafl_class_count_of_1e300_is_rejected_and_prototypes_stay_finite():
     fed = federation("method=rebafl")
     width = fed.run.new_model().feature_dim
     arrays = {
-        protocol.PROTOTYPE_CLASSES: np.array([0]),
-        protocol.PROTOTYPE_VECTORS: np.full((1, width), 1e30, np.float32),
-        protocol.PROTOTYPE_COUNTS: np.array([1e300]),
+        rebafl.PROTOTYPE_CLASSES: np.array([0]),
+        rebafl.PROTOTYPE_VECTORS: np.full((1, width), 1e30, np.float32),
+        rebafl.PROTOTYPE_COUNTS: np.array([1e300]),
     }
     aggregate_with_attacker(fed, arrays)
     assert_attacker_rejected(fed, "prototypes_counts' must be integer")
@@ -279,8 +280,8 @@ def test_astraea_leaves_out_a_histogram_that_is_not_its_partitions(monkeypatch):
     fed.strategy.initialize()
     assert sorted(fed.strategy.counts) == [0, 1, 2]
     assert any(
-        "left out of the plan: label_counts invalid (client 3: differs from the histogram of its partition)"
-        in m
+        "left out of the plan: label_counts invalid "
+        "(client 3: differs from the histogram of its partition)" in m
         for m in fed.strategy.round_log.messages
     )
 

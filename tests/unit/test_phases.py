@@ -51,9 +51,7 @@ def test_every_phase_of_a_round_is_timed_and_kept_out_of_the_client_metrics():
     assert "client_peak_memory_mb" not in timing  # in process the memory is the server's
 
 
-def test_a_timed_client_computes_what_flowers_wrapper_computes(monkeypatch):
-    monkeypatch.setattr(phases, "_in_server_process", False)  # a client process of its own
-
+def test_a_timed_client_computes_what_flowers_wrapper_computes():
     class Doubler:
         def fit(self, parameters, config):
             return [2 * a for a in parameters], 7, {"loss": 1.5}
@@ -67,7 +65,8 @@ def test_a_timed_client_computes_what_flowers_wrapper_computes(monkeypatch):
     clock = phases.PhaseClock()
     with clock.phase("data"):
         pass
-    timed = phases.TimedClient(Wrapped(), clock).fit(ins)
+    startup = phases.ProcessStartup(0.0, 0.0)  # a client process of its own
+    timed = phases.TimedClient(Wrapped(), clock, startup).fit(ins)
     assert [a.tobytes() for a in parameters_to_ndarrays(timed.parameters)] == [
         a.tobytes() for a in parameters_to_ndarrays(plain.parameters)
     ]

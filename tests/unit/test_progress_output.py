@@ -11,18 +11,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from fedimb.app.config import compose
-from fedimb.cli.run_folder import RunRecorder, eta_seconds, format_duration, launch_line
+from fedimb.cli.run_folder import RunRecorder
+from fedimb.cli.run_progress import eta_seconds, format_duration, launch_line
 from fedimb.cli.sweep_end import SweepEnd, sweep_end_lines
 from fedimb.core.events import format_event
+from tests.run_events import start_event
 
 MNIST = ["dataset=mnist5k", "num_clients=20", "num_rounds=30", "runtime=simulation", "device=cpu"]
-START = {
-    "method": "fedavg",
-    "num_parameters": 215370,
-    "num_clients": 20,
-    "num_rounds": 30,
-    "round_unit": "Flower round",
-}
 
 
 class FakeClock:
@@ -65,7 +60,7 @@ def recorded(tmp_path):
     lines: list[str] = []
     clock = FakeClock()
     recorder = RunRecorder(tmp_path, compose(MNIST), echo=lines.append, clock=clock)
-    recorder.feed(format_event("start", **START))
+    recorder.feed(start_event(num_parameters=215370, num_clients=20, num_rounds=30))
     yield recorder, lines, clock
     recorder.close()
 
@@ -108,7 +103,7 @@ def test_header_of_other_settings(tmp_path):
         ]
     )
     recorder = RunRecorder(tmp_path, cfg, echo=lines.append)
-    recorder.feed(format_event("start", **{**START, "num_rounds": 1}))
+    recorder.feed(start_event(num_parameters=215370, num_clients=20, num_rounds=1))
     recorder.close()
     assert lines[0].endswith(
         "(dirichlet alpha=0.1, 20 clients) | dropout persistent p=0.5, period 5 | "

@@ -27,7 +27,8 @@ class CraftedNode(InProcessNode):
 
 
 def federation(*extra: InProcessNode, honest: int = 3):
-    """A registry of capacity 3 and a manager with ``honest`` nodes for partitions 0.. plus ``extra``."""
+    """A registry of capacity 3 and a manager with ``honest`` nodes for partitions 0..
+    plus ``extra``."""
     manager = SimpleClientManager()
     nodes = [InProcessNode(f"honest-{i}", i) for i in range(honest)]
     for node in [*nodes, *extra]:
@@ -86,7 +87,8 @@ def test_a_second_node_claiming_a_live_nodes_id_never_replaces_it_and_takes_it_o
     assert intruder.asked == 1  # a refused node is not asked again while no node leaves
     assert registry.refused == {"intruder": "partition id 0 is already served by node honest-0"}
     assert len(registry.take_refusals()) == 1
-    # the holder disconnects: the id is free again, so the waiting node (e.g. a restarted one) gets it
+    # the holder disconnects: the id is free again, so the waiting node (e.g. a restarted one)
+    # gets it
     manager.unregister(nodes[0])
     registry.refresh(manager)
     assert registry.proxy(0).inner is intruder and registry.partition_ids() == [0, 1, 2]

@@ -6,21 +6,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
 from fedimb.cli.export import export_runs
-from fedimb.cli.report import load_runs, write_report
+from fedimb.cli.found_runs import load_runs
+from fedimb.cli.report import write_report
+from tests.conftest import run_fedimb
 from tests.unit.test_comparison import make_run
 
 OLD, NEW = 1_700_000_000, 1_700_086_400  # when the first run and its rerun finished
 
 
 def run(root, name, run_id, *, seed, final, finished):
-    """A run folder with a run id, whose summary.json names the folder and was written at ``finished``."""
+    """A run folder with a run id, whose summary.json names the folder and was written at
+    ``finished``."""
     folder = make_run(
         root, name, seed=seed, final=final, best=final, more={"checkpoint": {"run_id": run_id}}
     )
@@ -121,11 +122,7 @@ def test_report_over_the_export_leaves_out_the_same_rerun(outputs, tmp_path):
 
 
 def test_cli_export_prints_what_it_found_and_left_out(outputs, tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-m", "fedimb", "export", str(outputs), "--out", str(tmp_path / "e.csv")],
-        capture_output=True,
-        text=True,
-    )
+    done = run_fedimb("export", str(outputs), "--out", str(tmp_path / "e.csv"))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == (

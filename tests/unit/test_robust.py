@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import parameters_to_ndarrays
 
 from fedimb.app import config
-from fedimb.app.in_process import OK
 from fedimb.core.aggregate import weighted_average
 from fedimb.core.errors import ConfigError
 from fedimb.core.robust import RobustSettings, clip_update, combine
-from tests.strategy_rounds import started_round
+from tests.strategy_rounds import fit_result, started_round
 
 
 def model(*values, counter=0):
@@ -77,9 +76,9 @@ def test_too_few_updates_for_the_rule_keep_the_model_and_say_why(name, f, need):
     updates = [model(x) for x in range(need - 1)]
     new, reason = combine(updates, [1] * (need - 1), None, rule(name, f=f))
     assert new is None
-    assert (
-        reason
-        == f"aggregation={name} with f={f} needs at least {need} updates, got {need - 1}: global model unchanged"
+    assert reason == (
+        f"aggregation={name} with f={f} needs at least {need} updates, got {need - 1}: "
+        "global model unchanged"
     )
 
 
@@ -133,7 +132,8 @@ def test_mean_without_clipping_is_weighted_average_to_the_bit():
         ),
         (
             ["aggregation=bulyan", "aggregation.f=2", "num_clients=10"],
-            "aggregation=bulyan with f=2 needs at least 11 updates a round, but the federation has 10 clients",
+            "aggregation=bulyan with f=2 needs at least 11 updates a round, "
+            "but the federation has 10 clients",
         ),
         (
             ["method=fednova", "aggregation=median"],
@@ -169,15 +169,6 @@ def strategy_round(*overrides: str, num_clients: int = 5):
     return started_round("dataset=digits", *overrides, num_clients=num_clients)
 
 
-def fit(arrays, n=10):
-    return FitRes(
-        status=OK,
-        parameters=ndarrays_to_parameters(arrays),
-        num_examples=n,
-        metrics={"train_loss": 1.0},
-    )
-
-
 def byzantine_round(*overrides: str):
     strategy, nodes, base = strategy_round(*overrides)
     honest = [
@@ -185,7 +176,9 @@ def byzantine_round(*overrides: str):
         for k in range(4)
     ]
     attack = [a - 1e3 if np.issubdtype(a.dtype, np.floating) else a for a in base]
-    results = [(nodes[k], fit(honest[k])) for k in range(4)] + [(nodes[4], fit(attack))]
+    results = [(nodes[k], fit_result(honest[k])) for k in range(4)] + [
+        (nodes[4], fit_result(attack))
+    ]
     new, _ = strategy.aggregate_fit(1, results, [])
     return strategy, base, new
 
@@ -209,7 +202,9 @@ def test_a_strategy_with_a_robust_rule_ignores_a_byzantine_client(overrides):
 
 def test_a_strategy_round_with_too_few_updates_for_krum_keeps_the_model():
     strategy, nodes, base = strategy_round("aggregation=krum")  # f = 1: 5 updates needed
-    new, _ = strategy.aggregate_fit(1, [(nodes[k], fit([a for a in base])) for k in range(4)], [])
+    new, _ = strategy.aggregate_fit(
+        1, [(nodes[k], fit_result([a for a in base])) for k in range(4)], []
+    )
     assert new is None
     assert any(
         "aggregation=krum with f=1 needs at least 5 updates, got 4" in m

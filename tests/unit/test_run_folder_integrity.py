@@ -19,17 +19,18 @@ from flwr.common import FitIns, ndarrays_to_parameters
 
 from fedimb.app.config import compose
 from fedimb.app.phases import PhaseClock, TimedClient
-from fedimb.cli.run_folder import (
+from fedimb.cli.run_folder import RunRecorder
+from fedimb.cli.run_folder_access import (
     RunFolderError,
     RunFolderInUse,
-    RunRecorder,
     hold_run_folder,
     release_run_folder,
 )
 from fedimb.core.events import TAG, format_event, neutral, parse_event
 from strategies.base.round_log import RoundLog
+from tests.conftest import REPO, run_fedimb
+from tests.run_events import start_event
 
-REPO = Path(__file__).resolve().parents[2]
 CFG = [
     "dataset=digits",
     "num_clients=3",
@@ -38,13 +39,6 @@ CFG = [
     "device=cpu",
     "dropout=none",
 ]
-START = {
-    "method": "fedavg",
-    "num_parameters": 100,
-    "num_clients": 3,
-    "num_rounds": 1,
-    "round_unit": "Flower round",
-}
 
 #: what a hostile client puts in an exception message: the server's best round, and an
 #: artifact that would replace partition.json
@@ -56,9 +50,12 @@ FORGED_ARTIFACT = format_event("artifact", name="partition", data={"forged": Tru
 @pytest.mark.parametrize(
     "line",
     [
-        f"WARNING :   round 1: client 1 on node 7: RuntimeError: {FORGED_ARTIFACT}",  # Flower's log record
-        f"WARNING strategies.base.round_log: round 1: client 1 failed: {FORGED_ROUND}",  # in_process's log record
-        f"Exception ClientAppException occurred. Message: {FORGED_ROUND}",  # a line of the simulation's traceback
+        # Flower's log record
+        f"WARNING :   round 1: client 1 on node 7: RuntimeError: {FORGED_ARTIFACT}",
+        # in_process's log record
+        f"WARNING strategies.base.round_log: round 1: client 1 failed: {FORGED_ROUND}",
+        # a line of the simulation's traceback
+        f"Exception ClientAppException occurred. Message: {FORGED_ROUND}",
         f"[   12.6s] {FORGED_ROUND}",
     ],
 )
@@ -163,18 +160,17 @@ def test_a_failing_clients_traceback_in_the_servers_log_carries_no_event(tmp_pat
 def test_a_client_cannot_forge_events_of_an_in_process_run(tmp_path, monkeypatch):
     """The whole path: clients 1 and 2 raise with an event in their message; the run
     folder holds only the server's events and its own partition.json."""
-    from fedimb.app import faults
+    from fedimb.app import client_app
     from fedimb.cli.launch import run_experiment
 
     forged = {1: FORGED_ARTIFACT, 2: FORGED_ROUND}
-    inject = faults.inject
-    monkeypatch.setattr(
-        faults,
-        "inject",
-        lambda cfg, pid, client: (
-            _Forger(forged[pid], client) if pid in forged else inject(cfg, pid, client)
-        ),
-    )
+    make_client = client_app.make_client
+
+    def forging_client(cfg, context, pid, clock=None):
+        client = make_client(cfg, context, pid, clock)
+        return _Forger(forged[pid], client) if pid in forged else client
+
+    monkeypatch.setattr(client_app, "make_client", forging_client)
     run_dir = run_experiment(
         compose([*CFG, "num_rounds=2", "checkpoint.enabled=false", f"output.root={tmp_path}"]),
         tmp_path / "run",
@@ -197,9 +193,11 @@ def test_a_client_cannot_forge_events_of_an_in_process_run(tmp_path, monkeypatch
 
 # ------------------------------------------------------------------ one writer
 def _holder(run_dir: Path) -> subprocess.Popen:
-    """Another process that holds ``run_dir``'s lock until it is killed; returns once it holds it."""
+    """Another process that holds ``run_dir``'s lock until it is killed; returns once it
+    holds it."""
     code = (
-        "import sys, time; from pathlib import Path; from fedimb.cli.run_folder import hold_run_folder; "
+        "import sys, time; from pathlib import Path; "
+        "from fedimb.cli.run_folder_access import hold_run_folder; "
         "hold_run_folder(Path(sys.argv[1])); print('held', flush=True); time.sleep(3600)"
     )
     proc = subprocess.Popen(
@@ -238,13 +236,7 @@ def test_resume_and_attach_refuse_a_run_folder_in_use_in_one_line(tmp_path):
     holder = _holder(run_dir)
     try:
         for command in ("resume", "attach"):
-            done = subprocess.run(
-                [sys.executable, "-m", "fedimb", command, str(run_dir)],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            done = run_fedimb(command, str(run_dir), timeout=300)
             assert done.returncode == 2, done.stderr[-2000:]
             assert done.stderr.strip() == (
                 f"fedimb: error: run folder {run_dir} is in use by process {holder.pid} "
@@ -257,10 +249,10 @@ def test_resume_and_attach_refuse_a_run_folder_in_use_in_one_line(tmp_path):
 
 # ------------------------------------------------------------------ damaged events
 def test_resume_skips_and_reports_a_damaged_events_line(tmp_path):
-    from fedimb.cli.launch import events_of_last_attempt
+    from fedimb.cli.attach import events_of_last_attempt
 
     good = [
-        format_event("start", **START),
+        start_event(num_parameters=100, num_clients=3, num_rounds=1),
         format_event("round", round=0, stage="train", test={"accuracy": 0.1}),
         format_event("round", round=1, stage="train", seconds=1.0, test={"accuracy": 0.5}),
     ]

@@ -14,12 +14,7 @@ from clients.moon import contrastive_loss
 from fedimb.app.in_process import InProcessFederation
 from fedimb.core.aggregate import ServerMomentum, fednova_normaliser, fednova_update
 from fedimb.core.models import get_weights, set_weights
-from fedimb.core.training import (
-    TrainConfig,
-    make_optimizer,
-    seeded_generator,
-    train_epochs,
-)
+from fedimb.core.training import TrainConfig, seeded_generator, train_cross_entropy
 
 ONE_CLIENT = [
     "dataset=digits",
@@ -44,18 +39,8 @@ def plain_loop(fed, weights, server_round, after_backward=None, model=None):
         torch.from_numpy(fed.run.data.dataset.y_train),
     )
     hp = TrainConfig.from_mapping(cfg.train)
-    result = train_epochs(
-        model,
-        x,
-        y,
-        idx,
-        epochs=hp.local_epochs,
-        batch_size=hp.batch_size,
-        optimizer=make_optimizer(model.parameters(), hp),
-        loss_fn=lambda xb, yb: torch.nn.functional.cross_entropy(model(xb), yb),
-        generator=seeded_generator(int(cfg.seed), server_round, 0),
-        after_backward=after_backward,
-    )
+    generator = seeded_generator(int(cfg.seed), server_round, 0)
+    result = train_cross_entropy(model, x, y, idx, hp, generator, after_backward)
     return get_weights(model), result.steps
 
 
@@ -207,7 +192,8 @@ def test_fednova_normaliser_and_update():
         sum((1 - rho ** (j + 1)) / (1 - rho) for j in range(tau))
     )
     g = [np.array([0.0])]
-    # client 1: 2 steps moved to -2 (d = 1/step), client 2: 4 steps moved to -2 (d = 0.5/step); equal sizes
+    # client 1: 2 steps moved to -2 (d = 1/step), client 2: 4 steps moved to -2
+    # (d = 0.5/step); equal sizes
     out = fednova_update(g, [[np.array([-2.0])], [np.array([-2.0])]], [1, 1], [2, 4])
     # tau_eff = 3; x - 3 * (0.5*1 + 0.5*0.5) = -2.25
     np.testing.assert_allclose(out[0], [-2.25])

@@ -5,20 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
+from flwr.common import FitRes, parameters_to_ndarrays
 
-from fedimb.app.in_process import OK
 from fedimb.core import protocol
-from tests.strategy_rounds import started_round
-
-
-def reply(arrays, n: int, **metrics) -> FitRes:
-    return FitRes(
-        status=OK,
-        parameters=ndarrays_to_parameters(arrays),
-        num_examples=n,
-        metrics={"train_loss": 1.0, **metrics},
-    )
+from tests.strategy_rounds import fit_result, started_round
 
 
 def size_of(strategy, pid: int) -> int:
@@ -34,12 +24,28 @@ def honest(base, value: float):
 def aggregate_with(strategy, nodes, base, attacker: FitRes):
     """Round 1 with two honest clients (all ones, all threes) and ``attacker`` as client 2."""
     results = [
-        (nodes[0], reply(honest(base, 1.0), size_of(strategy, 0))),
-        (nodes[1], reply(honest(base, 3.0), size_of(strategy, 1))),
+        (nodes[0], fit_result(honest(base, 1.0), size_of(strategy, 0))),
+        (nodes[1], fit_result(honest(base, 3.0), size_of(strategy, 1))),
         (nodes[2], attacker),
     ]
     new, _ = strategy.aggregate_fit(1, results, [])
     return new
+
+
+def reporting_initial_losses(strategy, nodes, base, losses: list[float]):
+    """Round 1's results of clients 0.. (client k's arrays all 1 + k), client k reporting
+    ``losses[k]`` as its loss before training."""
+    return [
+        (
+            nodes[pid],
+            fit_result(
+                honest(base, 1.0 + pid),
+                size_of(strategy, pid),
+                **{protocol.INITIAL_LOSS: loss},
+            ),
+        )
+        for pid, loss in enumerate(losses)
+    ]
 
 
 def assert_only_honest_averaged(strategy, new, base):
@@ -66,7 +72,7 @@ def test_arrays_of_another_dtype_are_rejected(dtype):
     # int64 with n = 1 was adopted as the global model's dtype (zeros: accuracy 0.100);
     # float16 made the global model float16; complex, text, dates raised UFuncTypeError
     strategy, nodes, base = started_round()
-    new = aggregate_with(strategy, nodes, base, reply(_cast(base, dtype), 1))
+    new = aggregate_with(strategy, nodes, base, fit_result(_cast(base, dtype), 1))
     assert_only_honest_averaged(strategy, new, base)
     assert any(
         f"is {np.dtype(dtype)}, the server sent float32" in m for m in strategy.round_log.messages
@@ -75,7 +81,7 @@ def test_arrays_of_another_dtype_are_rejected(dtype):
 
 def test_more_samples_than_the_partition_holds_are_rejected():
     strategy, nodes, base = started_round()
-    new = aggregate_with(strategy, nodes, base, reply(honest(base, 100.0), 10**12))
+    new = aggregate_with(strategy, nodes, base, fit_result(honest(base, 100.0), 10**12))
     assert_only_honest_averaged(strategy, new, base)
     assert any(
         f"exceeds the {size_of(strategy, 2):,} training samples" in m
@@ -101,7 +107,9 @@ def test_sample_counts_must_be_positive_integers(n):
 def test_finite_weights_too_large_to_compute_with_are_rejected():
     # 3e38 is a finite float32, but its square is not: the global model became ~1.5e36
     strategy, nodes, base = started_round()
-    new = aggregate_with(strategy, nodes, base, reply(honest(base, 3e38), size_of(strategy, 2)))
+    new = aggregate_with(
+        strategy, nodes, base, fit_result(honest(base, 3e38), size_of(strategy, 2))
+    )
     assert_only_honest_averaged(strategy, new, base)
     assert any("square overflows float32" in m for m in strategy.round_log.messages)
 
@@ -116,7 +124,7 @@ def test_finite_weights_too_large_to_compute_with_are_rejected():
 )
 def test_metrics_out_of_bounds_are_rejected(metrics, cause):
     strategy, nodes, base = started_round()
-    attacker = reply(honest(base, 5.0), size_of(strategy, 2))
+    attacker = fit_result(honest(base, 5.0), size_of(strategy, 2))
     attacker.metrics.update(metrics)
     new = aggregate_with(strategy, nodes, base, attacker)
     assert_only_honest_averaged(strategy, new, base)
@@ -126,11 +134,11 @@ def test_metrics_out_of_bounds_are_rejected(metrics, cause):
 @pytest.mark.parametrize("value", ["high", float("nan"), float("inf")])
 def test_a_metric_that_is_no_finite_number_does_not_pull_the_others_mean(value):
     strategy, nodes, base = started_round()
-    attacker = reply(honest(base, 2.0), size_of(strategy, 2), train_loss=value)
+    attacker = fit_result(honest(base, 2.0), size_of(strategy, 2), train_loss=value)
     strategy.aggregate_fit(
         1,
         [
-            (nodes[0], reply(honest(base, 1.0), size_of(strategy, 0), train_loss=2.0)),
+            (nodes[0], fit_result(honest(base, 1.0), size_of(strategy, 0), train_loss=2.0)),
             (nodes[2], attacker),
         ],
         [],
@@ -151,7 +159,7 @@ def test_a_check_that_raises_rejects_that_client_only(monkeypatch):
     monkeypatch.setattr(strategy, "check_payloads", fragile)
     from fedimb.core import payload
 
-    attacker = reply(honest(base, 5.0), size_of(strategy, 2))
+    attacker = fit_result(honest(base, 5.0), size_of(strategy, 2))
     attacker.metrics.update(payload.pack({protocol.LATENT_MEAN: np.zeros(3, dtype=np.float32)}))
     new = aggregate_with(strategy, nodes, base, attacker)
     assert_only_honest_averaged(strategy, new, base)
@@ -162,22 +170,13 @@ def test_a_check_that_raises_rejects_that_client_only(monkeypatch):
 
 
 def test_a_non_finite_aggregate_is_not_adopted():
-    # q-FedAvg's loss powers of a finite but huge loss (1e40, q = 10) make the step NaN; it was adopted
+    # q-FedAvg's loss powers of a finite but huge loss (1e40, q = 10) make the step NaN; it was
+    # adopted
     strategy, nodes, base = started_round("method=qffl", "method.strategy.update=qfedavg")
     strategy.run.client_training_loss = lambda weights, pid: (
         1e40 if pid == 2 else 2.0
     )  # as the server finds them
-    results = [
-        (
-            nodes[pid],
-            reply(
-                honest(base, 1.0 + pid),
-                size_of(strategy, pid),
-                **{protocol.INITIAL_LOSS: 1e40 if pid == 2 else 2.0},
-            ),
-        )
-        for pid in range(3)
-    ]
+    results = reporting_initial_losses(strategy, nodes, base, [2.0, 2.0, 1e40])
     new, _ = strategy.aggregate_fit(1, results, [])
     assert new is None
     assert all(np.array_equal(a, b) for a, b in zip(strategy.current_weights, base))
@@ -191,18 +190,8 @@ def test_a_loss_the_server_can_compute_must_be_that_loss(method, factor):
     extra = ["method.client.loss_at=received"] if method == "grpfed" else []
     strategy, nodes, base = started_round(f"method={method}", *extra)
     truth = [strategy.run.client_training_loss(base, pid) for pid in range(3)]
-    results = [
-        (
-            nodes[pid],
-            reply(
-                honest(base, 1.0 + pid),
-                size_of(strategy, pid),
-                **{protocol.INITIAL_LOSS: truth[pid] * (factor if pid == 2 else 1.0)},
-            ),
-        )
-        for pid in range(3)
-    ]
-    strategy.aggregate_fit(1, results, [])
+    losses = [truth[pid] * (factor if pid == 2 else 1.0) for pid in range(3)]
+    strategy.aggregate_fit(1, reporting_initial_losses(strategy, nodes, base, losses), [])
     log = strategy.round_log
     assert log.succeeded == 2 and log.rejected == 1
     assert any(
@@ -215,8 +204,8 @@ def test_a_loss_the_server_can_compute_must_be_that_loss(method, factor):
 def test_a_device_with_its_own_data_reports_a_loss_the_server_cannot_check():
     strategy, nodes, base = started_round("method=qffl")
     strategy.registry._pid_by_device["fingerprint"] = 2
-    res = reply(base, 10, **{protocol.INITIAL_LOSS: 123.0})
+    res = fit_result(base, 10, **{protocol.INITIAL_LOSS: 123.0})
     assert strategy.check_reported_loss(2, res, protocol.INITIAL_LOSS) is None
     assert "positive number" in strategy.check_reported_loss(
-        2, reply(base, 10, **{protocol.INITIAL_LOSS: -1.0}), protocol.INITIAL_LOSS
+        2, fit_result(base, 10, **{protocol.INITIAL_LOSS: -1.0}), protocol.INITIAL_LOSS
     )

@@ -9,6 +9,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from fedimb.cli.run_records import flatten_config
+from fedimb.cli.run_summary import group_names
 from fedimb.core.errors import FedimbError
 
 PARAM_CHARS = (
@@ -59,8 +61,6 @@ class Tracker:
 def flatten(tree: Any) -> dict[str, str]:
     """A nested config as ``a.b.c -> value`` strings (lists as JSON), each cut to
     ``PARAM_CHARS``."""
-    from fedimb.cli.report import flatten_config
-
     out = {}
     for key, value in flatten_config(tree).items():
         text = json.dumps(value) if isinstance(value, tuple) else str(value)
@@ -83,12 +83,7 @@ def sweep_group(run_dir: Path, output_root: Path) -> str | None:
 def run_info(cfg: DictConfig, run_dir: Path) -> RunInfo:
     output_root = Path(str(cfg.output.root)).resolve()
     tags = {
-        "method": str(cfg.method.name),
-        "dataset": str(cfg.dataset.name),
-        "model": str(cfg.model.name),
-        "partition": str(cfg.partition.name),
-        "dropout": str(cfg.dropout.name),
-        "runtime": str(cfg.runtime.name),
+        **group_names(cfg),
         "seed": str(cfg.seed),
         "run_id": str(cfg.checkpoint.get("run_id")),
         "run_dir": str(run_dir),

@@ -21,7 +21,7 @@ def save_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
     """Write ``arrays`` to ``path`` atomically (another process never reads half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-    np.savez(tmp, **arrays)
+    np.savez(tmp, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     os.replace(tmp, path)
 
 

@@ -1,4 +1,5 @@
-"""Data sets as in-memory arrays: a registry of embedded (offline) and online sources.
+"""Data sets as in-memory arrays: a registry of embedded (offline), generated and online
+(:mod:`.online`) sources, each with the rules of its ``dataset`` settings.
 
 Every data set is returned as an :class:`ArrayDataset`: normalised float32 inputs in
 channels-first layout and int64 labels, with a class-balanced test split where the
@@ -10,18 +11,17 @@ ClientApp process for every message.
 from __future__ import annotations
 
 import dataclasses
-import os
-import socket
-import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fedimb.core.data.cache import cache_dir, disk_cached, disk_stored, save_npz
-from fedimb.core.errors import ConfigError, DataUnavailableError
+from fedimb.core.data.cache import disk_cached, disk_stored
+from fedimb.core.data.online import download_emnist, download_hf, download_mitbih, online_source
+from fedimb.core.errors import ConfigError, at_least, check_rules, is_number, one_of, require
+from fedimb.core.process_cache import ProcessCache, cache_key
+from fedimb.core.settings import read_declared
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,12 @@ class DatasetInfo:
     client_tests: bool = False  # every natural client has its own test set (groups_test)
     # (num_classes, input_shape) that the data set's settings choose, where they do (Synthetic)
     configured: Callable[[Mapping[str, Any]], tuple[int, tuple[int, ...]]] | None = None
+    # rules of its ``dataset`` settings, by key (:mod:`fedimb.core.errors`)
+    setting_rules: Mapping[str, Callable[[str, Any], None]] = field(default_factory=dict)
+
+    def check_settings(self, spec: Mapping[str, Any]) -> None:
+        """One-line :class:`ConfigError` for the first ``dataset`` setting that breaks its rule."""
+        check_rules(dict(self.setting_rules), spec, "dataset")
 
 
 # ----------------------------------------------------------------- embedded sources
@@ -68,6 +74,15 @@ def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: 
         x, y, test_size=test_fraction, stratify=y, random_state=seed
     )
     return {"x_train": x_tr, "y_train": y_tr, "x_test": x_te, "y_test": y_te}
+
+
+def _fraction(key: str, value: Any) -> None:
+    """A setting rule: a share strictly between 0 and 1."""
+    require(is_number(value) and 0 < value < 1, f"{key} must be in (0, 1), got {value!r}")
+
+
+#: the settings of a data set split here into training and test samples
+SPLIT_RULES = {"test_fraction": _fraction, "split_seed": at_least(0, integer=True)}
 
 
 def _raw_mnist5k(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -101,110 +116,6 @@ def _raw_digits(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     )
 
 
-# ------------------------------------------------------------------- online sources
-_HF_SOURCES: dict[str, dict[str, str]] = {
-    "fmnist": {"hf_id": "zalando-datasets/fashion_mnist", "image": "image", "label": "label"},
-    "cifar10": {"hf_id": "uoft-cs/cifar10", "image": "img", "label": "label"},
-    "svhn": {
-        "hf_id": "ufldl-stanford/svhn",
-        "hf_config": "cropped_digits",
-        "image": "image",
-        "label": "label",
-    },
-    "cinic10": {"hf_id": "flwrlabs/cinic10", "image": "image", "label": "label"},
-}
-
-
-def _hub_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
-    """False without trying when FEDIMB_OFFLINE=1 or HF_HUB_OFFLINE=1 is set."""
-    if os.environ.get("FEDIMB_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
-        return False
-    try:
-        with socket.create_connection((host, 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _offline_error(name: str, where: str) -> DataUnavailableError:
-    return DataUnavailableError(
-        f"data set '{name}' is not available offline ({where} unreachable and no local copy): "
-        f"run once with network access, or put {name}.npz (arrays x_train, y_train, x_test, "
-        f"y_test) into dataset.root=<dir> or {cache_dir()}"
-    )
-
-
-def _local_copy(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
-    candidates = []
-    if spec.get("root"):
-        candidates.append(Path(str(spec["root"])).expanduser() / f"{name}.npz")
-    candidates.append(cache_dir() / f"{name}.npz")
-    for path in candidates:
-        if path.is_file():
-            with np.load(path) as npz:
-                missing = {"x_train", "y_train", "x_test", "y_test"} - set(npz.files)
-                if missing:
-                    raise DataUnavailableError(f"{path} lacks arrays {sorted(missing)}")
-                keys = ["x_train", "y_train", "x_test", "y_test"] + (
-                    ["groups_train"] if "groups_train" in npz.files else []
-                )
-                return {k: npz[k] for k in keys}
-    return None
-
-
-def _images_to_array(column: Any) -> np.ndarray:
-    arr = np.stack([np.asarray(img) for img in column])
-    if arr.ndim == 3:  # grey-scale: add the channel axis
-        arr = arr[:, None]
-    else:  # HWC -> CHW
-        arr = arr.transpose(0, 3, 1, 2)
-    return arr.astype(np.uint8)
-
-
-def _download_hf(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    source = {**_HF_SOURCES[name], **{k: v for k, v in spec.items() if k.startswith("hf_") and v}}
-    if not _hub_reachable():
-        raise _offline_error(name, f"Hugging Face Hub ({source['hf_id']})")
-    from flwr_datasets import FederatedDataset
-    from flwr_datasets.partitioner import IidPartitioner
-
-    kwargs = {"subset": source["hf_config"]} if source.get("hf_config") else {}
-    fds = FederatedDataset(
-        dataset=source["hf_id"], partitioners={"train": IidPartitioner(1)}, shuffle=False, **kwargs
-    )
-    out = {}
-    for split, key in (("train", "train"), ("test", "test")):
-        ds = fds.load_split(key)
-        out[f"x_{split}"] = _images_to_array(ds[source["image"]])
-        out[f"y_{split}"] = np.asarray(ds[source["label"]], dtype=np.int64)
-    return out
-
-
-def _download_emnist(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """EMNIST 'balanced' (47 classes) through torchvision's loader."""
-    if not _hub_reachable("biometrics.nist.gov"):
-        raise _offline_error(name, "the NIST EMNIST server")
-    from torchvision.datasets import EMNIST
-
-    root = Path(str(spec.get("root") or cache_dir())).expanduser()
-    out = {}
-    for split, train in (("train", True), ("test", False)):
-        ds = EMNIST(str(root), split="balanced", train=train, download=True)
-        # torchvision stores EMNIST transposed; flip back to upright glyphs.
-        out[f"x_{split}"] = ds.data.numpy().transpose(0, 2, 1)[:, None].astype(np.uint8)
-        out[f"y_{split}"] = ds.targets.numpy().astype(np.int64)
-    return out
-
-
-def _download_mitbih(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """MIT-BIH arrhythmia beats via wfdb, from ``dataset.root`` or PhysioNet."""
-    from fedimb.core.data.ecg import load_mitbih
-
-    return load_mitbih(
-        spec, reachable=_hub_reachable("physionet.org"), offline_error=_offline_error
-    )
-
-
 def _raw_synthetic(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Synthetic(alpha, beta) (:mod:`fedimb.core.data.synthetic`), generated once per
     machine and memory-mapped: a process reads only the devices it trains or tests."""
@@ -219,42 +130,34 @@ def synthetic_spec(spec: Mapping[str, Any]):
     """The :class:`~fedimb.core.data.synthetic.SyntheticSpec` of a ``dataset`` config node."""
     from fedimb.core.data.synthetic import SyntheticSpec
 
-    return SyntheticSpec(
-        alpha=float(spec["alpha"]),
-        beta=float(spec["beta"]),
-        iid=bool(spec["iid"]),
-        dimension=int(spec["dimension"]),
-        num_classes=int(spec["num_classes"]),
-        num_devices=int(spec["num_devices"]),
-        data_seed=int(spec["data_seed"]),
-    )
+    return read_declared(SyntheticSpec, spec)
+
+
+#: Synthetic(alpha, beta)'s settings: what a draw needs to be defined
+SYNTHETIC_RULES = {
+    "alpha": at_least(0),
+    "beta": at_least(0),
+    "iid": one_of(True, False),
+    "dimension": at_least(1, integer=True),
+    "num_classes": at_least(2, integer=True),
+    "num_devices": at_least(1, integer=True),
+    "data_seed": at_least(0, integer=True),
+}
 
 
 def _synthetic_shape(spec: Mapping[str, Any]) -> tuple[int, tuple[int, ...]]:
     return int(spec["num_classes"]), (int(spec["dimension"]),)
 
 
-def _online(name: str, download: Callable[[str, Mapping[str, Any]], dict[str, np.ndarray]]):
-    def load_raw(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        local = _local_copy(name, spec)
-        if local is not None:
-            return local
-        raw = download(name, spec)
-        save_npz(cache_dir() / f"{name}.npz", raw)
-        return raw
-
-    return load_raw
-
-
 DATASETS: dict[str, DatasetInfo] = {
-    "mnist5k": DatasetInfo(10, (1, 28, 28), False, _raw_mnist5k),
-    "digits": DatasetInfo(10, (1, 8, 8), False, _raw_digits),
-    "fmnist": DatasetInfo(10, (1, 28, 28), True, _online("fmnist", _download_hf)),
-    "cifar10": DatasetInfo(10, (3, 32, 32), True, _online("cifar10", _download_hf)),
-    "svhn": DatasetInfo(10, (3, 32, 32), True, _online("svhn", _download_hf)),
-    "cinic10": DatasetInfo(10, (3, 32, 32), True, _online("cinic10", _download_hf)),
-    "emnist": DatasetInfo(47, (1, 28, 28), True, _online("emnist", _download_emnist)),
-    "mitbih": DatasetInfo(12, (1, 256), True, _online("mitbih", _download_mitbih)),
+    "mnist5k": DatasetInfo(10, (1, 28, 28), False, _raw_mnist5k, setting_rules=SPLIT_RULES),
+    "digits": DatasetInfo(10, (1, 8, 8), False, _raw_digits, setting_rules=SPLIT_RULES),
+    "fmnist": DatasetInfo(10, (1, 28, 28), True, online_source("fmnist", download_hf)),
+    "cifar10": DatasetInfo(10, (3, 32, 32), True, online_source("cifar10", download_hf)),
+    "svhn": DatasetInfo(10, (3, 32, 32), True, online_source("svhn", download_hf)),
+    "cinic10": DatasetInfo(10, (3, 32, 32), True, online_source("cinic10", download_hf)),
+    "emnist": DatasetInfo(47, (1, 28, 28), True, online_source("emnist", download_emnist)),
+    "mitbih": DatasetInfo(12, (1, 256), True, online_source("mitbih", download_mitbih)),
     "synthetic": DatasetInfo(
         10,
         (60,),
@@ -263,6 +166,7 @@ DATASETS: dict[str, DatasetInfo] = {
         images=False,
         client_tests=True,
         configured=_synthetic_shape,
+        setting_rules=SYNTHETIC_RULES,
     ),
 }
 
@@ -281,24 +185,22 @@ def dataset_info(spec: str | Mapping[str, Any]) -> DatasetInfo:
 
 
 # ------------------------------------------------------------------------- loading
-_LOCK = threading.Lock()
-_LOADED: dict[tuple, ArrayDataset] = {}
+#: the data sets this process has loaded, by their ``dataset`` settings
+_LOADED: ProcessCache[ArrayDataset] = ProcessCache()
 
 
 def load_dataset(spec: Mapping[str, Any]) -> ArrayDataset:
     """Load (once per process) the data set described by a ``dataset`` config node."""
+    key = cache_key(tuple(sorted((k, str(v)) for k, v in spec.items())))
+    return _LOADED.get(key, lambda: _prepared(spec))
+
+
+def _prepared(spec: Mapping[str, Any]) -> ArrayDataset:
+    """The data set's raw arrays, normalised (images) or as drawn (generated features)."""
     name = str(spec["name"])
     info = dataset_info(spec)
-    key = tuple(sorted((k, str(v)) for k, v in spec.items()))
-    with _LOCK:
-        if key not in _LOADED:
-            raw = info.load_raw(spec)
-            _LOADED[key] = (
-                _normalise(name, raw, info.num_classes)
-                if info.images
-                else _as_drawn(name, raw, info)
-            )
-        return _LOADED[key]
+    raw = info.load_raw(spec)
+    return _normalise(name, raw, info.num_classes) if info.images else _as_drawn(name, raw, info)
 
 
 def _groups(raw: Mapping[str, np.ndarray], key: str) -> np.ndarray | None:

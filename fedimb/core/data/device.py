@@ -47,7 +47,8 @@ def load_device_data(
         raise ConfigError(f"device data {path} holds no samples")
     if y.min() < 0 or y.max() >= num_classes:
         raise ConfigError(
-            f"device data {path} has labels in [{y.min()}, {y.max()}], the run needs [0, {num_classes})"
+            f"device data {path} has labels in [{y.min()}, {y.max()}], "
+            f"the run needs [0, {num_classes})"
         )
     return _standardise(x), y
 
@@ -80,21 +81,23 @@ def _read_class_folders(path: Path, input_shape: tuple[int, ...]) -> tuple[np.nd
 
     if len(input_shape) != 3:
         raise ConfigError(
-            f"device data {path}: image folders need an image data set, the run's inputs are {input_shape}"
+            f"device data {path}: image folders need an image data set, "
+            f"the run's inputs are {input_shape}"
         )
     channels, height, width = input_shape
     folders = sorted(p for p in path.iterdir() if p.is_dir())
     bad = [p.name for p in folders if not p.name.isdigit()]
     if not folders or bad:
         raise ConfigError(
-            f"device data {path} needs class sub-folders named by class index (0, 1, ...), found {bad or 'none'}"
+            f"device data {path} needs class sub-folders named by class index (0, 1, ...), "
+            f"found {bad or 'none'}"
         )
     images, labels = [], []
     for folder in folders:
         for file in sorted(f for f in folder.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES):
             try:
-                with Image.open(file) as image:
-                    image = image.convert("L" if channels == 1 else "RGB").resize((width, height))
+                with Image.open(file) as opened:
+                    image = opened.convert("L" if channels == 1 else "RGB").resize((width, height))
                     array = np.asarray(image, dtype=np.float32) / 255.0
             except OSError as err:
                 raise ConfigError(f"device data: cannot read image {file} ({err})") from None

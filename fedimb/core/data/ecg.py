@@ -22,7 +22,8 @@ BEAT_CLASSES = ("N", "L", "R", "V", "/", "A", "f", "F", "j", "a", "E", "J")
 WINDOW = 256
 RECORDS = (
     "100 101 102 103 104 105 106 107 108 109 111 112 113 114 115 116 117 118 119 121 122 123 124 "
-    "200 201 202 203 205 207 208 209 210 212 213 214 215 217 219 220 221 222 223 228 230 231 232 233 234"
+    "200 201 202 203 205 207 208 209 210 212 213 214 215 217 219 220 221 222 223 228 230 231 232 "
+    "233 234"
 ).split()
 
 
@@ -73,7 +74,9 @@ def load_mitbih(
         root = cache_dir() / "mitdb"
         wfdb.dl_database("mitdb", dl_dir=str(root), records=list(RECORDS))
     rng = np.random.default_rng(seed)
-    parts = {"x_train": [], "y_train": [], "x_test": [], "y_test": [], "groups_train": []}
+    parts: dict[str, list[np.ndarray]] = {
+        key: [] for key in ("x_train", "y_train", "x_test", "y_test", "groups_train")
+    }
     for client, record in enumerate(RECORDS):
         signal, _ = wfdb.rdsamp(str(root / record), channels=[0])
         annotation = wfdb.rdann(str(root / record), "atr")

@@ -3,12 +3,14 @@ and the partitioner that keeps a profile's share of every class before splitting
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from fedimb.core.data.partitioners import Split, dirichlet, iid
-from fedimb.core.errors import ConfigError
+from fedimb.core.data.scheme import Scheme, check_alpha
+from fedimb.core.errors import ConfigError, is_number, require
 
 # English letter frequencies (percent), the common reference table.
 LETTER_FREQUENCIES = {
@@ -89,7 +91,8 @@ def longtail_profile(
             raise ConfigError("partition.frequencies must be non-negative with a positive maximum")
     else:
         raise ConfigError(
-            f"unknown long-tail profile '{profile}' (choose from: exponential, explicit, halfnormal, letters)"
+            f"unknown long-tail profile '{profile}' "
+            "(choose from: exponential, explicit, halfnormal, letters)"
         )
     return w / w.max()
 
@@ -127,3 +130,16 @@ def longtail(
             f"partition.client_split must be 'iid' or 'dirichlet', got '{client_split}'"
         )
     return [subset[p] for p in parts], None
+
+
+def longtail_rules(spec: Mapping[str, Any], num_classes: int, num_clients: int) -> None:
+    check_alpha(spec)
+    if "imbalance_ratio" in spec:
+        ratio = spec["imbalance_ratio"]
+        require(
+            is_number(ratio) and ratio >= 1,
+            f"partition.imbalance_ratio must be >= 1, got {ratio!r}",
+        )
+
+
+LONGTAIL = Scheme(longtail, longtail_rules, "raise partition.alpha or partition.min_partition_size")

@@ -1,5 +1,5 @@
 """A partition of the training set over clients, made by the partitioner the
-``partition`` configuration names (:data:`PARTITIONERS`)."""
+``partition`` configuration names (:data:`PARTITIONERS`, each with its rules)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from fedimb.core.data.longtail import longtail
-from fedimb.core.data.partition_file import from_file
+from fedimb.core.data.longtail import LONGTAIL
+from fedimb.core.data.partition_file import FILE
 from fedimb.core.data.partitioners import (
-    Partitioner,
-    clustered,
-    dirichlet,
-    iid,
-    natural,
-    pathological,
-    quantity,
+    CLUSTERED,
+    DIRICHLET,
+    IID,
+    NATURAL,
+    PATHOLOGICAL,
+    QUANTITY,
 )
+from fedimb.core.data.scheme import Scheme
 from fedimb.core.data.stats import label_counts
 from fedimb.core.errors import ConfigError
 
@@ -56,10 +56,7 @@ def make_partition(
     by the ``natural`` partitioner."""
     labels = np.asarray(labels, dtype=np.int64)
     name = str(spec["name"])
-    if name not in PARTITIONERS:
-        raise ConfigError(
-            f"unknown partition '{name}' (choose from: {', '.join(sorted(PARTITIONERS))})"
-        )
+    scheme = check_partition(spec, num_classes, num_clients)
     params = {k: v for k, v in spec.items() if k not in ("name", "allow_empty_clients")}
     if name == "natural":
         params["groups"] = groups
@@ -67,7 +64,7 @@ def make_partition(
         params["allow_empty"] = bool(spec.get("allow_empty_clients"))
     rng = np.random.default_rng([int(seed), 0x9A27])
     try:
-        indices, groups = PARTITIONERS[name](labels, num_classes, num_clients, rng, seed, **params)
+        indices, groups = scheme.split(labels, num_classes, num_clients, rng, seed, **params)
     except TypeError as err:  # unknown or missing parameter
         raise ConfigError(f"partition '{name}': {err}") from None
     indices = [np.sort(np.asarray(ix, dtype=np.int64)) for ix in indices]
@@ -75,13 +72,26 @@ def make_partition(
     return Partition(tuple(indices), counts, groups)
 
 
-PARTITIONERS: dict[str, Partitioner] = {
-    "file": from_file,
-    "natural": natural,
-    "iid": iid,
-    "dirichlet": dirichlet,
-    "pathological": pathological,
-    "clustered": clustered,
-    "longtail": longtail,
-    "quantity": quantity,
+def check_partition(spec: Mapping[str, Any], num_classes: int, num_clients: int) -> Scheme:
+    """The scheme of the ``partition`` settings ``spec``, after its rules: a one-line
+    :class:`ConfigError` for an unknown partitioner, a key it does not read or a value
+    out of range (for ``num_classes`` classes and ``num_clients`` clients)."""
+    name = str(spec["name"])
+    if name not in PARTITIONERS:
+        raise ConfigError(
+            f"unknown partition '{name}' (choose from: {', '.join(sorted(PARTITIONERS))})"
+        )
+    PARTITIONERS[name].check(name, spec, num_classes, num_clients)
+    return PARTITIONERS[name]
+
+
+PARTITIONERS: dict[str, Scheme] = {
+    "file": FILE,
+    "natural": NATURAL,
+    "iid": IID,
+    "dirichlet": DIRICHLET,
+    "pathological": PATHOLOGICAL,
+    "clustered": CLUSTERED,
+    "longtail": LONGTAIL,
+    "quantity": QUANTITY,
 }

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from fedimb.core.data.partitioners import Split
+from fedimb.core.data.scheme import Scheme
 from fedimb.core.errors import ConfigError
 
 
@@ -14,7 +15,8 @@ def read_partition_file(path: str | None) -> dict[str, Any]:
     """The clients' index lists of a partition file ``{"clients": [[...], ...]}`` (a run
     folder's ``partition.json`` is one) and a digest of them; one-line errors for a
     missing, unreadable or malformed file. The indices travel inside the configuration
-    (DESIGN: the configuration travels inside the run), so nodes never read the file."""
+    (which travels inside the run: in a deployment the nodes run on other machines), so
+    nodes never read the file."""
     import hashlib
     import json
     from pathlib import Path
@@ -85,3 +87,6 @@ def from_file(
             )
         out.append(ix)
     return out, None
+
+
+FILE = Scheme(from_file, spread_hint="give every client indices in partition.path")

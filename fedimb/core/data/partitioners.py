@@ -1,7 +1,10 @@
 """Partitioners: split a training set over clients to reproduce the papers' non-IID set-ups.
 
 Each partitioner is seeded and returns, per client, indices into the training set; the
-:class:`Partition` adds the label histograms. ``iid`` and ``dirichlet`` use the
+:class:`Partition` adds the label histograms. Beside each one its
+:class:`~fedimb.core.data.scheme.Scheme` declares the rules of its settings (checked
+with the configuration and again before a split) and the setting that spreads samples
+over more clients (the preflight's hint). ``iid`` and ``dirichlet`` use the
 flwr-datasets partitioners; the others are written here because flwr-datasets has no
 equivalent (fixed samples per client, client groups, joint size and label skew); the
 global long tail is in :mod:`.longtail`, a user's own split in :mod:`.partition_file`.
@@ -9,13 +12,15 @@ global long tail is in :mod:`.longtail`, a user's own split in :mod:`.partition_
 
 from __future__ import annotations
 
+import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from fedimb.core.errors import ConfigError
+from fedimb.core.data.scheme import Scheme, check_alpha, check_samples_per_client
+from fedimb.core.errors import ConfigError, is_int, is_number, require
 
 Split = tuple[list[np.ndarray], "np.ndarray | None"]
 Partitioner = Callable[..., Split]
@@ -43,6 +48,9 @@ def iid(labels, num_classes, num_clients, rng, seed) -> Split:
     return [np.asarray(shard, dtype=np.int64) for shard in np.array_split(order, num_clients)], None
 
 
+IID = Scheme(iid)
+
+
 def dirichlet(
     labels, num_classes, num_clients, rng, seed, alpha: float = 0.5, min_partition_size: int = 2
 ) -> Split:
@@ -67,6 +75,15 @@ def dirichlet(
             f"dirichlet partition (alpha={alpha}, {num_clients} clients) failed: {err}; "
             "lower partition.min_partition_size or use fewer clients"
         ) from None
+
+
+def dirichlet_rules(spec: Mapping[str, Any], num_classes: int, num_clients: int) -> None:
+    check_alpha(spec)
+
+
+DIRICHLET = Scheme(
+    dirichlet, dirichlet_rules, "raise partition.alpha or partition.min_partition_size"
+)
 
 
 def _deal_classes(rng: np.random.Generator, num_classes: int, per_client: Sequence[int]):
@@ -133,15 +150,27 @@ def pathological(
     samples_per_client: int | None = None,
 ) -> Split:
     """Each client holds ``classes_per_client`` classes (ReBaFL §5.1, FedAvg's shards)."""
-    k = int(classes_per_client)
-    if not 1 <= k <= num_classes:
-        raise ConfigError(
-            f"partition.classes_per_client must be in [1, {num_classes}], got {classes_per_client}"
-        )
-    held = _deal_classes(rng, num_classes, [k] * num_clients)
+    held = _deal_classes(rng, num_classes, [int(classes_per_client)] * num_clients)
     return _split_by_classes(
         labels, num_classes, held, rng, samples_per_client, "pathological"
     ), None
+
+
+def pathological_rules(spec: Mapping[str, Any], num_classes: int, num_clients: int) -> None:
+    if "classes_per_client" in spec:
+        k = spec["classes_per_client"]
+        require(
+            is_int(k) and 1 <= k <= num_classes,
+            f"partition.classes_per_client must be in [1, {num_classes}], got {k!r}",
+        )
+    check_samples_per_client(spec)
+
+
+PATHOLOGICAL = Scheme(
+    pathological,
+    pathological_rules,
+    "raise partition.classes_per_client or set partition.samples_per_client",
+)
 
 
 def client_groups(num_clients: int, num_groups: int) -> np.ndarray:
@@ -161,19 +190,32 @@ def clustered(
     """Clients in equal contiguous groups; group g's clients hold ``classes_per_group[g]``
     classes each (ReBaFL §5.3). The group ids also drive per-group dropout."""
     per_group = [int(k) for k in classes_per_group]
-    if not per_group or any(not 1 <= k <= num_classes for k in per_group):
-        raise ConfigError(
-            f"partition.classes_per_group entries must be in [1, {num_classes}], got {list(classes_per_group)}"
-        )
-    if len(per_group) > num_clients:
-        raise ConfigError(
-            f"{len(per_group)} client groups need at least as many clients, got {num_clients}"
-        )
     groups = client_groups(num_clients, len(per_group))
     held = _deal_classes(rng, num_classes, [per_group[g] for g in groups])
     return _split_by_classes(
         labels, num_classes, held, rng, samples_per_client, "clustered"
     ), groups
+
+
+def clustered_rules(spec: Mapping[str, Any], num_classes: int, num_clients: int) -> None:
+    groups = list(spec.get("classes_per_group", clustered_default_groups()) or [])
+    require(
+        len(groups) >= 1 and all(is_int(k) and 1 <= k <= num_classes for k in groups),
+        f"partition.classes_per_group entries must be integers in [1, {num_classes}], got {groups}",
+    )
+    require(
+        len(groups) <= num_clients,
+        f"{len(groups)} client groups need at least {len(groups)} clients, got {num_clients}",
+    )
+    check_samples_per_client(spec)
+
+
+def clustered_default_groups() -> list[int]:
+    """``clustered``'s groups when its settings name none (its signature's default)."""
+    return list(inspect.signature(clustered).parameters["classes_per_group"].default)
+
+
+CLUSTERED = Scheme(clustered, clustered_rules, "raise partition.classes_per_group")
 
 
 def quantity(
@@ -188,8 +230,6 @@ def quantity(
     largest that no class pool runs out of.
     """
     rho, tau = float(rho), float(tau)
-    if not 0 < rho <= 1 or not 0 < tau <= 1:
-        raise ConfigError(f"partition.rho and partition.tau must be in (0, 1], got ({rho}, {tau})")
     sizes = rho ** (np.arange(num_clients) / max(num_clients - 1, 1))
     sizes /= sizes.sum()
     shares = np.zeros((num_clients, num_classes))
@@ -212,6 +252,19 @@ def quantity(
     return out, None
 
 
+def quantity_rules(spec: Mapping[str, Any], num_classes: int, num_clients: int) -> None:
+    for key in ("rho", "tau"):
+        if key in spec:
+            value = spec[key]
+            require(
+                is_number(value) and 0 < value <= 1,
+                f"partition.{key} must be in (0, 1], got {value!r}",
+            )
+
+
+QUANTITY = Scheme(quantity, quantity_rules, "raise partition.rho")
+
+
 def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
     """One client per natural group of the data set (e.g. MIT-BIH: one per patient)."""
     if groups is None:
@@ -221,9 +274,13 @@ def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
     rows = rows_by_group(groups)
     if len(rows) != num_clients:
         raise ConfigError(
-            f"partition 'natural' has {len(rows)} clients in this data set: set num_clients={len(rows)}"
+            f"partition 'natural' has {len(rows)} clients in this data set: "
+            f"set num_clients={len(rows)}"
         )
     return list(rows.values()), None
+
+
+NATURAL = Scheme(natural, spread_hint="num_clients must not exceed the data set's natural groups")
 
 
 def rows_by_group(groups: np.ndarray) -> dict[int, np.ndarray]:

@@ -32,7 +32,7 @@ def kl_to_uniform(counts: np.ndarray) -> np.ndarray | float:
 def partition_summary(counts: np.ndarray, groups: Sequence[int] | None = None) -> dict[str, object]:
     """JSON-ready description of a partition: per-client and global class counts, KLD."""
     counts = np.asarray(counts, dtype=np.int64)
-    kl = kl_to_uniform(counts)
+    kl = np.atleast_1d(kl_to_uniform(counts))  # one value per client
     summary: dict[str, object] = {
         "num_clients": int(counts.shape[0]),
         "num_classes": int(counts.shape[1]),

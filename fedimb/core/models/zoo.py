@@ -11,21 +11,26 @@ from torch import nn
 from fedimb.core.models.base import EncoderHeadNet, flat_size
 
 
+def conv_pool(c_in: int, c_out: int, kernel: int, padding: int) -> list[nn.Module]:
+    """One conv-pool pair of the ReBaFL CNNs: conv (stride 1), ReLU, 2x2 max-pooling."""
+    return [nn.Conv2d(c_in, c_out, kernel, padding=padding), nn.ReLU(), nn.MaxPool2d(2)]
+
+
+def dense_encoder(
+    body: nn.Sequential, input_shape: tuple[int, ...], width: int, num_classes: int
+) -> EncoderHeadNet:
+    """``body`` followed by one dense ReLU layer of ``width`` as the encoder, and a
+    linear head over it."""
+    encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), width), nn.ReLU())
+    return EncoderHeadNet(encoder, width, num_classes)
+
+
 def cnn28(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNet:
     """ReBaFL's Fashion-MNIST CNN (§5.1): two conv-pool pairs (16, 32 channels), FC 128,
     FC C. Kernel 5x5 with padding 2 and 2x2 max-pooling follow LeNet-5 (not stated)."""
     c = input_shape[0]
-    body = nn.Sequential(
-        nn.Conv2d(c, 16, 5, padding=2),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 5, padding=2),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-    )
-    encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), 128), nn.ReLU())
-    return EncoderHeadNet(encoder, 128, num_classes)
+    body = nn.Sequential(*conv_pool(c, 16, 5, 2), *conv_pool(16, 32, 5, 2), nn.Flatten())
+    return dense_encoder(body, input_shape, 128, num_classes)
 
 
 def cnn32(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNet:
@@ -33,19 +38,9 @@ def cnn32(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNet:
     (3x3, padding 1; kernel not stated)."""
     c = input_shape[0]
     body = nn.Sequential(
-        nn.Conv2d(c, 16, 5, padding=2),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 5, padding=2),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
+        *conv_pool(c, 16, 5, 2), *conv_pool(16, 32, 5, 2), *conv_pool(32, 64, 3, 1), nn.Flatten()
     )
-    encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), 128), nn.ReLU())
-    return EncoderHeadNet(encoder, 128, num_classes)
+    return dense_encoder(body, input_shape, 128, num_classes)
 
 
 def astraea_cnn(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNet:
@@ -64,8 +59,7 @@ def astraea_cnn(input_shape: tuple[int, ...], num_classes: int) -> EncoderHeadNe
         nn.ReLU(),
         nn.Flatten(),
     )
-    encoder = nn.Sequential(body, nn.Linear(flat_size(body, input_shape), 150), nn.ReLU())
-    return EncoderHeadNet(encoder, 150, num_classes)
+    return dense_encoder(body, input_shape, 150, num_classes)
 
 
 def mclr(

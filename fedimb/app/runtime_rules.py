@@ -1,0 +1,110 @@
+"""The rules of each runtime's settings (``runtime``): what ``conf/runtime/<name>.yaml``
+declares, checked with the rest of the configuration before any process starts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from omegaconf import DictConfig
+
+from fedimb.core.errors import check_number, is_number, require
+
+
+def check_runtime(cfg: DictConfig) -> None:
+    """The chosen runtime's own rules, then the rules every runtime shares."""
+    r = cfg.runtime
+    require(
+        r.get("name") in RUNTIMES,
+        f"unknown runtime '{r.get('name')}' (choose from: {', '.join(RUNTIMES)})",
+    )
+    RUNTIMES[r.name](cfg)
+    check_shared_settings(r)
+
+
+def check_simulation(cfg: DictConfig) -> None:
+    """Ray's resources per virtual client and the Ray cluster to join."""
+    r = cfg.runtime
+    check_number("runtime.num_cpus_per_client", r.num_cpus_per_client, 1, integer=True)
+    address = r.get("ray_address")
+    require(
+        address is None or (isinstance(address, str) and (address == "auto" or ":" in address)),
+        f"runtime.ray_address must be host:port, auto or null, got {address!r}",
+    )
+    check_gpus_per_client(cfg)
+
+
+def check_deployment(cfg: DictConfig) -> None:
+    """The SuperLink's address; no Ray settings."""
+    r = cfg.runtime
+    require(
+        isinstance(r.get("address"), str) and ":" in r.address,
+        f"runtime.address must be host:port, got {r.get('address')!r}",
+    )
+    refuse_gpus_per_client(cfg)
+
+
+def check_in_process(cfg: DictConfig) -> None:
+    """One process: no Ray settings."""
+    refuse_gpus_per_client(cfg)
+
+
+def check_gpus_per_client(cfg: DictConfig) -> None:
+    """``runtime.num_gpus_per_client``: Ray's GPU share per virtual client (Flower's
+    ``client-resources-num-gpus``); a GPU reserved for clients that ``device=cpu`` keeps
+    off it would only idle."""
+    gpus = cfg.runtime.get("num_gpus_per_client", 0.0)
+    require(
+        is_number(gpus) and gpus >= 0,
+        f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), "
+        f"got {gpus!r}",
+    )
+    require(
+        gpus == 0 or cfg.device != "cpu",
+        f"runtime.num_gpus_per_client={gpus} reserves GPUs, but device=cpu keeps the clients "
+        f"off them: use device=auto or device=cuda, or runtime.num_gpus_per_client=0",
+    )
+
+
+def refuse_gpus_per_client(cfg: DictConfig) -> None:
+    """Only the simulation has Ray's ``num_gpus_per_client``."""
+    name = cfg.runtime.name
+    require(
+        "num_gpus_per_client" not in cfg.runtime,
+        f"runtime.num_gpus_per_client is a setting of runtime=simulation (Ray's GPUs per "
+        f"virtual client), not of runtime={name}; there device=auto or device=cuda puts the "
+        f"clients on a GPU",
+    )
+
+
+def check_shared_settings(r: DictConfig) -> None:
+    """Timeouts and waits (where a runtime has them) and ``detach``."""
+    for key in ("round_timeout", "connect_timeout"):
+        value = r.get(key)
+        require(
+            value is None or (is_number(value) and value > 0),
+            f"runtime.{key} must be a positive number of seconds or null, got {value!r}",
+        )
+    if "wait_for_nodes" in r:
+        require(
+            is_number(r.wait_for_nodes) and r.wait_for_nodes >= 0,
+            f"runtime.wait_for_nodes must be a number of seconds >= 0 (0: check once), "
+            f"got {r.wait_for_nodes!r}",
+        )
+    if "reattach_seconds" in r:
+        require(
+            is_number(r.reattach_seconds) and r.reattach_seconds > 0,
+            f"runtime.reattach_seconds must be a positive number of seconds, "
+            f"got {r.reattach_seconds!r}",
+        )
+    require(
+        isinstance(r.get("detach", False), bool),
+        f"runtime.detach must be true or false, got {r.get('detach')!r}",
+    )
+
+
+#: each runtime's own rules, by name (``runtime=<name>``)
+RUNTIMES: dict[str, Callable[[DictConfig], None]] = {
+    "simulation": check_simulation,
+    "deployment": check_deployment,
+    "in_process": check_in_process,
+}
