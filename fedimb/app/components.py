@@ -21,11 +21,21 @@ def build_component(node: DictConfig, **runtime_objects: Any) -> Any:
     return import_class(str(params.pop("_target_")))(**params, **runtime_objects)
 
 
+#: classes that a run folder saved before every method had modules of its own name may
+#: name (``fedimb resume`` of such a run), with the class that now does the same
+MOVED = {
+    "strategies.personal.LGFedAvgStrategy": "strategies.lg_fedavg.LGFedAvgStrategy",
+    "strategies.personal.LocalStrategy": "strategies.local.LocalStrategy",
+    "strategies.personal.PFedMeStrategy": "strategies.pfedme.PFedMeStrategy",
+    "clients.qffl.InitialLossClient": "clients.qffl.QFFLClient",
+}
+
+
 def import_class(target: str) -> type:
-    """The class named by a dotted ``_target_`` path. Plain importlib rather than Hydra:
-    a deployed ClientApp starts a process per message, and importing Hydra would be a
-    noticeable share of that process's start-up."""
-    module_name, _, name = target.rpartition(".")
+    """The class named by a dotted ``_target_`` path (or where it moved, :data:`MOVED`).
+    Plain importlib rather than Hydra: a deployed ClientApp starts a process per message,
+    and importing Hydra would be a noticeable share of that process's start-up."""
+    module_name, _, name = MOVED.get(target, target).rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), name) if module_name else None
     except Exception as err:

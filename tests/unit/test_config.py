@@ -263,3 +263,13 @@ def test_a_ray_cluster_counts_only_when_named_or_alive(tmp_path):
         listening.listen()
         record.write_text(f"127.0.0.1:{listening.getsockname()[1]}")
         assert ray_cluster_configured({"RAY_TMPDIR": str(tmp_path)})
+
+
+def test_a_class_an_older_run_folder_names_still_resolves():
+    """A run saved before each method had modules of its own name resumes: its saved
+    targets resolve to the classes that now do the same."""
+    from fedimb.app.components import MOVED, import_class
+
+    for old, new in MOVED.items():
+        assert import_class(old) is import_class(new)
+    assert import_class("clients.qffl.InitialLossClient").__name__ == "QFFLClient"
