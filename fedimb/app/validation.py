@@ -17,6 +17,7 @@ from fedimb.app.components import import_class
 from fedimb.app.config_keys import DEFAULT_STRATEGY, group_choices, hydra_config
 from fedimb.app.runtime_rules import check_runtime
 from fedimb.core.errors import ConfigError, check_number, is_int, is_number, require
+from fedimb.core.models.options import check_model_options
 from fedimb.core.process_cache import ProcessCache, cache_key
 
 #: the configurations this process has validated (by their resolved JSON)
@@ -86,8 +87,8 @@ def method_classes(cfg: DictConfig) -> tuple[type, type]:
 
 def check_method(cfg: DictConfig) -> None:
     """The method's own rules: each half's ``check_settings`` (its ``setting_rules``),
-    the strategy's ``check_configuration`` where its rules read other sections, and
-    whether it has the personal model ``evaluation.personal`` asks for."""
+    the strategy's ``check_configuration`` where its rules read other sections, its
+    model options, and whether it has the personal model ``evaluation.personal`` asks for."""
     client_cls, strategy_cls = method_classes(cfg)
     for part, cls in (("client", client_cls), ("strategy", strategy_cls)):
         check_settings = getattr(cls, "check_settings", None)
@@ -96,6 +97,12 @@ def check_method(cfg: DictConfig) -> None:
     check_configuration = getattr(strategy_cls, "check_configuration", None)
     if check_configuration is not None:
         check_configuration(cfg)
+    options = cfg.method.get("model_options") or OmegaConf.create({})
+    require(
+        isinstance(options, DictConfig),
+        f"method.model_options must be a mapping of option: value, got {options!r}",
+    )
+    check_model_options(cast(dict[str, Any], OmegaConf.to_container(options, resolve=True)))
     if cfg.get("evaluation", {}).get("personal"):
         if not all(getattr(c, "personal_evaluation", False) for c in (client_cls, strategy_cls)):
             raise ConfigError(  # the list composes every method: only when it is needed

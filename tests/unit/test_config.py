@@ -273,3 +273,8 @@ def test_a_class_an_older_run_folder_names_still_resolves():
     for old, new in MOVED.items():
         assert import_class(old) is import_class(new)
     assert import_class("clients.qffl.InitialLossClient").__name__ == "QFFLClient"
+
+
+def test_a_bad_model_option_is_a_configuration_error_before_any_model_is_built():
+    with pytest.raises(ConfigError, match=r"^method\.model_options\.projection_dim must be"):
+        config.compose(["method=moon", "method.model_options.projection_dim=0"])
