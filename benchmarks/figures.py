@@ -670,6 +670,50 @@ def stability(rows):
     return fig
 
 
+# -- the leaderboard -------------------------------------------------------------------------------
+
+
+@from_data("leaderboard")
+def leaderboard(rows, subject: str):
+    """Per set-up, each method's mean with its 95% t interval; FedAvg's mean as a line."""
+    setups = list(dict.fromkeys(r["setup"] for r in rows))
+    tallest = max(sum(r["setup"] == s for r in rows) for s in setups)
+    fig, axes = canvas(1, len(setups), figsize=(3.6 * len(setups), 1.5 + 0.28 * tallest))
+    for ax, setup in zip(np.atleast_1d(axes), setups):
+        shown = [r for r in rows if r["setup"] == setup and r["mean"]]
+        mean = np.array([100 * float(r["mean"]) for r in shown])
+        low = np.array([100 * float(r["low"] or r["mean"]) for r in shown])
+        high = np.array([100 * float(r["high"] or r["mean"]) for r in shown])
+        places = np.arange(len(shown))
+        ax.errorbar(mean, places, xerr=[mean - low, high - mean], fmt="o", ms=4, capsize=2)
+        ax.axvline(mean[0], color="grey", lw=0.8, ls="--")  # the reference, the first row
+        ax.set_yticks(places, [r["method"] for r in shown], fontsize=7)
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+        ax.set(title=setup, xlabel="test accuracy at best validation round (%)")
+    return fig
+
+
+@from_table("leaderboard_cost")
+def leaderboard_cost(rows):
+    """The leaderboard's estimated hours per set-up, tuning and report runs stacked."""
+    hours = next(k for k in rows[0] if k.startswith("hours"))
+    shown = [r for r in rows if r["set-up"]]
+    setups = list(dict.fromkeys(r["set-up"] for r in shown))
+    parts = {
+        phase: np.array(
+            [
+                sum(number(r[hours]) for r in shown if (r["phase"], r["set-up"]) == (phase, s))
+                for s in setups
+            ]
+        )
+        for phase in dict.fromkeys(r["phase"] for r in shown)
+    }
+    _, ax = canvas(figsize=(7, 1.2 + 0.4 * len(setups)))
+    stacked_bars(ax, setups, parts)
+    return finish(ax, len(parts), xlabel=hours, title="The leaderboard's estimated cost")
+
+
 # -- Synthetic -------------------------------------------------------------------------------------
 
 

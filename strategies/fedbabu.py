@@ -20,6 +20,8 @@ from strategies.base import BaseStrategy
 class FedBABUStrategy(BaseStrategy):
     """FedAvg with head fine-tuning at evaluation."""
 
+    #: the clients test their fine-tuned models on the test set (refused with evaluation.test=false)
+    clients_read_test = True
     setting_rules = {
         FINETUNE_EPOCHS: at_least(1, integer=True),
         "finetune_every": at_least(1, integer=True),

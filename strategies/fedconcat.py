@@ -262,7 +262,11 @@ class FedConcatStrategy(BaseStrategy):
     def evaluate(self, server_round, parameters):
         stage = self.stage_of(server_round)
         if server_round > 0 and stage != STAGE_CLASSIFIER:
-            if stage == STAGE_ENCODERS and self.should_evaluate(server_round):
+            if (
+                stage == STAGE_ENCODERS
+                and self.should_evaluate(server_round)
+                and self.run.reads_test
+            ):
                 accuracies = [
                     self.run.evaluate(w, model=self.template)[protocol.ACCURACY]
                     for w in self.cluster_weights
@@ -273,13 +277,9 @@ class FedConcatStrategy(BaseStrategy):
             return super().evaluate(server_round, parameters)
         if not self.should_evaluate(server_round):
             return None
-        weights = self.encoders_and_classifier()
-        result = self.run.evaluate(weights, model=self.final_model)
-        self.round_log.test = result
-        return float(result[protocol.LOSS]), {
-            protocol.ACCURACY: result[protocol.ACCURACY],
-            protocol.MACRO_F1: result[protocol.MACRO_F1],
-        }
+        return self.test_on_server(
+            self.round_log, self.encoders_and_classifier(), model=self.final_model
+        )
 
     def encoders_and_classifier(self) -> list[np.ndarray]:
         """The final model's arrays in its state_dict order: encoders, then classifier."""

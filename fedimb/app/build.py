@@ -1,8 +1,8 @@
 """What server and clients both derive from a configuration: data, partition, model.
 
-Everything here is deterministic in the configuration (the ``seed`` in particular),
-so every process of a run computes the same partition and the same initial model
-without exchanging them. Results are cached per process.
+Everything here is deterministic in the configuration (its seeds in particular,
+:mod:`fedimb.app.seeds`), so every process of a run computes the same validation share,
+partition and initial model without exchanging them. Results are cached per process.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from fedimb.app.seeds import data_seed, train_seed
 from fedimb.core.data import ArrayDataset, Partition, load_dataset, make_partition
-from fedimb.core.data.datasets import DatasetInfo
+from fedimb.core.data.datasets import DatasetInfo, hold_out_validation
 from fedimb.core.models import EncoderHeadNet, build_model
 from fedimb.core.process_cache import ProcessCache, cache_key
 
@@ -36,22 +37,40 @@ def plain(node: Any) -> dict[str, Any]:
 
 
 def experiment_data(cfg: DictConfig) -> ExperimentData:
-    """The data set and its partition over ``num_clients`` clients (once per process)."""
-    key = cache_key(cfg.dataset, cfg.partition, cfg.num_clients, cfg.seed)
+    """The data set, less the validation share the server holds out
+    (``validation.fraction``), and its partition over ``num_clients`` clients (once per
+    process)."""
+    key = cache_key(
+        cfg.dataset, cfg.partition, cfg.num_clients, validation_fraction(cfg), data_seed(cfg)
+    )
     return _DATA.get(key, lambda: _build_experiment_data(cfg))
 
 
 def _build_experiment_data(cfg: DictConfig) -> ExperimentData:
     dataset = load_dataset(plain(cfg.dataset))
+    if validation_fraction(cfg) > 0:
+        dataset = hold_out_validation(dataset, validation_fraction(cfg), data_seed(cfg))
     partition = make_partition(
         dataset.y_train,
         dataset.num_classes,
         int(cfg.num_clients),
         plain(cfg.partition),
-        int(cfg.seed),
+        data_seed(cfg),
         dataset.groups_train,
     )
     return ExperimentData(dataset, partition)
+
+
+def validation_fraction(cfg: DictConfig) -> float:
+    """The share of the training data the server holds out for validation (0: none)."""
+    return float((cfg.get("validation") or {}).get("fraction", 0.0) or 0.0)
+
+
+def training_arrays_key(cfg: DictConfig) -> object:
+    """What the training arrays depend on: the data set and, where the server holds out a
+    validation share, its fraction and the data seed."""
+    fraction = validation_fraction(cfg)
+    return cache_key(cfg.dataset, fraction, data_seed(cfg) if fraction > 0 else None)
 
 
 def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.ndarray, np.ndarray]:
@@ -61,13 +80,13 @@ def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.nda
     fraction = float(cfg.evaluation.get("local_test_fraction", 0.0) or 0.0)
     if fraction <= 0 or len(indices) < 2:
         return indices, indices[:0]
-    order = np.random.default_rng([int(cfg.seed), int(pid), 0x7E57]).permutation(indices)
+    order = np.random.default_rng([data_seed(cfg), int(pid), 0x7E57]).permutation(indices)
     n_test = min(max(1, int(round(fraction * len(indices)))), len(indices) - 1)
     return np.sort(order[n_test:]), np.sort(order[:n_test])
 
 
 def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHeadNet:
-    """The model of the run, initialised from ``seed`` (identical in every process).
+    """The model of the run, initialised from the training seed (identical in every process).
 
     A method may change the architecture through ``method.model_options`` (e.g. MOON's
     projection head, :mod:`fedimb.core.models.options`)."""
@@ -75,7 +94,7 @@ def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHe
         plain(cfg.model),
         dataset.input_shape,
         dataset.num_classes,
-        seed=int(cfg.seed),
+        seed=train_seed(cfg),
         options=plain(cfg.method.get("model_options") or OmegaConf.create({})),
     )
 

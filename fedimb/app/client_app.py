@@ -76,7 +76,7 @@ def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
     ``device``, see :func:`_inputs_on`), built per message, which costs no copy."""
     data = build.experiment_data(cfg)
     dataset_key = cache_key(cfg.dataset)
-    x = _inputs_on(device, ("train", dataset_key), data.dataset.x_train)
+    x = _inputs_on(device, ("train", build.training_arrays_key(cfg)), data.dataset.x_train)
     x_test = _inputs_on(device, ("test", dataset_key), data.dataset.x_test)
     y, y_test = torch.from_numpy(data.dataset.y_train), torch.from_numpy(data.dataset.y_test)
     train, local_test = build.client_split(cfg, data.partition.indices[pid], pid)

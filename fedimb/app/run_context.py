@@ -19,6 +19,7 @@ from fedimb.app.build import (
     plain,
     resolve_device,
 )
+from fedimb.app.seeds import train_seed
 from fedimb.core.data.stats import label_counts
 from fedimb.core.dropout import Availability, availability_from_config
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
@@ -44,7 +45,7 @@ class ServerRun:
             plain(cfg.dropout),
             int(cfg.num_clients),
             data.partition.groups,
-            int(cfg.seed),
+            train_seed(cfg),
         )
         return cls(cfg=cfg, data=data, availability=availability, device=resolve_device(cfg))
 
@@ -125,7 +126,8 @@ class ServerRun:
 
     @property
     def seed(self) -> int:
-        return int(self.cfg.seed)
+        """The training seed: sampling, the clients' batch order, a method's own randomness."""
+        return train_seed(self.cfg)
 
     @property
     def num_classes(self) -> int:
@@ -147,16 +149,36 @@ class ServerRun:
         loss = float(-np.mean(np.log(p[np.arange(len(y)), y])))
         return {"loss": loss, **classification_metrics(y, p.argmax(axis=1), self.num_classes)}
 
+    @property
+    def has_validation(self) -> bool:
+        """Whether the server holds a validation share (``validation.fraction`` > 0)."""
+        return self.data.dataset.y_val is not None
+
+    @property
+    def reads_test(self) -> bool:
+        """Whether the server scores the global model on the test set (``evaluation.test``;
+        false in tuning, where only the validation share may choose)."""
+        return bool(self.cfg.evaluation.get("test", True))
+
     def evaluate(
-        self, weights: list[np.ndarray], model: EncoderHeadNet | None = None
+        self,
+        weights: list[np.ndarray],
+        model: EncoderHeadNet | None = None,
+        split: str = "test",
     ) -> dict[str, object]:
-        """Test metrics of ``weights`` (loaded into ``model`` or the run's model)."""
+        """Metrics of ``weights`` (loaded into ``model`` or the run's model) on the test set
+        or, with ``split="validation"``, on the validation share."""
         if model is None:
             if self._eval_model is None:
                 self._eval_model = self.new_model().to(self.device)
             model = self._eval_model
         set_weights(model, weights)
-        x, y = as_tensors(self.data.dataset.x_test, self.data.dataset.y_test)
+        dataset = self.data.dataset
+        if split == "validation":
+            assert dataset.x_val is not None and dataset.y_val is not None
+            x, y = as_tensors(dataset.x_val, dataset.y_val)
+        else:
+            x, y = as_tensors(dataset.x_test, dataset.y_test)
         return evaluate_model(
             model.to(self.device),
             x.to(self.device),

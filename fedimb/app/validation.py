@@ -15,7 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from fedimb.app import faults
 from fedimb.app.components import import_class
 from fedimb.app.config_keys import DEFAULT_STRATEGY, group_choices, hydra_config
+from fedimb.app.holdout_rules import check_seeds_and_holdout
 from fedimb.app.runtime_rules import check_runtime
+from fedimb.app.search_space import check_search
 from fedimb.core.errors import ConfigError, check_number, is_int, is_number, require
 from fedimb.core.models.options import check_model_options
 from fedimb.core.process_cache import ProcessCache, cache_key
@@ -268,6 +270,7 @@ def check_evaluation(cfg: DictConfig) -> None:
 CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_sections,
     check_run_settings,
+    check_seeds_and_holdout,
     check_method,
     check_data_and_model,
     check_training,
@@ -276,4 +279,5 @@ CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_aggregation,
     check_runtime,
     check_evaluation,
+    check_search,
 )

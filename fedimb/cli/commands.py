@@ -13,7 +13,11 @@ run in :mod:`fedimb.cli.run_commands`, those that read finished runs in
   one experiment against them through the front end (``runtime=deployment``), stop them.
 - ``fedimb report``: one comparison table and accuracy plot over run and sweep folders
   (or tables written by ``fedimb export``).
+- ``fedimb compare``: per set-up, each method's mean with its t interval and its
+  seed-paired difference to a reference method (:mod:`fedimb.cli.compare`).
 - ``fedimb export``: every completed run's metrics as one tidy Parquet or CSV table.
+- ``fedimb tune``: every method tuned with the same budget by Hydra's Optuna sweeper,
+  on validation data (:mod:`fedimb.cli.tune`).
 - ``fedimb supernode``: ``flower-supernode`` with a warm ClientApp launcher
   (:mod:`fedimb.cli.supernode`, :mod:`fedimb.cli.node_worker`).
 - ``fedimb diagnose``: the label imbalance of a data set + partition, and which methods
@@ -28,7 +32,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from fedimb.cli.run_commands import attach_main, certs_main, local_federation_main, resume_main
-from fedimb.cli.table_commands import export_main, report_main
+from fedimb.cli.table_commands import compare_main, export_main, report_main
 
 
 def diagnose_main(argv: list[str]) -> int:
@@ -55,6 +59,13 @@ def supernode_main(argv: list[str]) -> int:
     from fedimb.cli.supernode import supernode_main as start
 
     return start(argv)
+
+
+def tune_main(argv: list[str]) -> int:
+    """fedimb tune method=A,B [overrides] [--trials N] [--out DIR] (fedimb.cli.tune)."""
+    from fedimb.cli.tune import tune_main as tune
+
+    return tune(argv)
 
 
 def list_main(argv: list[str]) -> int:
@@ -92,7 +103,15 @@ SUBCOMMANDS = {
     "report": Subcommand(
         report_main, "one comparison table and accuracy plot over run and sweep folders"
     ),
+    "compare": Subcommand(
+        compare_main,
+        "per set-up, each method's mean with a 95% t interval and a paired test against fedavg",
+    ),
     "export": Subcommand(export_main, "every completed run's metrics as one Parquet or CSV table"),
+    "tune": Subcommand(
+        tune_main,
+        "tune every method with the same budget (Optuna, validation data); experiment files",
+    ),
     "resume": Subcommand(
         resume_main, "continue an interrupted run in its folder from its last checkpoint"
     ),

@@ -2,62 +2,25 @@
 
 ``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
 run folder per job). The last line printed is the run folder's absolute path.
-``fedimb list|diagnose|report|export|resume|attach|local-federation|certs|supernode ...`` are the
-subcommands of :mod:`fedimb.cli.commands`; ``--help``, ``--version`` and the shell
+``fedimb list|diagnose|report|export|tune|resume|attach|local-federation|certs|supernode ...``
+are the subcommands of :mod:`fedimb.cli.commands`; each job runs Hydra's task function,
+:mod:`fedimb.cli.hydra_task`; ``--help``, ``--version`` and the shell
 completion's queries are answered here (:mod:`fedimb.cli.listing`) before Hydra, which
 gets its own options apart from the overrides. Ctrl-C and SIGTERM end in one line.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import shutil
 import signal
 import sys
 from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
-
-from fedimb.app.config import CONF_DIR, check_overrides, compose, sweep_variants
+from fedimb.app.config import check_overrides, compose, sweep_variants
 from fedimb.cli import sweep_end
+from fedimb.cli.hydra_task import experiment, fail
 from fedimb.cli.processes import Interrupted
 from fedimb.core.errors import FedimbError
-
-
-def _fail(err: Exception) -> None:
-    print(f"fedimb: error: {err}", file=sys.stderr, flush=True)
-    sys.exit(2)
-
-
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base=None)
-def experiment(cfg: DictConfig) -> None:
-    from fedimb.cli.launch import run_experiment
-
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    sweep_job = HydraConfig.get().mode == RunMode.MULTIRUN
-    try:
-        path = run_experiment(cfg, run_dir)
-    except (FedimbError, KeyboardInterrupt) as err:
-        if not sweep_job and {p.name for p in run_dir.iterdir()} <= {
-            ".hydra"
-        }:  # stopped before the run started
-            shutil.rmtree(run_dir, ignore_errors=True)
-        if isinstance(err, KeyboardInterrupt):
-            raise
-        if not sweep_job:
-            _fail(err)
-        # one failed job does not cost the sweep its other runs: its folder stays (the sweep's
-        # end counts it as failed, fedimb.cli.sweep_end) and the sweep exits non-zero at its end
-        print(
-            f"fedimb: error: [job {HydraConfig.get().job.num}] {err}", file=sys.stderr, flush=True
-        )
-        return
-    print(path, flush=True)
 
 
 def _interrupt(signum, frame) -> None:
@@ -152,7 +115,7 @@ def main() -> None:
     try:
         code = run(sys.argv[1:])
     except FedimbError as err:
-        _fail(err)
+        fail(err)
     except (
         KeyboardInterrupt
     ) as stop:  # one line, no traceback: Flower's processes are already stopped

@@ -15,7 +15,8 @@ what was left out. A value from a single run reads "(n = 1)", not "± 0.00".
 The report also reads tables written by ``fedimb export`` (:mod:`fedimb.cli.export_table`),
 alone or besides folders. A table's ``setup`` column carries each run's set-up, so its runs
 group as their folders do (a table without it groups by its named run columns); their
-final/best accuracy and final macro-F1 come from their test rows, and it holds no target
+final test accuracy, final macro-F1 and the test accuracy at the best validation round come
+from their test and validation rows, and it holds no target
 accuracy, so the traffic-to-target column comes from run folders only. Both sources become
 :class:`~fedimb.cli.run_records.RunRecord` s, which is all the tables and the plot read.
 """

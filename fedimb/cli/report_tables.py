@@ -2,13 +2,16 @@
 
 A row is the runs of one set-up (everything in ``config.yaml`` but the seed and where/how
 they ran), labelled by the method and the settings that tell the rows apart. Each row gives
-mean ± sample std over its runs of the final and best test accuracy and final macro-F1,
-and the last value of the method's own scores (the ``extra`` metrics named ``*accuracy``,
-``*f1`` or ``T_*``, e.g. FedBABU's fine-tuned accuracy or GRP-FED's T_g/T_p/T_r/T_l).
-Optional columns: the mean over rounds, or the range over every round of every run, of
-other ``extra`` metrics. The per-run table gives every run's own numbers (seed, final and
-best accuracy, accuracy and loss at chosen rounds). The functions take run records or run
-folders (benchmarks pass folders).
+mean ± sample std over its runs of the final test accuracy, the test accuracy at the round
+of best validation accuracy (where runs have a validation share: the model validation
+selects) and the final macro-F1 (the maximum over rounds of the test accuracy is chosen on
+the test set: it stays in summary.json and the export, not here), and the last value of the
+method's own scores (the ``extra`` metrics named ``*accuracy``, ``*f1`` or ``T_*``, e.g.
+FedBABU's fine-tuned accuracy or GRP-FED's T_g/T_p/T_r/T_l). Optional columns: the mean
+over rounds, or the range over every round of every run, of other ``extra`` metrics. The
+per-run table gives every run's own numbers (seed, final test accuracy, the best validation
+round and the test accuracy there, test accuracy and loss at chosen rounds). The functions
+take run records or run folders (benchmarks pass folders).
 """
 
 from __future__ import annotations
@@ -143,7 +146,12 @@ def comparison_table(
     )
     scores = {label: [own_scores(r) for r in runs] for label, runs in groups.items()}
     score_keys = sorted({k for per_run in scores.values() for s in per_run for k in s})
-    header = "| method | runs | final accuracy (%) | best accuracy (%) | final macro-F1 (%) |"
+    validated = any(
+        s.get("selected_test_accuracy") is not None for v in summaries.values() for s in v
+    )
+    header = "| method | runs | final test accuracy (%) |"
+    header += " test accuracy at best validation round (%) |" if validated else ""
+    header += " final macro-F1 (%) |"
     if target:
         header += f" MB to {target:.0%} accuracy (runs reaching it) |"
     header += "".join(f" {k} (mean over rounds) |" for k in mean_keys)
@@ -152,11 +160,10 @@ def comparison_table(
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for label, runs in groups.items():
         done = summaries[label]
-        row = (
-            f"| {label} | {len(runs)} | {mean_std([s['final_accuracy'] for s in done])} | "
-            f"{mean_std([s['best_accuracy'] for s in done])} | "
-            f"{mean_std([s['final_macro_f1'] for s in done])} |"
-        )
+        row = f"| {label} | {len(runs)} | {mean_std([s['final_accuracy'] for s in done])} |"
+        if validated:
+            row += f" {mean_std([s.get('selected_test_accuracy') for s in done])} |"
+        row += f" {mean_std([s['final_macro_f1'] for s in done])} |"
         if target:
             reached = [s["bytes_to_target"] for s in done if s.get("bytes_to_target") is not None]
             row += f" {mean_std(reached, scale=1e-6, digits=1)} ({len(reached)}/{len(done)}) |"
@@ -172,26 +179,29 @@ def comparison_table(
 
 
 def per_run_table(groups: dict[str, list[Run]], at_rounds: list[int] = ()) -> list[str]:
-    """Markdown lines with one row per run: its seed, final accuracy, best accuracy and
-    the first round that reached it, final macro-F1 and, at each of ``at_rounds``, its
-    test accuracy (loss)."""
-    header = (
-        "| method | seed | final accuracy (%) | best accuracy (%) | round of best "
-        "| final macro-F1 (%) |"
+    """Markdown lines with one row per run: its seed, final test accuracy, (where runs have
+    a validation share) the round of best validation accuracy and the test accuracy there,
+    final macro-F1 and, at each of ``at_rounds``, its test accuracy (loss)."""
+    groups = records_of(groups)
+    validated = any(
+        r.summary.get("validation_best_round") is not None for v in groups.values() for r in v
     )
+    header = "| method | seed | final test accuracy (%) |"
+    if validated:
+        header += " best validation round | test accuracy there (%) |"
+    header += " final macro-F1 (%) |"
     header += "".join(f" round {r}: accuracy % (loss) |" for r in at_rounds)
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for label, runs in records_of(groups).items():
+    for label, runs in groups.items():
         for run in sorted(runs, key=lambda r: str(r.seed).zfill(9)):
             s = run.summary
             accuracy, loss = metric_curve(run), metric_curve(run, "loss")
-            best_round = min(
-                (r for r in accuracy if accuracy[r] == max(accuracy.values())), default="-"
-            )
-            row = (
-                f"| {label} | {run.seed} | {100 * s['final_accuracy']:.2f} | "
-                f"{100 * s['best_accuracy']:.2f} | {best_round} | {_percent(s['final_macro_f1'])} |"
-            )
+            row = f"| {label} | {run.seed} | {_percent(s['final_accuracy'])} |"
+            if validated:
+                best_round = s.get("validation_best_round")
+                row += f" {'-' if best_round is None else best_round} |"
+                row += f" {_percent(s.get('selected_test_accuracy'))} |"
+            row += f" {_percent(s['final_macro_f1'])} |"
             for r in at_rounds:
                 row += (
                     f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |"

@@ -72,13 +72,40 @@ def traffic_to_target(rounds: list[dict[str, Any]], target: float) -> tuple[int,
     return None
 
 
+def _accuracy(r: dict[str, Any], split: str) -> float | None:
+    return (r.get(split) or {}).get("accuracy")
+
+
+def selection_scores(rounds: list[dict[str, Any]], objective_last: int = 3) -> dict[str, Any]:
+    """The scores a run reports, each from the split it names: the final test accuracy (and
+    its round), the final and best validation accuracy (the first round reaching the best),
+    the test accuracy in that round (``selected_test_accuracy``: the model validation
+    selects) and ``validation_objective``, the mean validation accuracy of the last
+    ``objective_last`` validated rounds (the tuning objective). None where a split is absent."""
+    tested = [r for r in rounds if _accuracy(r, "test") is not None]
+    validated = [r for r in rounds if _accuracy(r, "validation") is not None]
+    best = max(validated, key=lambda r: _accuracy(r, "validation"), default=None)
+    last = [_accuracy(r, "validation") for r in validated[-objective_last:]]
+    return {
+        "final_accuracy": _accuracy(tested[-1], "test") if tested else None,
+        "final_round": tested[-1]["round"] if tested else None,
+        "final_validation_accuracy": _accuracy(validated[-1], "validation") if validated else None,
+        "validation_best_accuracy": _accuracy(best, "validation") if best else None,
+        "validation_best_round": best["round"] if best else None,
+        "selected_test_accuracy": _accuracy(best, "test") if best else None,
+        "validation_objective": sum(last) / len(last) if last else None,
+    }
+
+
 def metric_rows(r: dict[str, Any]) -> list[tuple[str, str, float]]:
     """(split, metric, value) rows of one round event."""
     rows: list[tuple[str, str, float]] = []
     test = r.get("test") or {}
-    for key in ("accuracy", "macro_f1", "loss"):
-        if test.get(key) is not None:
-            rows.append(("test", key, test[key]))
+    for split in ("test", "validation"):
+        scores = r.get(split) or {}
+        for key in ("accuracy", "macro_f1", "loss"):
+            if scores.get(key) is not None:
+                rows.append((split, key, scores[key]))
     for c, recall in enumerate(test.get("recall") or []):
         if recall is not None:
             rows.append(("test", f"recall_class_{c}", recall))
@@ -136,8 +163,9 @@ CLIENT_OUTCOMES: dict[str, Callable[[dict[str, int]], int]] = {
 
 
 def plot_curves(path: Path, rounds: list[dict[str, Any]], title: str) -> None:
-    """Test accuracy and macro-F1, test loss and client outcomes per round (the outcomes'
-    legend beside the bars, never over them; whole numbers on the round and client axes)."""
+    """Test accuracy and macro-F1 (and, dashed, the validation accuracy where the run has a
+    validation share), test loss and client outcomes per round (the outcomes' legend beside
+    the bars, never over them; whole numbers on the round and client axes)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,6 +178,14 @@ def plot_curves(path: Path, rounds: list[dict[str, Any]], title: str) -> None:
     x = [r["round"] for r in tested]
     axes[0].plot(x, [r["test"]["accuracy"] for r in tested], label="accuracy")
     axes[0].plot(x, [r["test"].get("macro_f1") for r in tested], label="macro-F1")
+    validated = [r for r in rounds if _accuracy(r, "validation") is not None]
+    if validated:
+        axes[0].plot(
+            [r["round"] for r in validated],
+            [_accuracy(r, "validation") for r in validated],
+            linestyle="--",
+            label="validation accuracy",
+        )
     axes[0].set(xlabel="round", ylabel="test score", ylim=(0, 1), title=title)
     axes[0].legend()
     axes[1].plot(x, [r["test"].get("loss") for r in tested])

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from fedimb.cli.run_files import CLIENT_OUTCOMES
+from fedimb.cli.run_files import CLIENT_OUTCOMES, selection_scores
 
 Echo = Callable[[str], None]
 
@@ -131,9 +131,12 @@ def launch_line(cfg: DictConfig) -> str | None:
 
 
 def round_line(r: dict[str, Any], total: int, elapsed: float, trained: list[float]) -> str:
-    """One round's progress line: its number of ``total``, stage, test scores, the clients'
-    outcome and :func:`timing_text` (``trained``: the seconds of the rounds so far)."""
-    test = r.get("test") or {}
+    """One round's progress line: its number of ``total``, stage, test scores (validation
+    scores, labelled ``val``, where the test set is not read), the clients' outcome and
+    :func:`timing_text` (``trained``: the seconds of the rounds so far)."""
+    test, label = r.get("test") or {}, "acc"
+    if not test and r.get("validation"):
+        test, label = r["validation"], "val acc"
     head = f"round {r['round']:>{len(str(total))}}/{total}"
     if r.get("stage") and r["stage"] != "train":
         head += f" [{r['stage']}]"
@@ -142,7 +145,7 @@ def round_line(r: dict[str, Any], total: int, elapsed: float, trained: list[floa
     parts = [head]
     if test:
         parts.append(
-            f"acc {_fmt(test.get('accuracy'))} f1 {_fmt(test.get('macro_f1'))} "
+            f"{label} {_fmt(test.get('accuracy'))} f1 {_fmt(test.get('macro_f1'))} "
             f"loss {_fmt(test.get('loss'))}"
         )
     clients = r.get("clients")
@@ -163,14 +166,25 @@ def timing_text(r: dict[str, Any], total: int, elapsed: float, trained: list[flo
 
 
 def done_text(rounds: list[dict[str, Any]], elapsed: float) -> str:
-    """The completed run's last line before its folder: how long, final and best test accuracy."""
-    tested = [r for r in rounds if (r.get("test") or {}).get("accuracy") is not None]
-    done = f"[fedimb] done in {format_duration(elapsed)}"
-    if not tested:
-        return f"{done}: no test accuracy"
-    final = tested[-1]
-    best = max(tested, key=lambda r: r["test"]["accuracy"])
-    return (
-        f"{done}: final accuracy {final['test']['accuracy']:.4f} (round {final['round']}), "
-        f"best {best['test']['accuracy']:.4f} (round {best['round']})"
+    """The completed run's last line before its folder: how long, the final test accuracy
+    and, with a validation share, the best validation accuracy and the test accuracy in
+    that round (the model validation selects; never a best chosen on the test set)."""
+    scores = selection_scores(rounds)
+    parts = []
+    if scores["final_accuracy"] is not None:
+        parts.append(
+            f"final test accuracy {scores['final_accuracy']:.4f} (round {scores['final_round']})"
+        )
+    if scores["validation_best_accuracy"] is not None:
+        best = (
+            f"best validation {scores['validation_best_accuracy']:.4f} "
+            f"(round {scores['validation_best_round']})"
+        )
+        if scores["selected_test_accuracy"] is not None:
+            best += f", test there {scores['selected_test_accuracy']:.4f}"
+        parts.append(best)
+    if not any(r.get("test") for r in rounds) and any(r.get("validation") for r in rounds):
+        parts.append("test set not read")
+    return f"[fedimb] done in {format_duration(elapsed)}: " + (
+        ", ".join(parts) if parts else "no test accuracy"
     )

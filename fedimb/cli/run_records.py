@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.cli.run_files import read_metrics_csv, selection_scores
 from fedimb.core.errors import ConfigError
 
 # Settings that say where or how a run was executed, not what it computed.
@@ -142,6 +142,17 @@ def setup_of(config: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in flatten_config(config).items() if not k.startswith(NOT_SETUP)}
 
 
+def seed_of(config: dict[str, Any]) -> Any:
+    """The run's ``seed``; where ``seed_data`` or ``seed_train`` is set, all three
+    (``0 (data 3, train 5)``), so that runs differing only there are not taken for reruns."""
+    seed = config.get("seed", "-")
+    data, train = config.get("seed_data"), config.get("seed_train")
+    if data is None and train is None:
+        return seed
+    data, train = (seed if value is None else value for value in (data, train))
+    return f"{seed} (data {data}, train {train})"
+
+
 def read_summary(run_dir: Path) -> dict[str, Any]:
     """The run's ``summary.json``."""
     return json.loads((run_dir / "summary.json").read_text())
@@ -170,7 +181,7 @@ class RunRecord:
         return cls(
             str(run_dir),
             setup_of(config),
-            config.get("seed", "-"),
+            seed_of(config),
             read_summary(run_dir),
             read_metrics_csv(run_dir / "metrics.csv"),
             run_identity(run_dir, config),
@@ -191,9 +202,17 @@ def as_record(run: Run) -> RunRecord:
 
 
 def summary_from_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """What summary.json says about the test rows, for a run known only by its metrics:
-    the last tested round's accuracy and macro-F1, and the best accuracy."""
+    """What summary.json says about the test and validation rows, for a run known only by
+    its metrics: the last tested round's accuracy and macro-F1, the best accuracy and the
+    scores of the validation share (:func:`~fedimb.cli.run_files.selection_scores`)."""
     tested = [r for r in rows if r["split"] == "test" and r["metric"] == "accuracy"]
+    scored: dict[tuple[int, str], dict[str, Any]] = {}
+    for r in rows:
+        if r["split"] in ("test", "validation") and r["metric"] == "accuracy":
+            scored.setdefault((r["round"], r["stage"]), {"round": r["round"]})[r["split"]] = {
+                "accuracy": r["value"]
+            }
+    selection = selection_scores(list(scored.values()))
     final = tested[-1] if tested else None
     f1 = {
         (r["round"], r["stage"]): r["value"]
@@ -204,4 +223,9 @@ def summary_from_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "final_accuracy": final["value"] if final else None,
         "best_accuracy": max(r["value"] for r in tested) if tested else None,
         "final_macro_f1": f1.get((final["round"], final["stage"])) if final else None,
+        **{  # only where the run has validation rows
+            k: v
+            for k, v in selection.items()
+            if k.startswith(("validation", "selected")) and v is not None
+        },
     }

@@ -1,5 +1,6 @@
-"""A run's ``summary.json``: what ran, whether it completed, its final and best scores, its
-traffic and time, written last and whole so that its presence marks a complete run folder.
+"""A run's ``summary.json``: what ran, whether it completed, its scores (each named by its
+split: test or validation), its traffic and time, written last and whole so that its
+presence marks a complete run folder.
 
 Apart from the recorder that collects the rounds, because the summary is a function of the
 rounds and the configuration alone.
@@ -14,7 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from fedimb.cli.run_files import traffic_to_target
+from fedimb.app.seeds import data_seed, train_seed
+from fedimb.cli.run_files import selection_scores, traffic_to_target
 from fedimb.core.metrics import DISTRIBUTION_STATS
 
 #: the configuration groups whose chosen name says what a run ran, on what and where
@@ -52,11 +54,15 @@ def run_summary(
     final = tested[-1] if tested else None
     seconds = [r.get("seconds", 0.0) for r in trained]
     target = cfg.evaluation.get("target_accuracy")
+    validation = cfg.get("validation") or {}  # absent in older run folders' configurations
+    selection = selection_scores(rounds, int(validation.get("objective_last", 3)))
     to_target = traffic_to_target(rounds, target) if target is not None else None
     return {
         **group_names(cfg),
         "num_clients": int(cfg.num_clients),
         "seed": int(cfg.seed),
+        "seed_data": data_seed(cfg),
+        "seed_train": train_seed(cfg),
         # rounds and rounds_planned count Flower rounds; num_rounds is the configuration's
         # value in the method's own unit (Astraea: synchronization rounds)
         "rounds": len(trained),
@@ -69,8 +75,11 @@ def run_summary(
         "final_accuracy": final["test"]["accuracy"] if final else None,
         "final_macro_f1": final["test"].get("macro_f1") if final else None,
         "final_loss": final["test"].get("loss") if final else None,
+        # the maximum over rounds of the test accuracy: a paper's protocol, never a selection
         "best_accuracy": best["test"]["accuracy"] if best else None,
         "best_round": best["round"] if best else None,
+        "validation_fraction": float(validation.get("fraction", 0.0) or 0.0),
+        **{k: v for k, v in selection.items() if k not in ("final_accuracy", "final_round")},
         "num_parameters": start.get("num_parameters"),
         "bytes_up": sum((r.get("bytes") or {}).get("up", 0) for r in trained),
         "bytes_down": sum((r.get("bytes") or {}).get("down", 0) for r in trained),

@@ -1,6 +1,8 @@
-"""``fedimb report`` and ``fedimb export``: the subcommands that read finished runs.
+"""``fedimb report``, ``fedimb compare`` and ``fedimb export``: the subcommands that read
+finished runs.
 
-The report is a comparison table and plot, the export one tidy table (both listed in
+The report is a comparison table and plot, the comparison statistics per set-up (t
+intervals, paired tests against a reference method), the export one tidy table (all listed in
 :data:`fedimb.cli.commands.SUBCOMMANDS`); each imports pandas and its work only when it is
 called, so that ``fedimb --help`` stays quick.
 """
@@ -86,6 +88,64 @@ def report_main(argv: list[str]) -> int:
     )
     print(report.read_text())
     print(report.resolve())
+    return 0
+
+
+def compare_main(argv: list[str]) -> int:
+    """Per set-up, each method's mean over seeds with its 95% t interval and its seed-paired
+    difference to a reference method (paired t-test, Holm-corrected across methods), over
+    every completed run in the given run or sweep folders."""
+    from fedimb.cli.compare import comparable_runs, compare_found, comparison_markdown
+
+    parser = argparse.ArgumentParser(prog="fedimb compare", description=compare_main.__doc__)
+    parser.add_argument(
+        "folders", type=Path, nargs="+", help="run folders, sweep folders or any folder above them"
+    )
+    parser.add_argument(
+        "--against",
+        default=None,
+        metavar="METHOD",
+        help="the reference method (default: fedavg where it ran)",
+    )
+    parser.add_argument(
+        "--metric",
+        default="final_accuracy",
+        metavar="KEY",
+        help="a numeric summary.json field, e.g. selected_test_accuracy or validation_objective "
+        "(default: final_accuracy)",
+    )
+    parser.add_argument(
+        "--markdown", type=Path, default=None, metavar="FILE", help="also write the tables here"
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=None, metavar="FILE", help="each method's mean and interval"
+    )
+    parser.add_argument(
+        "--curves",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="accuracy per round, mean over seeds with a 95%% t band",
+    )
+    args = parser.parse_args(argv)
+    found = comparable_runs(args.folders)
+    comparisons = compare_found(found, args.against, args.metric, args.folders)
+    lines = [found.tally("left out")]
+    if found.reruns:
+        lines.append(found.rerun_warning("left out, the newest run of each seed pair kept"))
+    text = "\n".join(lines) + "\n\n" + comparison_markdown(comparisons)
+    print(text)
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(text)
+    if args.plot or args.curves:
+        from fedimb.cli.compare_plots import curves_plot, interval_plot
+
+        for path, draw in ((args.plot, interval_plot), (args.curves, curves_plot)):
+            if path:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                draw(comparisons, path)
+                print(path.resolve())
     return 0
 
 

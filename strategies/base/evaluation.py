@@ -28,6 +28,9 @@ from strategies.base.round_log import RoundLog
 #: what the server's test returns to Flower: the loss and the headline metrics
 TestResult = tuple[float, dict[str, Scalar]]
 
+#: the scores of the validation share a round's record keeps
+VALIDATION_METRICS = (protocol.ACCURACY, protocol.MACRO_F1, protocol.LOSS)
+
 
 class EvaluationHost(Protocol):
     """What :class:`Evaluation` reads of the strategy it is part of (its own methods
@@ -50,7 +53,9 @@ class EvaluationHost(Protocol):
     def log_local(self, model: str, accuracies: dict[int, float]) -> None: ...
     def evaluate(self, server_round: int, parameters: Parameters) -> TestResult | None: ...
     def evaluation_weights(self, parameters: Parameters) -> list[np.ndarray]: ...
-    def test_on_server(self, log: RoundLog, weights: list[np.ndarray]) -> TestResult: ...
+    def test_on_server(
+        self, log: RoundLog, weights: list[np.ndarray], model: Any = None
+    ) -> TestResult: ...
 
 
 class Evaluation:
@@ -67,9 +72,12 @@ class Evaluation:
         """Whether this round tests the global model on every client's local test set:
         where clients have local test sets (``evaluation.local_test_fraction`` or a data set
         that gives each client its own, Synthetic), every ``evaluation.local_every`` rounds
-        and after the last (null: with every central test; 0: never)."""
+        and after the last (null: with every central test; 0: never). Clients' own test sets
+        that are part of the test set (Synthetic's) are not read where ``evaluation.test``
+        is false."""
         if (
             not (self.local_evaluation and self.run.has_local_tests)
+            or (self.run.holds_client_tests and not self.run.reads_test)
             or server_round == 0
             or not parameters.tensors
         ):
@@ -169,13 +177,21 @@ class Evaluation:
         return self.test_on_server(self.round_log, self.evaluation_weights(parameters))
 
     def test_on_server(
-        self: EvaluationHost, log: RoundLog, weights: list[np.ndarray]
+        self: EvaluationHost, log: RoundLog, weights: list[np.ndarray], model: Any = None
     ) -> TestResult:
-        """Tests ``weights`` on the balanced test set, into ``log.test``."""
-        log.test = self.run.evaluate(weights)
-        return float(log.test[protocol.LOSS]), {
-            protocol.ACCURACY: log.test[protocol.ACCURACY],
-            protocol.MACRO_F1: log.test[protocol.MACRO_F1],
+        """Scores ``weights`` (in ``model``, or the run's model) on the balanced test set into
+        ``log.test`` (unless ``evaluation.test`` is false) and on the validation share into
+        ``log.validation`` (where the run has one). Flower gets the test scores, or the
+        validation scores where the test set is not read."""
+        if self.run.reads_test:
+            log.test = self.run.evaluate(weights, model)
+        if self.run.has_validation:
+            scores = self.run.evaluate(weights, model, split="validation")
+            log.validation = {key: scores[key] for key in VALIDATION_METRICS}
+        shown = log.test if self.run.reads_test else log.validation
+        return float(shown[protocol.LOSS]), {
+            protocol.ACCURACY: shown[protocol.ACCURACY],
+            protocol.MACRO_F1: shown[protocol.MACRO_F1],
         }
 
     def evaluation_may_overlap(self: EvaluationHost) -> bool:

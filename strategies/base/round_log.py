@@ -52,6 +52,8 @@ class RoundLog:
     weight_diversity: float | None = None
     client_metrics: dict[str, float] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
+    #: the global model's scores on the validation share (where the run holds one)
+    validation: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     #: the local evaluation: per model ("global", "personal") each client's accuracy on its
     #: local test set and their distribution (average, worst/best 10%, variance in %²)
@@ -82,6 +84,8 @@ class RoundLog:
             protocol.STAGE: self.stage,
             "test": self.test,
         }
+        if self.validation:
+            record["validation"] = self.validation
         if self.round == 0:  # the initial evaluation: nothing was trained
             return record
         record.update(

@@ -38,6 +38,9 @@ class ArrayDataset:
     groups_test: np.ndarray | None = (
         None  # natural client of each test sample (Synthetic's devices)
     )
+    #: the server's validation share, held out of the training data (``validation.fraction``)
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -74,6 +77,41 @@ def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: 
         x, y, test_size=test_fraction, stratify=y, random_state=seed
     )
     return {"x_train": x_tr, "y_train": y_tr, "x_test": x_te, "y_test": y_te}
+
+
+def stratified_holdout(y: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Sorted indices of a share ``fraction`` of ``y``, stratified by label: round(fraction·n)
+    samples in all, each class's count within 1 of fraction·(its count) (the remainders go
+    to the classes with the largest fractional parts, ties to the lower label)."""
+    classes, counts = np.unique(y, return_counts=True)
+    quotas = fraction * counts
+    taken = np.floor(quotas).astype(np.int64)
+    missing = int(round(fraction * len(y))) - int(taken.sum())
+    order = np.lexsort((classes, -(quotas - taken)))  # largest remainder first
+    taken[order[: max(missing, 0)]] += 1
+    rng = np.random.default_rng([int(seed), 0x7A1D])
+    chosen = [
+        rng.choice(np.flatnonzero(y == c), size=int(k), replace=False)
+        for c, k in zip(classes, taken)
+    ]
+    return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
+
+
+def hold_out_validation(dataset: ArrayDataset, fraction: float, seed: int) -> ArrayDataset:
+    """``dataset`` with a stratified share ``fraction`` of its training samples moved to
+    ``x_val``/``y_val`` (:func:`stratified_holdout`); the training arrays and their natural
+    clients (``groups_train``) keep the rest, in their order."""
+    held = stratified_holdout(dataset.y_train, fraction, seed)
+    kept = np.setdiff1d(np.arange(len(dataset.y_train)), held)
+    groups = dataset.groups_train
+    return dataclasses.replace(
+        dataset,
+        x_train=np.ascontiguousarray(dataset.x_train[kept]),
+        y_train=dataset.y_train[kept],
+        groups_train=None if groups is None else groups[kept],
+        x_val=np.ascontiguousarray(dataset.x_train[held]),
+        y_val=dataset.y_train[held],
+    )
 
 
 def _fraction(key: str, value: Any) -> None:

@@ -1,0 +1,566 @@
+"""The leaderboard: every method tuned with the same budget on the label-skew suite, then
+compared with tuned FedAvg over five report seeds.
+
+Set-ups (20 clients, 20 rounds, 2 local epochs, ``runtime=in_process``):
+
+- ``pathological``: mnist5k, 2 classes per client, Bernoulli dropout p = 0.5;
+- ``dir01``: mnist5k, Dirichlet α = 0.1;
+- ``longtail``: mnist5k, exponential global long tail (ratio 10), split IID over clients;
+- ``synthetic``: Synthetic(1, 1), one device per client.
+
+Methods: every ``conf/method/`` entry except ``grpfed_tuned`` (a preset of ``grpfed``
+chosen on the test set), ``astraea_aug`` and ``astraea_sched`` (ablations of
+``astraea``), and ``local`` and ``lg_fedavg`` (no global model: their global score is
+an ensemble of the clients' models on the test set, so nothing scores them on the
+validation split that tuning and selection read).
+
+For every set-up and method: ``fedimb tune`` (the same trials and rounds for every
+method, on the tuning seed ``tune.seed``, 100), then five report runs (seeds 0-4) from
+the tuned experiment file, then ``fedimb compare --against fedavg --metric
+selected_test_accuracy`` (the test accuracy at the round of best validation accuracy:
+the model chosen without the test set, not the round the run happened to stop on, which
+under dropout swings by points from round to round). Before it starts, a calibration
+(two rounds of every method on the costliest set-up, and of FedAvg on the others) times
+the plan, printed per phase; ``--estimate-only`` prints it and stops. The calibration
+counts CPU seconds, not wall time: a run uses one core (one torch thread), so its CPU
+time is its time on an idle core whatever else the machine runs. The defaults (20
+clients, 20 rounds, 2 local epochs, 8 trials, 2 runs at a time) were chosen to fit
+within about 8 hours on 2 CPU cores: the calibration on the reference machine (x86_64, 2
+cores) gave FedAvg 1.95 CPU seconds per round on ``dir01``, about half that on
+``pathological`` (dropout) and ``longtail`` (fewer samples) and a tenth on Synthetic;
+the methods range from 0.9x (FedProx) to 5.9x (pFedMe) FedAvg's round, and the whole
+plan to an estimated 6.0 hours.
+
+Rerunning the same command resumes: tuning skips completed trials (``fedimb tune``
+replays them) and report runs with a completed ``summary.json`` in their fixed folder
+(``<out>/runs/<set-up>/<method>/s<seed>``) are not run again. Writes ``<out>/leaderboard.md``
+and, for the full suite, ``docs/tables/leaderboard.md``, ``docs/tables/data/leaderboard.csv``
+and ``docs/img/bench/leaderboard.png``; ``--estimate-only`` writes the cost to
+``docs/tables/leaderboard_cost.md``.
+
+    python benchmarks/accuracy/leaderboard.py [--estimate-only] [--jobs 2] [--out DIR]
+    python benchmarks/accuracy/leaderboard.py --smoke --out DIR   # digits, about a minute
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks import common
+
+#: presets and ablations that are not separate methods, and methods without a global model
+EXCLUDED = {
+    "grpfed_tuned": "a preset of grpfed chosen on the test set",
+    "astraea_aug": "an ablation of astraea",
+    "astraea_sched": "an ablation of astraea",
+    "local": "no global model to score on the validation split",
+    "lg_fedavg": "no global model to score on the validation split",
+}
+REFERENCE = "fedavg"
+#: the compared number: test accuracy at the round of best validation accuracy
+METRIC = "selected_test_accuracy"
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """What the leaderboard runs: set-ups (name -> overrides), methods, the tuning
+    budget, the report seeds and the overrides every run shares."""
+
+    setups: dict[str, list[str]]
+    methods: list[str]
+    trials: int
+    seeds: list[int]
+    rounds: int
+    shared: list[str]
+    calibration_setup: str  # the costliest set-up: every method is timed on it
+    publish: bool  # write into docs/
+
+    def run_overrides(self, setup: str) -> list[str]:
+        return [*self.shared, f"num_rounds={self.rounds}", *self.setups[setup]]
+
+
+def suite_methods() -> list[str]:
+    """Every method of ``conf/method/`` less :data:`EXCLUDED`, the reference first."""
+    from fedimb.app.config_keys import group_choices
+
+    methods = [m for m in group_choices("method") if m not in EXCLUDED]
+    return [REFERENCE, *(m for m in methods if m != REFERENCE)]
+
+
+def full_suite() -> Suite:
+    return Suite(
+        setups={
+            "pathological": [
+                "dataset=mnist5k",
+                "partition=pathological",
+                "partition.classes_per_client=2",
+                "dropout=bernoulli",
+                "dropout.p=0.5",
+            ],
+            "dir01": ["dataset=mnist5k", "partition=dirichlet", "partition.alpha=0.1"],
+            "longtail": ["dataset=mnist5k", "partition=longtail"],
+            "synthetic": [
+                "dataset=synthetic",
+                "dataset.alpha=1",
+                "dataset.beta=1",
+                "partition=natural",
+            ],
+        },
+        methods=suite_methods(),
+        trials=8,
+        seeds=[0, 1, 2, 3, 4],
+        rounds=20,
+        shared=["num_clients=20", "train.local_epochs=2", "runtime=in_process"],
+        calibration_setup="dir01",
+        publish=True,
+    )
+
+
+def smoke_suite() -> Suite:
+    """A tiny suite a test runs in about a minute."""
+    return Suite(
+        setups={"digits": ["dataset=digits", "partition=dirichlet", "partition.alpha=0.5"]},
+        methods=[REFERENCE, "fedprox"],
+        trials=2,
+        seeds=[0, 1],
+        rounds=2,
+        shared=["num_clients=3", "train.local_epochs=1", "runtime=in_process"],
+        calibration_setup="digits",
+        publish=False,
+    )
+
+
+# -- running one thing --------------------------------------------------------------------
+
+
+def setup_settings(suite: Suite, setup: str) -> list[str]:
+    """Every run's settings of ``setup`` (as ``fedimb tune`` gets them), no dropout where
+    the set-up names none."""
+    overrides = suite.run_overrides(setup)
+    if not any(o.startswith("dropout=") for o in overrides):
+        overrides.append("dropout=none")
+    return overrides
+
+
+def run_into(folder: Path, arguments: list[str]) -> tuple[dict, float]:
+    """``fedimb <arguments>`` into the fixed run folder ``folder``: its summary and the CPU
+    seconds the run took (load-independent: with one torch thread a run is its CPU time on
+    an idle core). A folder left by an interrupted run is removed first."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    command = common.fedimb_command(
+        *arguments, "checkpoint.enabled=false", f"hydra.run.dir={folder}"
+    )
+    log = folder.parent / f"{folder.name}.log"
+    with open(log, "w") as output:
+        process = subprocess.Popen(command, cwd=common.REPO, stdout=output, stderr=output)
+        _, status, usage = os.wait4(process.pid, 0)
+    summary = folder / "summary.json"
+    if os.waitstatus_to_exitcode(status) != 0 or not summary.is_file():
+        raise SystemExit(f"{folder} failed: {log.read_text().strip()[-800:]}")
+    log.unlink()
+    return json.loads(summary.read_text()), usage.ru_utime + usage.ru_stime
+
+
+def completed(folder: Path) -> bool:
+    summary = folder / "summary.json"
+    return summary.is_file() and bool(json.loads(summary.read_text()).get("completed"))
+
+
+# -- the cost -----------------------------------------------------------------------------
+
+
+def calibrate(suite: Suite, out: Path, jobs: int) -> dict[str, dict[str, float]]:
+    """Seconds of process start-up and per round of every method on the calibration
+    set-up, and of FedAvg on every set-up: two rounds each (more where a method's stages
+    need them); kept in ``<out>/calibration.json``, where a rerun finds the cells it timed."""
+    cache = out / "calibration.json"
+    timings = json.loads(cache.read_text()) if cache.is_file() else {}
+    cells = [(suite.calibration_setup, m) for m in suite.methods]
+    cells += [(s, REFERENCE) for s in suite.setups if s != suite.calibration_setup]
+
+    def time_one(cell: tuple[str, str]) -> None:
+        setup, method = cell
+        arguments = [*setup_settings(suite, setup), f"method={method}", "seed=0"]
+        arguments += calibration_rounds(method)
+        if timings.get(f"{setup}/{method}", {}).get("arguments") == arguments:
+            return
+        started = time.perf_counter()
+        summary, cpu = run_into(out / "calibration" / f"{setup}-{method}", arguments)
+        rounds = max(summary["num_rounds"], 1)
+        # the rounds' share of the CPU time: their share of the run's wall time
+        training = cpu * min(1.0, summary["wall_seconds"] / (time.perf_counter() - started))
+        print(
+            f"[leaderboard] calibrate {setup} {method}: {training / rounds:.2f} s per round",
+            flush=True,
+        )
+        timings[f"{setup}/{method}"] = {
+            "arguments": arguments,
+            "start": cpu - training,
+            "round": training / rounds,
+        }
+        cache.write_text(json.dumps(timings, indent=1))
+
+    parallel(time_one, cells, jobs)
+    return timings
+
+
+def calibration_rounds(method: str) -> list[str]:
+    """Two rounds, or the method's shortest complete run where its stages need more rounds
+    (its YAML's ``smoke``); a ``smoke`` list that only shrinks the method is not used, so
+    that the method is timed with its own settings."""
+    from fedimb.app.config import smoke_overrides
+
+    smoke = smoke_overrides(method)
+    return smoke if any(o.startswith("num_rounds=") for o in smoke) else ["num_rounds=2"]
+
+
+def run_seconds(suite: Suite, timings: dict, setup: str, method: str, runs: int = 1) -> float:
+    """Estimated CPU seconds of ``runs`` runs in one process (a tuning's trials share one):
+    the method's start-up and rounds on the calibration set-up, the rounds scaled by
+    FedAvg's ratio between ``setup`` and that set-up."""
+    own = timings[f"{suite.calibration_setup}/{method}"]
+    scale = (
+        timings[f"{setup}/{REFERENCE}"]["round"]
+        / timings[f"{suite.calibration_setup}/{REFERENCE}"]["round"]
+    )
+    return own["start"] + runs * suite.rounds * own["round"] * scale
+
+
+def step_seconds(suite: Suite, timings: dict, setup: str, method: str, phase: str) -> float:
+    """Estimated CPU seconds of one step: a method's whole tuning, or one report run."""
+    if phase == "tuning":
+        return run_seconds(suite, timings, setup, method, suite.trials)
+    return run_seconds(suite, timings, setup, method)
+
+
+def estimate_lines(suite: Suite, timings: dict, jobs: int) -> list[str]:
+    """The plan's cost per phase and set-up, as a Markdown table (hours with ``jobs``
+    runs at a time)."""
+    lines = [
+        f"| phase | set-up | runs | hours ({jobs} at a time) |",
+        "|---|---|---|---|",
+    ]
+    total = 0.0
+    for phase, steps, runs_per_method in (
+        ("tuning", 1, suite.trials),
+        ("report runs", len(suite.seeds), len(suite.seeds)),
+    ):
+        for setup in suite.setups:
+            seconds = steps * sum(
+                step_seconds(suite, timings, setup, m, phase) for m in suite.methods
+            )
+            total += seconds
+            runs = runs_per_method * len(suite.methods)
+            lines.append(f"| {phase} | {setup} | {runs} | {seconds / jobs / 3600:.2f} |")
+    lines.append(f"| **total** | | | **{total / jobs / 3600:.2f}** |")
+    return lines
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Progress:
+    """One line per finished step: phase, set-up, method, seed, elapsed, remaining: the
+    estimate of the steps left (CPU seconds over ``jobs`` cores), scaled by how long the
+    steps run here took against their estimate (steps done before are not counted)."""
+
+    planned: float  # estimated CPU seconds of every step
+    jobs: int
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+    done: float = 0.0  # the estimate of the steps finished, here or before
+    ran: float = 0.0  # the estimate of the steps run here
+
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    def step(self, what: str, estimate: float, skipped: bool = False) -> None:
+        with self.lock:
+            self.done += estimate
+            self.ran += 0 if skipped else estimate
+            elapsed = time.perf_counter() - self.started
+            pace = elapsed / self.ran if self.ran else 1 / self.jobs
+            print(
+                f"[leaderboard] {what}{' (done before)' if skipped else ''} | elapsed "
+                f"{clock(elapsed)} | remaining ~{clock((self.planned - self.done) * pace)}",
+                flush=True,
+            )
+
+
+def clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def parallel(work: Callable, items: list, jobs: int) -> list:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
+        return list(pool.map(work, items))
+
+
+# -- the steps ----------------------------------------------------------------------------
+
+
+def tune_folder(out: Path, setup: str, method: str) -> Path:
+    return out / "tune" / setup / method
+
+
+#: a tuning in its own process (``fedimb tune``'s Python API; the arguments: method, folder,
+#: trials, overrides...), writing the tuned experiment file's path to ``<folder>/experiment.txt``
+TUNE = (
+    "import sys; from pathlib import Path; from fedimb.cli.tune import tune_methods; "
+    "m, out, trials, *overrides = sys.argv[1:]; "
+    "path = tune_methods([m], overrides, int(trials), Path(out))[m]; "
+    "(Path(out) / 'experiment.txt').write_text(str(path))"
+)
+
+
+def tune(suite: Suite, out: Path, setup: str, method: str) -> Path:
+    """``fedimb tune`` of ``method`` on ``setup`` in its own process (resumed where it
+    stopped); the tuned experiment file. A finished tuning of the same plan is reused."""
+    folder = tune_folder(out, setup, method)
+    done = folder / "leaderboard_done.json"
+    plan = {"trials": suite.trials, "overrides": setup_settings(suite, setup)}
+    if done.is_file():
+        record = json.loads(done.read_text())
+        if record["plan"] == plan and Path(record["experiment"]).is_file():
+            return Path(record["experiment"])
+    folder.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-c", TUNE, method, str(folder), str(suite.trials)]
+    result = subprocess.run([*command, *plan["overrides"]], cwd=common.REPO)
+    if result.returncode != 0 or not (folder / "experiment.txt").is_file():
+        raise SystemExit(f"tuning {method} on {setup} failed (exit {result.returncode})")
+    experiment = Path((folder / "experiment.txt").read_text().strip())
+    done.write_text(json.dumps({"plan": plan, "experiment": str(experiment)}, indent=1))
+    return experiment
+
+
+def report_folder(out: Path, setup: str, method: str, seed: int) -> Path:
+    return out / "runs" / setup / method / f"s{seed}"
+
+
+def experiment_arguments(experiment: Path) -> list[str]:
+    """The arguments that run a tuned experiment file, ``<conf>/experiment/<name>.yaml``, as
+    ``fedimb tune`` prints them: ``--config-dir <conf> +experiment=<name>``."""
+    return ["--config-dir", str(experiment.parent.parent), f"+experiment={experiment.stem}"]
+
+
+def report_run(experiment: Path, folder: Path, seed: int) -> None:
+    """One report run of a tuned experiment file into its fixed folder, the test set read."""
+    run_into(folder, [*experiment_arguments(experiment), f"seed={seed}", "evaluation.test=true"])
+
+
+# -- the comparison -----------------------------------------------------------------------
+
+
+def compare(suite: Suite, out: Path) -> dict[str, list]:
+    """``fedimb compare --against fedavg --metric selected_test_accuracy`` over each set-up's
+    report runs: set-up -> its comparisons (one, unless the runs split it further)."""
+    from fedimb.cli.compare import compare_runs
+
+    return {
+        setup: compare_runs([out / "runs" / setup], REFERENCE, METRIC) for setup in suite.setups
+    }
+
+
+def setup_label(setup: str, comparison, count: int) -> str:
+    return setup if count == 1 else f"{setup} ({comparison.name})"
+
+
+def marked(line: str) -> str:
+    """A table row with its verdict in bold where the difference is real."""
+    for word in ("better", "worse"):
+        line = line.replace(f"| {word} (", f"| **{word}** (")
+    return line
+
+
+def leaderboard_lines(comparisons: dict[str, list]) -> list[str]:
+    """The caption of ``fedimb compare``, then one table: a row per set-up and method."""
+    from fedimb.cli.compare_tables import caption, methods_table
+
+    reference = next((c.reference for found in comparisons.values() for c in found), None)
+    lines = [*caption(METRIC, reference), ""]
+    header_done = False
+    for setup, found in comparisons.items():
+        for comparison in found:
+            table = methods_table(comparison)
+            if not header_done:
+                lines += ["| set-up " + table[0], "|---" + table[1]]
+                header_done = True
+            label = setup_label(setup, comparison, len(found))
+            lines += [marked(f"| {label} " + row) for row in table[2:]]
+    return lines
+
+
+def leaderboard_rows(comparisons: dict[str, list]) -> list[dict]:
+    """One row per set-up and method: the figure's data (fractions, not %)."""
+    rows = []
+    for setup, found in comparisons.items():
+        for comparison in found:
+            for row in comparison.methods:
+                interval, diff = row.interval, row.difference
+                rows.append(
+                    {
+                        "setup": setup_label(setup, comparison, len(found)),
+                        "method": row.label,
+                        "n": interval.n if interval else 0,
+                        "mean": interval.mean if interval else "",
+                        "low": "" if interval is None or interval.low is None else interval.low,
+                        "high": "" if interval is None or interval.high is None else interval.high,
+                        "difference": "" if diff is None or diff.mean is None else diff.mean,
+                        "difference_low": "" if diff is None or diff.low is None else diff.low,
+                        "difference_high": "" if diff is None or diff.high is None else diff.high,
+                        "holm_p": "" if row.holm_p is None else row.holm_p,
+                    }
+                )
+    return rows
+
+
+def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
+    """``<out>/leaderboard.md`` (and, for the full suite, the docs' table, data and figure)."""
+    comparisons = compare(suite, out)
+    setups = "; ".join(f"{name}: `{' '.join(o)}`" for name, o in suite.setups.items())
+    lines = [
+        *leaderboard_lines(comparisons),
+        "",
+        f"Set-ups: {setups}; "
+        f"every run: `{' '.join(suite.shared)} num_rounds={suite.rounds}`; "
+        f"{suite.trials} tuning trials per method; report seeds "
+        f"{', '.join(map(str, suite.seeds))}. Machine: {common.machine()}.",
+        "",
+        f"Command: `{command}`",
+    ]
+    table = common.publish_table(out / "leaderboard.md", lines)
+    rows = leaderboard_rows(comparisons)
+    if suite.publish:
+        common.publish_in_docs("leaderboard", lines)
+        common.publish_data("leaderboard", rows)
+    else:
+        write_csv(out / "leaderboard.csv", rows)
+    return table
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    import csv
+
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+# -- the whole ----------------------------------------------------------------------------
+
+
+def run_suite(suite: Suite, out: Path, timings: dict, jobs: int) -> list[str]:
+    """Tune every (set-up, method), then run the report seeds, with a progress line per
+    step; the steps that failed (the others go on: a rerun retries only those)."""
+    pairs = [(s, m) for s in suite.setups for m in suite.methods]
+    tuning = {p: step_seconds(suite, timings, *p, "tuning") for p in pairs}
+    estimate = {p: step_seconds(suite, timings, *p, "report runs") for p in pairs}
+    planned = sum(tuning.values()) + len(suite.seeds) * sum(estimate.values())
+    progress = Progress(planned, jobs)
+    failed: list[str] = []
+
+    def tune_step(pair: tuple[str, str]) -> Path | None:
+        setup, method = pair
+        try:
+            experiment = tune(suite, out, setup, method)
+        except SystemExit as err:
+            failed.append(f"tune {setup} {method}: {err}")
+            experiment = None
+        progress.step(f"tune {setup} {method}{'' if experiment else ' FAILED'}", tuning[pair])
+        return experiment
+
+    experiments = dict(zip(pairs, parallel(tune_step, pairs, jobs)))
+
+    def report_step(cell: tuple[str, str, int]) -> None:
+        setup, method, seed = cell
+        folder = report_folder(out, setup, method, seed)
+        skipped = completed(folder)
+        what = f"report {setup} {method} seed {seed}"
+        try:
+            if not skipped:
+                experiment = experiments[setup, method]
+                if experiment is None:
+                    raise SystemExit("its tuning failed")
+                report_run(experiment, folder, seed)
+        except SystemExit as err:
+            failed.append(f"{what}: {err}")
+            what += " FAILED"
+        progress.step(what, estimate[setup, method], skipped)
+
+    cells = [(s, m, seed) for s, m in pairs for seed in suite.seeds]
+    parallel(report_step, cells, jobs)
+    return failed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = common.argument_parser(__doc__)
+    parser.add_argument("--smoke", action="store_true", help="the tiny suite (digits, a minute)")
+    parser.add_argument("--estimate-only", action="store_true", help="print the cost and stop")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
+    parser.add_argument("--out", type=Path, default=None, help="default: results/leaderboard")
+    args = parser.parse_args(argv)
+    suite = smoke_suite() if args.smoke else full_suite()
+    out = (args.out or common.REPO / "results" / "leaderboard").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"[leaderboard] calibrating: {len(suite.methods)} methods, {len(suite.setups)} set-ups")
+    timings = calibrate(suite, out, args.jobs)
+    cost = estimate_lines(suite, timings, args.jobs)
+    print("\n".join(["", "Estimated cost:", *cost, ""]), flush=True)
+    command = "python benchmarks/accuracy/leaderboard.py" + (" --smoke" if args.smoke else "")
+    if args.estimate_only:
+        if suite.publish:
+            common.publish_in_docs("leaderboard_cost", [*cost, "", cost_caption(suite, args.jobs)])
+            if not (common.DOCS_TABLES / "leaderboard.md").exists():
+                common.publish_in_docs("leaderboard", pending_lines(suite))
+        return
+    failed = run_suite(suite, out, timings, args.jobs)
+    if failed:
+        raise SystemExit(
+            f"{len(failed)} steps failed (rerun the same command to retry them):\n"
+            + "\n".join(failed)
+        )
+    write_leaderboard(suite, out, command)
+
+
+def pending_lines(suite: Suite) -> list[str]:
+    """The docs' table before the first full run: what each set-up will hold."""
+    lines = [
+        "| set-up | methods | tuning runs | report runs | results |",
+        "|---|---|---|---|---|",
+    ]
+    for setup in suite.setups:
+        lines.append(
+            f"| {setup} | {len(suite.methods)} | {suite.trials * len(suite.methods)} | "
+            f"{len(suite.seeds) * len(suite.methods)} | awaiting the first full run |"
+        )
+    return [*lines, "", f"Methods: {', '.join(suite.methods)}."]
+
+
+def cost_caption(suite: Suite, jobs: int) -> str:
+    return (
+        f"Estimated from a calibration on {common.machine()} (the CPU seconds of two rounds "
+        f"of every method on {suite.calibration_setup}, of FedAvg on the others), {jobs} runs "
+        "at a time on idle cores: "
+        f"{len(suite.methods)} methods × {len(suite.setups)} set-ups × ({suite.trials} trials "
+        f"+ {len(suite.seeds)} seeds) × {suite.rounds} rounds. Command: "
+        "`python benchmarks/accuracy/leaderboard.py --estimate-only`."
+    )
+
+
+if __name__ == "__main__":
+    main()

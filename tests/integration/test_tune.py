@@ -1,0 +1,96 @@
+"""``fedimb tune``: experiment files that run, resuming by replay, and tuning that never
+reads the test set (digits, three clients, two rounds, no dropout)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedimb.app import build, client_app
+from fedimb.cli.tune import tune_methods
+from fedimb.cli.tune_files import run_command
+from fedimb.cli.tune_trial import RECORD
+from fedimb.core.data import datasets
+from fedimb.core.process_cache import ProcessCache
+from tests.conftest import run_fedimb
+
+SMALL = ["dataset=digits", "runtime=in_process", "num_clients=3", "num_rounds=2", "dropout=none"]
+
+
+def trial_folders(sweep_dir: Path) -> list[Path]:
+    return sorted(p for p in sweep_dir.iterdir() if (p / ".hydra").is_dir())
+
+
+def objectives(out: Path, method: str) -> list[float]:
+    return json.loads((out / "summary.json").read_text())[method]["values"]
+
+
+def test_tuning_two_methods_writes_experiment_files_that_run(tmp_path):
+    out = tmp_path / "tuned"
+    found = tune_methods(["fedavg", "fedprox"], SMALL, 3, out)
+    assert sorted(found) == ["fedavg", "fedprox"]
+    summary = json.loads((out / "summary.json").read_text())
+    for method in found:
+        assert len(trial_folders(out / "trials" / method)) == 3
+        entry = summary[method]
+        assert entry["trials"] == 3 and entry["best_value"] == max(entry["values"])
+    assert sorted(summary["fedprox"]["best_params"]) == ["method.client.mu", "train.lr"]
+
+    seed_zero = run_command(out, "fedprox")[1:]  # the command printed, without "fedimb"
+    result = run_fedimb(*seed_zero, f"output.root={tmp_path / 'runs'}", timeout=300)
+    assert result.returncode == 0, result.stderr
+    ran = json.loads((Path(result.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
+    config = (Path(ran["run_dir"]) / "config.yaml").read_text()
+    best = summary["fedprox"]["best_params"]
+    assert ran["method"] == "fedprox" and ran["seed"] == 0 and ran["completed"]
+    assert ran["validation_fraction"] == 0.1 and ran["final_accuracy"] is not None
+    assert f"lr: {best['train.lr']}" in config and f"mu: {best['method.client.mu']}" in config
+
+
+def test_a_rerun_with_more_trials_replays_the_recorded_ones(tmp_path):
+    out = tmp_path / "tuned"
+    tune_methods(["fedprox"], SMALL, 2, out)
+    sweep_dir = out / "trials" / "fedprox"
+    before = {p.name: (p / "summary.json").stat().st_mtime_ns for p in trial_folders(sweep_dir)}
+    first = objectives(out, "fedprox")
+
+    tune_methods(["fedprox"], SMALL, 3, out)
+    after = {p.name: (p / "summary.json").stat().st_mtime_ns for p in trial_folders(sweep_dir)}
+    assert len(after) == 3 and {k: after[k] for k in before} == before  # one new run only
+    assert objectives(out, "fedprox")[:2] == first
+    records = [json.loads((sweep_dir / name / RECORD).read_text()) for name in sorted(after)]
+    assert [r["objective"] for r in records[:2]] == first
+
+
+@pytest.fixture
+def nan_test_arrays(monkeypatch):
+    """Every data set loaded from here on has NaN test images (the caches start empty)."""
+    prepared = datasets._prepared
+
+    def with_nan_test(spec):
+        data = prepared(spec)
+        return dataclasses.replace(data, x_test=np.full_like(data.x_test, np.nan))
+
+    monkeypatch.setattr(datasets, "_prepared", with_nan_test)
+    for module, name in (
+        (datasets, "_LOADED"),
+        (build, "_DATA"),
+        (client_app, "_INPUTS"),
+        (client_app, "_TEST_ROWS"),
+    ):
+        monkeypatch.setattr(module, name, ProcessCache())
+
+
+def test_tuning_never_reads_the_test_set(tmp_path, request):
+    tune_methods(["fedavg"], SMALL, 2, tmp_path / "real")
+    request.getfixturevalue("nan_test_arrays")
+    tune_methods(["fedavg"], SMALL, 2, tmp_path / "nan")
+    assert objectives(tmp_path / "nan", "fedavg") == objectives(tmp_path / "real", "fedavg")
+    for folder in trial_folders(tmp_path / "nan" / "trials" / "fedavg"):
+        ran = json.loads((folder / "summary.json").read_text())
+        assert ran["completed"] and ran["final_accuracy"] is None
+        assert ran["validation_objective"] > 0
