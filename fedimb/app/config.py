@@ -25,6 +25,7 @@ from fedimb.app.config_keys import (
     unknown_option,
 )
 from fedimb.app.runtime_rules import RUNTIMES
+from fedimb.app.seeds import register_data_seed_resolver
 from fedimb.app.validation import methods_with_personal_evaluation, validate
 from fedimb.core.errors import ConfigError
 
@@ -47,6 +48,8 @@ __all__ = [
     "unknown_option",
     "validate",
 ]
+
+register_data_seed_resolver()  # before any configuration is composed or resolved
 
 
 def sweep_variants(overrides: Sequence[str]) -> list[list[str]]:

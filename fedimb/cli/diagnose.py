@@ -228,6 +228,7 @@ def report_lines(d: Diagnosis, title: str) -> list[str]:
 def diagnose_config(cfg: DictConfig) -> tuple[Diagnosis, str]:
     """The diagnosis of the partition ``cfg`` produces, and a title naming the set-up."""
     from fedimb.app.build import experiment_data
+    from fedimb.app.seeds import data_seed, train_seed
 
     data = experiment_data(cfg)
     partition = dict(cfg.partition)
@@ -235,7 +236,13 @@ def diagnose_config(cfg: DictConfig) -> tuple[Diagnosis, str]:
         f"Federation: {cfg.dataset.name}, {cfg.num_clients} clients, partition "
         + ", ".join(f"{k}={v}" for k, v in partition.items() if v is not None)
         + f", seed {cfg.seed}"
+        + (
+            f" (data {data_seed(cfg)}, train {train_seed(cfg)})"
+            if cfg.get("seed_data") is not None or cfg.get("seed_train") is not None
+            else ""
+        )
     )
+    # the k-means previews FedConcat's clustering, which draws from the training seed
     return diagnose_counts(
-        data.partition.counts, int(cfg.seed), astraea=astraea_settings(cfg.method)
+        data.partition.counts, train_seed(cfg), astraea=astraea_settings(cfg.method)
     ), title

@@ -363,3 +363,18 @@ def test_trackers_get_the_local_distribution_but_not_every_clients_accuracy():
         "local/accuracy_best_10": 0.9,
         "local/accuracy_variance": 80.0,
     }
+
+
+def test_trackers_get_the_validation_scores_and_the_selected_test_accuracy():
+    event = {"round": 2, "test": {"accuracy": 0.5}, "validation": {"accuracy": 0.6, "loss": 1.2}}
+    assert tracking.round_metrics(event) == {
+        "test/accuracy": 0.5,
+        "validation/accuracy": 0.6,
+        "validation/loss": 1.2,
+    }
+    summary = {"final_accuracy": 0.5, "selected_test_accuracy": 0.55, "validation_objective": 0.6}
+    assert tracking.summary_metrics(summary) == {
+        "summary/final_accuracy": 0.5,
+        "summary/selected_test_accuracy": 0.55,
+        "summary/validation_objective": 0.6,
+    }

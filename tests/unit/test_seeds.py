@@ -79,3 +79,17 @@ def test_with_both_seeds_null_a_run_repeats_the_single_seed_run_to_the_last_bit(
 def test_a_seed_that_is_not_a_non_negative_integer_is_refused_in_one_line(value):
     with pytest.raises(ConfigError, match=r"^seed_train must be an integer >= 0 or null"):
         compose([*DIGITS, f"seed_train={value}"])
+
+
+def test_synthetic_draw_follows_the_data_seed():
+    """Synthetic's draw is data: its ``dataset.data_seed`` follows ``seed_data``, else ``seed``,
+    and a fixed ``dataset.data_seed`` still wins."""
+    from fedimb.app.config import compose
+
+    def draw_seed(*overrides):
+        return compose(["dataset=synthetic", "partition=natural", *overrides]).dataset.data_seed
+
+    assert draw_seed("seed=3") == 3
+    assert draw_seed("seed=3", "seed_data=7") == 7
+    assert draw_seed("seed=3", "seed_train=5") == 3
+    assert draw_seed("seed=3", "seed_data=7", "dataset.data_seed=11") == 11
