@@ -12,6 +12,8 @@ import dataclasses
 import torch
 
 from clients.base import BaseClient
+from clients.base_settings import setting
+from fedimb.core.errors import at_least
 
 
 class FedProxClient(BaseClient):
@@ -19,7 +21,7 @@ class FedProxClient(BaseClient):
 
     @dataclasses.dataclass(frozen=True)
     class Settings:
-        mu: float  # μ, the proximal weight
+        mu: float = setting(at_least(0))  # μ, the proximal weight
 
     def before_training(self, config):
         self.mu = self.settings_of(config).mu

@@ -17,6 +17,8 @@ import torch
 from torch import nn
 
 from clients.base import BaseClient
+from clients.base_settings import setting
+from fedimb.core.errors import at_least
 from fedimb.core.models import get_weights, set_weights
 
 STATE = "moon_previous"
@@ -38,8 +40,8 @@ class MOONClient(BaseClient):
 
     @dataclasses.dataclass(frozen=True)
     class Settings:
-        mu: float  # μ, the weight of the contrastive term
-        tau: float  # τ, its temperature
+        mu: float = setting(at_least(0))  # μ, the weight of the contrastive term
+        tau: float = setting(at_least(0, strict=True))  # τ, its temperature
 
     def before_training(self, config):
         settings = self.settings_of(config)

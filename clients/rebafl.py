@@ -19,7 +19,9 @@ import dataclasses
 import torch
 
 from clients.base import BaseClient
+from clients.base_settings import setting
 from fedimb.core import protocol
+from fedimb.core.errors import at_least
 from fedimb.core.losses import relaxed_balanced_softmax_loss
 from fedimb.core.prototypes import (
     class_prototypes,
@@ -64,8 +66,8 @@ class ReBaFLClient(BaseClient):
 
     @dataclasses.dataclass(frozen=True)
     class Settings:
-        eps: float  # prior smoothing (eq. 10)
-        mu: float  # μ, the weight of the augmentation loss (eq. 16)
+        eps: float = setting(at_least(0))  # prior smoothing (eq. 10)
+        mu: float = setting(at_least(0))  # μ, the weight of the augmentation loss (eq. 16)
         lam: float  # λ of the feature transfer (eq. 15)
 
     def before_training(self, config):

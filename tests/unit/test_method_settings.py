@@ -69,6 +69,21 @@ def test_a_setting_against_its_rule_is_one_line():
     assert "method.client.alpha must be > 0" in rejected(cfg, variant="fo", alpha=0.0)
 
 
+@pytest.mark.parametrize(
+    "method,client,message",
+    [
+        ("fedprox", {"mu": -1.0}, "method.client.mu must be >= 0"),
+        ("moon", {"mu": -0.5, "tau": 0.5}, "method.client.mu must be >= 0"),
+        ("moon", {"mu": 5.0, "tau": 0.0}, "method.client.tau must be > 0"),
+        ("rebafl", {"eps": -0.01, "mu": 0.1, "lam": 1.0}, "method.client.eps must be >= 0"),
+        ("rebafl", {"eps": 0.01, "mu": -0.1, "lam": 1.0}, "method.client.mu must be >= 0"),
+    ],
+)
+def test_a_negative_weight_or_temperature_is_one_line(method, client, message):
+    cfg = config.compose([f"method={method}", "dataset=digits"])
+    assert message in rejected(cfg, **client)
+
+
 def test_settings_are_read_typed_from_an_instruction():
     settings = read_settings(FedProxClient.Settings, {"mu": 1, "seed": 3, "lr": 0.1})
     assert settings == FedProxClient.Settings(mu=1.0) and isinstance(settings.mu, float)
