@@ -2,7 +2,9 @@
 the untouched random head, so averaging keeps it fixed). Every ``finetune_every``
 rounds and after the last, all connected clients fine-tune the head on their local
 data and test the result on the global test set; the mean is logged as
-``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy.
+``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy
+(not with ``evaluation.test=false``: the test set stays unread, and the global model's
+validation score is the method's).
 Where that round is also one of the local evaluation's, the clients test the global
 model and their fine-tuned one on their local test sets in the same message (the
 distributions ``local.global`` and ``local.personal``)."""
@@ -20,8 +22,6 @@ from strategies.base import BaseStrategy
 class FedBABUStrategy(BaseStrategy):
     """FedAvg with head fine-tuning at evaluation."""
 
-    #: the clients test their fine-tuned models on the test set (refused with evaluation.test=false)
-    clients_read_test = True
     setting_rules = {
         FINETUNE_EPOCHS: at_least(1, integer=True),
         "finetune_every": at_least(1, integer=True),
@@ -34,7 +34,10 @@ class FedBABUStrategy(BaseStrategy):
 
     def configure_evaluate(self, server_round, parameters, client_manager):
         last = int(self.run.cfg.num_rounds)
-        if server_round % self.finetune_every and server_round != last:
+        # the fine-tuned heads are tested on the test set: not where it must stay unread
+        # (tuning), where the global model's validation score is the method's
+        finetunes = not (server_round % self.finetune_every and server_round != last)
+        if not (finetunes and self.run.reads_test):
             return super().configure_evaluate(
                 server_round, parameters, client_manager
             )  # the local evaluation

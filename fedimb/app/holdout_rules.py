@@ -52,19 +52,13 @@ def check_seeds_and_holdout(cfg: DictConfig) -> None:
 
 def check_no_client_reads_test(cfg: DictConfig) -> None:
     """Without the test set, no client may test on it either: the personal evaluation
-    (``evaluation.personal``), an ensemble's global score (``ensemble_global_test``:
-    LG-FedAvg, local-only) and a strategy whose clients test on it (``clients_read_test``:
-    FedBABU's fine-tuned heads) are the clients' answers on the test set."""
+    (``evaluation.personal``) and an ensemble's global score (``ensemble_global_test``:
+    LG-FedAvg, local-only) are the clients' answers on the test set."""
     require(
         not cfg.evaluation.get("personal"),
         "evaluation.personal tests on the test set: it cannot run with evaluation.test=false",
     )
     strategy = import_class(str(cfg.method.strategy._target_))
-    require(
-        not getattr(strategy, "clients_read_test", False),
-        f"method '{cfg.method.name}' has its clients test on the test set: it cannot run "
-        "with evaluation.test=false",
-    )
     require(
         not getattr(strategy, "ensemble_global_test", False),
         f"method '{cfg.method.name}' scores an ensemble of its clients on the test set and "

@@ -148,10 +148,6 @@ def test_fedconcat_scores_its_concatenated_model_on_the_validation_share():
             "has no validation score",
         ),
         (
-            ["validation.fraction=0.1", "evaluation.test=false", "method=fedbabu"],
-            "has its clients test on the test set",
-        ),
-        (
             [
                 "validation.fraction=0.1",
                 "evaluation.test=false",
@@ -184,3 +180,20 @@ def test_an_ensemble_method_has_no_validation_score():
     )
     record = run.round(1)
     assert "validation" not in record and record["test"]["accuracy"] is not None
+
+
+def test_fedbabu_without_the_test_set_skips_its_fine_tuned_test_and_is_validated():
+    """FedBABU's clients test their fine-tuned heads on the test set: a tuning run skips that
+    test and validates the global model instead; with the test set read, it still runs."""
+    settings = [
+        *DIGITS,
+        "method=fedbabu",
+        "num_rounds=1",
+        "dropout=none",
+        "validation.fraction=0.2",
+    ]
+    blind = InProcessFederation([*settings, "evaluation.test=false"]).round(1)
+    assert blind["test"] == {} and blind["validation"]["accuracy"] is not None
+    assert "finetuned_accuracy" not in blind.get("extra", {})
+    read = InProcessFederation(settings).round(1)
+    assert read["extra"]["finetuned_clients"] == 3 and read["test"]["accuracy"] is not None
