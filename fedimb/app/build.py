@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from fedimb.app.holdout import validation_fraction
 from fedimb.app.seeds import data_seed, train_seed
 from fedimb.core.data import ArrayDataset, Partition, load_dataset, make_partition
 from fedimb.core.data.datasets import DatasetInfo, hold_out_validation
@@ -59,11 +60,6 @@ def _build_experiment_data(cfg: DictConfig) -> ExperimentData:
         dataset.groups_train,
     )
     return ExperimentData(dataset, partition)
-
-
-def validation_fraction(cfg: DictConfig) -> float:
-    """The share of the training data the server holds out for validation (0: none)."""
-    return float((cfg.get("validation") or {}).get("fraction", 0.0) or 0.0)
 
 
 def training_arrays_key(cfg: DictConfig) -> object:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from fedimb.app import holdout
 from fedimb.app.components import import_class
 from fedimb.core.errors import is_int, is_number, require
 
@@ -20,13 +21,12 @@ def check_seeds_and_holdout(cfg: DictConfig) -> None:
             value is None or (is_int(value) and value >= 0),
             f"{key} must be an integer >= 0 or null, got {value!r}",
         )
-    validation = cfg.get("validation") or {}
-    fraction = validation.get("fraction", 0.0)
+    fraction = holdout.raw(cfg, "validation.fraction")
     require(
         is_number(fraction) and 0 <= fraction < 1,
         f"validation.fraction must be in [0, 1), got {fraction!r}",
     )
-    last = validation.get("objective_last", 3)
+    last = holdout.raw(cfg, "validation.objective_last")
     require(
         is_int(last) and last >= 1,
         f"validation.objective_last must be an integer >= 1, got {last!r}",
@@ -36,7 +36,7 @@ def check_seeds_and_holdout(cfg: DictConfig) -> None:
         "partition=file gives indices into the whole training split: it cannot be combined "
         "with validation.fraction > 0 (set validation.fraction=0)",
     )
-    reads_test = cfg.evaluation.get("test", True)
+    reads_test = holdout.raw(cfg, "evaluation.test")
     require(
         isinstance(reads_test, bool),
         f"evaluation.test must be true or false, got {reads_test!r}",

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from fedimb.app import holdout
 from fedimb.app.build import (
     ExperimentData,
     as_tensors,
@@ -158,7 +159,7 @@ class ServerRun:
     def reads_test(self) -> bool:
         """Whether the server scores the global model on the test set (``evaluation.test``;
         false in tuning, where only the validation share may choose)."""
-        return bool(self.cfg.evaluation.get("test", True))
+        return holdout.reads_test(self.cfg)
 
     def evaluate(
         self,

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fedimb.app.holdout import DEFAULTS
 from fedimb.core.metrics import DISTRIBUTION_STATS
 
 #: the run folder's own files (without suffix), which no artifact may replace
@@ -76,7 +77,9 @@ def _accuracy(r: dict[str, Any], split: str) -> float | None:
     return (r.get(split) or {}).get("accuracy")
 
 
-def selection_scores(rounds: list[dict[str, Any]], objective_last: int = 3) -> dict[str, Any]:
+def selection_scores(
+    rounds: list[dict[str, Any]], objective_last: int = DEFAULTS["validation.objective_last"]
+) -> dict[str, Any]:
     """The scores a run reports, each from the split it names: the final test accuracy (and
     its round), the final and best validation accuracy (the first round reaching the best),
     the test accuracy in that round (``selected_test_accuracy``: the model validation

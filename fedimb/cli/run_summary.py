@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from fedimb.app import holdout
 from fedimb.app.seeds import data_seed, train_seed
 from fedimb.cli.run_files import selection_scores, traffic_to_target
 from fedimb.core.metrics import DISTRIBUTION_STATS
@@ -54,8 +55,7 @@ def run_summary(
     final = tested[-1] if tested else None
     seconds = [r.get("seconds", 0.0) for r in trained]
     target = cfg.evaluation.get("target_accuracy")
-    validation = cfg.get("validation") or {}  # absent in older run folders' configurations
-    selection = selection_scores(rounds, int(validation.get("objective_last", 3)))
+    selection = selection_scores(rounds, holdout.objective_last(cfg))
     to_target = traffic_to_target(rounds, target) if target is not None else None
     return {
         **group_names(cfg),
@@ -78,7 +78,7 @@ def run_summary(
         # the maximum over rounds of the test accuracy: a paper's protocol, never a selection
         "best_accuracy": best["test"]["accuracy"] if best else None,
         "best_round": best["round"] if best else None,
-        "validation_fraction": float(validation.get("fraction", 0.0) or 0.0),
+        "validation_fraction": holdout.validation_fraction(cfg),
         **{k: v for k, v in selection.items() if k not in ("final_accuracy", "final_round")},
         "num_parameters": start.get("num_parameters"),
         "bytes_up": sum((r.get("bytes") or {}).get("up", 0) for r in trained),

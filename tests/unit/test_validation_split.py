@@ -9,8 +9,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
-from fedimb.app import build
+from fedimb.app import build, holdout
 from fedimb.app.config import compose
 from fedimb.app.in_process import InProcessFederation
 from fedimb.core.data.datasets import ArrayDataset, stratified_holdout
@@ -197,3 +198,12 @@ def test_fedbabu_without_the_test_set_skips_its_fine_tuned_test_and_is_validated
     assert "finetuned_accuracy" not in blind.get("extra", {})
     read = InProcessFederation(settings).round(1)
     assert read["extra"]["finetuned_clients"] == 3 and read["test"]["accuracy"] is not None
+
+
+def test_the_holdout_defaults_for_older_configurations_are_conf_config_yamls():
+    """A run folder written before the keys existed reads the values a new run gets."""
+    cfg = compose([])
+    assert {key: OmegaConf.select(cfg, key) for key in holdout.DEFAULTS} == holdout.DEFAULTS
+    older = compose([])
+    del older["validation"]
+    assert holdout.validation_fraction(older) == 0.0 and holdout.objective_last(older) == 3

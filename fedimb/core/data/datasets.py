@@ -71,6 +71,9 @@ class DatasetInfo:
 
 # ----------------------------------------------------------------- embedded sources
 def _stratified_split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int):
+    """The test split of a data set that ships none. It stays scikit-learn's, not
+    :func:`stratified_holdout`: that would move these data sets' test samples and with
+    them every number already published on them."""
     from sklearn.model_selection import train_test_split
 
     x_tr, x_te, y_tr, y_te = train_test_split(
