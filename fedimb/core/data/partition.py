@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from fedimb.core.data.flwr_partitioners import FLWR
 from fedimb.core.data.longtail import LONGTAIL
 from fedimb.core.data.partition_file import FILE
 from fedimb.core.data.partitioners import (
@@ -58,7 +59,7 @@ def make_partition(
     name = str(spec["name"])
     scheme = check_partition(spec, num_classes, num_clients)
     params = {k: v for k, v in spec.items() if k not in ("name", "allow_empty_clients")}
-    if name == "natural":
+    if name in ("natural", "flwr"):
         params["groups"] = groups
     if name == "file":
         params["allow_empty"] = bool(spec.get("allow_empty_clients"))
@@ -94,4 +95,5 @@ PARTITIONERS: dict[str, Scheme] = {
     "clustered": CLUSTERED,
     "longtail": LONGTAIL,
     "quantity": QUANTITY,
+    "flwr": FLWR,
 }

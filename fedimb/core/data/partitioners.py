@@ -7,7 +7,8 @@ with the configuration and again before a split) and the setting that spreads sa
 over more clients (the preflight's hint). ``iid`` and ``dirichlet`` use the
 flwr-datasets partitioners; the others are written here because flwr-datasets has no
 equivalent (fixed samples per client, client groups, joint size and label skew); the
-global long tail is in :mod:`.longtail`, a user's own split in :mod:`.partition_file`.
+global long tail is in :mod:`.longtail`, a user's own split in :mod:`.partition_file`,
+any flwr-datasets partitioner by name in :mod:`.flwr_partitioners`.
 """
 
 from __future__ import annotations
