@@ -91,7 +91,7 @@ def _filled(cls: type, arguments: Mapping[str, Any], num_clients: int, seed: int
         "partition_by": "group" if cls.__name__ in NATURAL_ID else "label",
         "seed": int(seed),
     }
-    filled = {k: v for k, v in defaults.items() if k in known}
+    filled: dict[str, Any] = {k: v for k, v in defaults.items() if k in known}
     filled.update({k: v for k, v in arguments.items() if k != "_target_"})
     if "distribution_array" in filled:  # the one argument read as an array (its .shape)
         filled["distribution_array"] = np.asarray(filled["distribution_array"])
