@@ -31,6 +31,16 @@ SPECS = {
     ),
     "longtail": ({"name": "longtail", "profile": "exponential", "imbalance_ratio": 10}, 5),
     "quantity": ({"name": "quantity", "rho": 0.7, "tau": 0.5}, 10),
+    "flwr": (
+        {
+            "name": "flwr",
+            "partitioner": {
+                "_target_": "flwr_datasets.partitioner.ShardPartitioner",
+                "num_shards_per_partition": 2,
+            },
+        },
+        6,
+    ),
 }
 
 
