@@ -89,3 +89,64 @@ def from_payload(
     protos = {int(c): vectors[i] for i, c in enumerate(classes)}
     n = {int(c): int(counts[i]) for i, c in enumerate(classes)} if counts is not None else {}
     return protos, n
+
+
+# ------------------------------------------------------------------ FedNH (Dai et al., 2023)
+class _UnitFeatures(torch.nn.Module):
+    """The encoder's features divided by their L2 norm (the cosine head's input)."""
+
+    def __init__(self, encoder: torch.nn.Module):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.encoder(x)
+        return z / z.norm(dim=1, keepdim=True).clamp(min=1e-12)
+
+
+def unit_feature_means(
+    encoder: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    indices: torch.Tensor,
+    num_classes: int,
+    device: torch.device | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """FedNH's client statistics: per class c, the mean of z/‖z‖ over the local samples
+    of c (row c of a dense C x d array; zero for absent classes) and their count n_c.
+    The encoder runs in evaluation mode (:func:`class_prototypes`)."""
+    means, counts = class_prototypes(_UnitFeatures(encoder), x, y, indices, device=device)
+    dim = len(next(iter(means.values()))) if means else 0
+    dense = np.zeros((num_classes, dim), dtype=np.float32)
+    n = np.zeros(num_classes, dtype=np.int64)
+    for c, vector in means.items():
+        dense[c], n[c] = vector, counts[c]
+    return dense, n
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.maximum(np.linalg.norm(rows, axis=-1, keepdims=True), 1e-12)
+
+
+def smoothed_prototypes(
+    previous: np.ndarray, means: list[np.ndarray], counts: list[np.ndarray], rho: float
+) -> np.ndarray:
+    """FedNH's server update of the prototypes (C x d), as the authors' code computes it:
+    each client's class mean is normalised, the class's normalised means are averaged
+    with weights n_k,c / Σ_k n_k,c, the average is normalised to μ_c, and
+    p_c ← (ρ·p_c + (1 − ρ)·μ_c) / ‖ρ·p_c + (1 − ρ)·μ_c‖. A class that no client reports
+    (Σ_k n_k,c = 0), or whose average (or blend) is the zero vector, keeps p_c."""
+    previous = np.asarray(previous, dtype=np.float64)
+    total = np.zeros(len(previous))
+    weighted = np.zeros_like(previous)
+    for mean, count in zip(means, counts, strict=True):
+        count = np.asarray(count, dtype=np.float64)
+        weighted += count[:, None] * _unit(np.asarray(mean, dtype=np.float64))
+        total += count
+    average = _unit(weighted / np.maximum(total, 1e-300)[:, None])
+    blend = rho * previous + (1 - rho) * average
+    moved = (total > 0) & (np.linalg.norm(average, axis=1) > 0.5)  # a unit row, not zero
+    moved &= np.linalg.norm(blend, axis=1) > 1e-12
+    new = previous.copy()
+    new[moved] = _unit(blend[moved])
+    return new.astype(np.float32)

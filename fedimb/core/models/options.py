@@ -17,6 +17,8 @@ from torch import nn
 
 from fedimb.core.errors import ConfigError, at_least
 from fedimb.core.models.base import EncoderHeadNet
+from fedimb.core.models.cosine import check_scale, with_cosine_head
+from fedimb.core.models.etf import check_etf_option, with_etf_classifier
 
 PREFIX = "method.model_options"
 
@@ -41,6 +43,8 @@ def with_projection(model: EncoderHeadNet, dim: int) -> EncoderHeadNet:
 #: every model option, by the name a method YAML gives it
 MODEL_OPTIONS: dict[str, ModelOption] = {
     "projection_dim": ModelOption(at_least(1, integer=True), with_projection),
+    "cosine_head": ModelOption(check_scale, with_cosine_head),
+    "etf_classifier": ModelOption(check_etf_option, with_etf_classifier),
 }
 
 

@@ -1,0 +1,145 @@
+"""CCVR server (Luo et al., "No Fear of Heterogeneity: Classifier Calibration for Federated
+Learning with Non-IID Data", NeurIPS 2021, §4 "Classifier Calibration with Virtual
+Representations").
+
+Rounds 1..``num_rounds`` are FedAvg. At the end of the last round (``end_round``, before
+its test) the server asks every connected client, the final global model in the query,
+for its per-class feature moments (eq. 1); answers that break their declaration
+(:data:`clients.ccvr.PAYLOADS`) or hold an implausible covariance are left out (one
+note). The moments are pooled into the federation's per-class Gaussian N(μ_c, Σ_c)
+(eqs. 2–3, :func:`fedimb.core.feature_stats.pooled_moments`), ``virtual_per_class``
+(M_c) virtual features are drawn per class, and the classifier alone is re-trained on
+them by cross-entropy (:class:`strategies.base.feature_retraining.FeatureRetraining`).
+The calibrated model is the final global model, tested in the last round;
+``uncalibrated_accuracy`` (extra) is the model before the calibration.
+
+The paper asks the clients after training ends, not in a Flower round: a statistics
+round would have every client send the unchanged model back. Clients never train on
+the calibrated classifier.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from flwr.common import ndarrays_to_parameters
+
+from clients.ccvr import CALIBRATION_MODEL, PAYLOADS, STATISTICS, flatten_weights
+from fedimb.core import payload, protocol
+from fedimb.core.errors import at_least
+from fedimb.core.feature_stats import pooled_moments, sample_virtual_features
+from strategies.base.averaging import AveragingStrategy
+from strategies.base.feature_retraining import FeatureRetraining, HeadTraining
+
+#: how far a covariance may be from symmetric, relative to its largest entry (float32)
+SYMMETRY_TOLERANCE = 1e-3
+
+
+def covariance_problem(covariances: np.ndarray) -> str | None:
+    """Why reported covariances (C × d × d) cannot be covariances, or None: each must be
+    symmetric with a non-negative diagonal (the shape and finiteness are declared)."""
+    scale = max(float(np.abs(covariances).max(initial=0.0)), 1e-12)
+    if np.abs(covariances - covariances.transpose(0, 2, 1)).max(initial=0.0) > (
+        SYMMETRY_TOLERANCE * scale
+    ):
+        return "a covariance that is not symmetric"
+    if np.diagonal(covariances, axis1=1, axis2=2).min(initial=0.0) < 0:
+        return "a covariance with a negative variance"
+    return None
+
+
+class CCVRStrategy(FeatureRetraining, AveragingStrategy):
+    """FedAvg, then classifier calibration with virtual representations."""
+
+    payloads = PAYLOADS
+    setting_rules = {
+        "virtual_per_class": at_least(1, integer=True),
+        "calibration_epochs": at_least(1, integer=True),
+        "calibration_batch_size": at_least(1, integer=True),
+        "calibration_lr": at_least(0, strict=True),
+        "calibration_momentum": at_least(0),
+        "calibration_weight_decay": at_least(0),
+    }
+
+    def __init__(
+        self,
+        *,
+        run,
+        virtual_per_class: int,
+        calibration_epochs: int,
+        calibration_batch_size: int,
+        calibration_lr: float,
+        calibration_momentum: float,
+        calibration_weight_decay: float,
+    ):
+        super().__init__(run=run)
+        self.virtual_per_class = int(virtual_per_class)
+        self.calibration = HeadTraining(
+            epochs=int(calibration_epochs),
+            batch_size=int(calibration_batch_size),
+            lr=float(calibration_lr),
+            momentum=float(calibration_momentum),
+            weight_decay=float(calibration_weight_decay),
+        )
+
+    def end_round(self, server_round: int):
+        if server_round != self.total_rounds() or self.current_weights is None:
+            return None
+        calibrated = self.calibrate(server_round, self.current_weights)
+        if calibrated is None or not self.adoptable(calibrated, "the calibrated model"):
+            return None
+        self.current_weights = calibrated
+        return ndarrays_to_parameters(calibrated)
+
+    def calibrate(self, server_round: int, weights: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The global model with its classifier calibrated on virtual features, or None
+        where no client answered with usable statistics."""
+        statistics = self.client_statistics(server_round, weights)
+        log = self.round_log.extra
+        log["calibration_clients"] = len(statistics)
+        if not statistics:
+            self.round_log.note("no client statistics: the classifier is not calibrated")
+            return None
+        mean, covariance, counts = pooled_moments(
+            *([s[name] for s in statistics] for name in STATISTICS)
+        )
+        rng = np.random.default_rng(np.random.SeedSequence([self.run.seed, server_round]))
+        features, labels = sample_virtual_features(
+            mean, covariance, counts, self.virtual_per_class, rng
+        )
+        log["virtual_features"] = len(labels)
+        if self.run.reads_test:
+            log["uncalibrated_accuracy"] = self.run.evaluate(weights)[protocol.ACCURACY]
+        return self.retrain_head(weights, features, labels, self.calibration, server_round)
+
+    def client_statistics(
+        self, server_round: int, weights: list[np.ndarray]
+    ) -> list[dict[str, np.ndarray]]:
+        """Every connected client's moments of eq. 1 under ``weights``, those that
+        match their declaration and are plausible covariances; the others left out."""
+        question = {
+            **self.fit_config(server_round),
+            **payload.pack({CALIBRATION_MODEL: flatten_weights(weights)}),
+        }
+        pids = self.registry.partition_ids()
+        answers = self.registry.query(pids, question)
+        self.round_log.bytes_down += payload.nbytes(question) * len(pids)
+        self.round_log.bytes_up += sum(payload.nbytes(a) for a in answers.values())
+        valid, problems = [], {}
+        for pid, answer in sorted(answers.items()):
+            try:
+                problem = self.check_answer(answer, answer.get(protocol.NUM_EXAMPLES), STATISTICS)
+                arrays = payload.unpack(answer) if problem is None else {}
+                problem = problem or covariance_problem(arrays[STATISTICS[1]])
+            except Exception as err:  # whatever a crafted answer makes decoding raise
+                problem = f"unreadable answer ({type(err).__name__}: {err})"
+            if problem:
+                problems[pid] = problem
+            else:
+                valid.append({name: arrays[name] for name in STATISTICS})
+        if problems:
+            pid, problem = next(iter(problems.items()))
+            self.round_log.note(
+                f"{len(problems)} client(s) left out of the calibration (client {pid}: {problem})"
+            )
+            self.round_log.extra["clients_left_out"] = len(problems)
+        return valid
