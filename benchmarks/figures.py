@@ -270,6 +270,11 @@ TIME_BARS = {
         },
         {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: seconds per round"},
     ),
+    "gpu_methods": (
+        (7, 7.5),
+        {"GPU": "GPU s/round", "the same machine's CPU": "CPU s/round"},
+        {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: GPU against CPU"},
+    ),
 }
 for _table, (_size, _bars, _settings) in TIME_BARS.items():
     from_table(_table)(partial(time_bars, size=_size, bars=_bars, **_settings))
