@@ -54,7 +54,7 @@ def test_natural_partition_gives_one_client_per_patient(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="set num_clients=5"):
         experiment_data(
             config.compose(
-                ["dataset=mitbih", f"dataset.root={tmp_path}", "partition=natural", "num_clients=4"]
+                ["dataset=mitbih", f"dataset.root={tmp_path}", "partition=natural", "num_clients=6"]
             )
         )
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from fedimb.core.data.cache import disk_cached, disk_stored
+from fedimb.core.data.femnist import load_femnist
 from fedimb.core.data.online import download_emnist, download_hf, download_mitbih, online_source
 from fedimb.core.errors import ConfigError, at_least, check_rules, is_number, one_of, require
 from fedimb.core.process_cache import ProcessCache, cache_key
@@ -198,6 +199,7 @@ DATASETS: dict[str, DatasetInfo] = {
     "svhn": DatasetInfo(10, (3, 32, 32), True, online_source("svhn", download_hf)),
     "cinic10": DatasetInfo(10, (3, 32, 32), True, online_source("cinic10", download_hf)),
     "emnist": DatasetInfo(47, (1, 28, 28), True, online_source("emnist", download_emnist)),
+    "femnist": DatasetInfo(62, (1, 28, 28), True, load_femnist, setting_rules=SPLIT_RULES),
     "mitbih": DatasetInfo(12, (1, 256), True, online_source("mitbih", download_mitbih)),
     "synthetic": DatasetInfo(
         10,

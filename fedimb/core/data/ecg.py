@@ -58,8 +58,8 @@ def record_beats(
 
 def load_mitbih(
     spec: Mapping[str, Any],
-    reachable: bool,
-    offline_error: Callable[[str, str], Exception],
+    reachable: Callable[[], bool],
+    offline_error: Callable[[str, str, str], Exception],
     test_fraction: float = 0.2,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
@@ -67,8 +67,12 @@ def load_mitbih(
     wfdb = _import_wfdb()
     root = Path(str(spec.get("root") or "")).expanduser() if spec.get("root") else None
     if root is None or not (root / "100.hea").is_file():
-        if not reachable:
-            raise offline_error("mitbih", "PhysioNet (physionet.org)")
+        if not reachable():  # asked only when the records are not at hand
+            raise offline_error(
+                "mitbih",
+                "PhysioNet (physionet.org)",
+                ", or the records (100.hea, 100.dat, 100.atr, ...) in dataset.root",
+            )
         from fedimb.core.data.cache import cache_dir
 
         root = cache_dir() / "mitdb"

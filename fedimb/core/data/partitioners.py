@@ -267,18 +267,24 @@ QUANTITY = Scheme(quantity, quantity_rules, "raise partition.rho")
 
 
 def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
-    """One client per natural group of the data set (e.g. MIT-BIH: one per patient)."""
+    """One client per natural group of the data set (e.g. MIT-BIH: one per patient,
+    FEMNIST: one per writer). Fewer clients than groups take contiguous blocks of the
+    groups in ascending id order, as even as can be (the first ``groups % num_clients``
+    clients one group more): FEMNIST's 3,597 writers over 10 clients are blocks of 360
+    and 359 writers."""
     if groups is None:
         raise ConfigError(
-            "partition 'natural' needs a data set with natural clients (e.g. dataset=mitbih)"
+            "partition 'natural' needs a data set with natural clients "
+            "(e.g. dataset=mitbih, dataset=femnist)"
         )
-    rows = rows_by_group(groups)
-    if len(rows) != num_clients:
+    rows = list(rows_by_group(groups).values())
+    if num_clients > len(rows):
         raise ConfigError(
             f"partition 'natural' has {len(rows)} clients in this data set: "
-            f"set num_clients={len(rows)}"
+            f"set num_clients={len(rows)} (or fewer: groups are then merged)"
         )
-    return list(rows.values()), None
+    blocks = np.array_split(np.arange(len(rows)), num_clients)
+    return [np.sort(np.concatenate([rows[g] for g in block])) for block in blocks], None
 
 
 NATURAL = Scheme(natural, spread_hint="num_clients must not exceed the data set's natural groups")
