@@ -48,6 +48,10 @@ class BaseClient(NumPyClient):
     #: whether the method trains or swaps the encoder apart from the head, so that the
     #: model's encoder needs parameters (checked with the configuration)
     trains_encoder_alone = False
+    #: whether the method reads or rebuilds the head as a linear layer (its weight and
+    #: bias), so that a model option replacing the head (``cosine_head``,
+    #: ``etf_classifier``) is refused with the configuration
+    needs_linear_head = False
     #: the instruction keys the method itself adds (no setting may be named so)
     instruction_keys: tuple[str, ...] = ()
 

@@ -63,6 +63,8 @@ def unflatten_weights(vector: np.ndarray, like: list[np.ndarray]) -> list[np.nda
 class CCVRClient(BaseClient):
     """FedAvg's local training; answers the statistics query after the last round."""
 
+    needs_linear_head = True  # the server re-trains the head as a linear layer
+
     def get_properties(self, config):
         props = super().get_properties(config)
         arrays = payload.unpack(config)

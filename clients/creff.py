@@ -79,6 +79,8 @@ def real_feature_gradients(
 class CReFFClient(BaseClient):
     """FedAvg's local training; reports the real feature gradients of its classes."""
 
+    needs_linear_head = True  # the server re-trains the head as a linear layer
+
     @dataclasses.dataclass(frozen=True)
     class Settings:
         real_batch: int = setting(at_least(1, integer=True))  # samples per class batch

@@ -49,6 +49,8 @@ PAYLOADS = protocol.BASE_PAYLOADS + (
 class FedConcatClient(BaseClient):
     """Local side of FedConcat: stage-dependent."""
 
+    needs_linear_head = True  # its classifier stage builds a linear head
+
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
     instruction_keys = (INFER_SAMPLES, LAPLACE_EPSILON)
 

@@ -89,6 +89,8 @@ def regularizer_loss(d: nn.Module, f_local: torch.Tensor) -> torch.Tensor:
 class GRPFEDClient(PersonalEvaluation, BaseClient):
     """Global model + adversarially regularised personal extractor."""
 
+    needs_linear_head = True  # reads the head's bias
+
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
 
     @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from fedimb.app import build, components, faults, phases, transport
 from fedimb.app.build import resolve_device
+from fedimb.app.privacy_mods import privacy_mod
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.datasets import dataset_info, load_dataset
 from fedimb.core.data.device import load_device_data
@@ -216,6 +217,7 @@ def client_fn(context: Context) -> Client:
     return timed_client(cfg, context, partition_id_of(context, cfg), STARTUP)
 
 
-app = ClientApp(client_fn=client_fn)
+#: ``privacy_mod``: Flower's clipping mod where the run asks for client-side DP
+app = ClientApp(client_fn=client_fn, mods=[privacy_mod])
 #: this process's start-up as a client process, which its first fit reports
 STARTUP = phases.ProcessStartup(IMPORTS_BEGAN, time.time())

@@ -25,6 +25,7 @@ GROUPS = (
     "runtime",
     "normalize",
     "aggregation",
+    "privacy",
     "tracking",
     "experiment",
 )
@@ -41,7 +42,7 @@ def group_choices(group: str) -> list[str]:
 
 #: how ``fedimb list`` names a group's options (``fedimb list methods``)
 LIST_NAMES = {
-    group: group if group in ("normalize", "aggregation", "tracking") else f"{group}s"
+    group: group if group in ("normalize", "aggregation", "privacy", "tracking") else f"{group}s"
     for group in GROUPS
 }
 

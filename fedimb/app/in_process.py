@@ -26,6 +26,8 @@ from omegaconf import DictConfig
 
 from fedimb.app import config, faults, transport
 from fedimb.app.client_app import run_client, timed_client
+from fedimb.app.privacy_mods import Mod, client_mod, fit_through_mod
+from fedimb.app.private_strategy import with_privacy
 from fedimb.core import protocol
 
 OK = Status(code=Code.OK, message="ok")
@@ -45,12 +47,15 @@ def _within(timeout: float | None, call):
 class InProcessNode(ClientProxy):
     """A node whose client runs in this process. Its ``Context`` (and so the client's
     state) lives as long as the node. Without ``make_client`` it only answers the
-    partition-id query with made-up counts (strategy unit tests)."""
+    partition-id query with made-up counts (strategy unit tests). ``fit_mod``: the Flower
+    client mod its fit instructions go through, as a ClientApp's would (client-side DP,
+    :mod:`fedimb.app.privacy_mods`)."""
 
-    def __init__(self, cid: str, partition_id: int, make_client=None):
+    def __init__(self, cid: str, partition_id: int, make_client=None, fit_mod: Mod | None = None):
         super().__init__(cid)
         self.partition_id = partition_id
         self.make_client = make_client  # node -> the method's client for this node
+        self.fit_mod = fit_mod
         self.context = Context(
             run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={}
         )
@@ -72,7 +77,9 @@ class InProcessNode(ClientProxy):
         raise NotImplementedError
 
     def fit(self, ins, timeout, group_id):
-        return _within(timeout, lambda: self._client().fit(ins))
+        return _within(
+            timeout, lambda: fit_through_mod(self.fit_mod, self._client().fit, ins, self.context)
+        )
 
     def evaluate(self, ins, timeout, group_id):
         return _within(timeout, lambda: self._client().evaluate(ins))
@@ -96,7 +103,7 @@ class InProcessFederation:
         self.cfg = self.run.cfg
         self.manager = self.server.client_manager()
         self.nodes = [
-            InProcessNode(f"node-{pid}", pid, self.flower_client)
+            InProcessNode(f"node-{pid}", pid, self.flower_client, client_mod(self.cfg))
             for pid in range(int(self.cfg.num_clients))
         ]
         for node in self.nodes:
@@ -199,7 +206,9 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
         try:
             # one client at a time: the clients of a process share one model object
             server = (
-                faults.server_class(cfg)(strategy, max_workers=1, overlap_evaluation=False)
+                faults.server_class(cfg)(
+                    with_privacy(strategy, cfg), max_workers=1, overlap_evaluation=False
+                )
                 if strategy is not None
                 else build_server(run_config, max_workers=1, overlap_evaluation=False)
             )
@@ -212,6 +221,7 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
                     f"in-process-{pid}",
                     pid,
                     lambda node: timed_client(run_cfg, node.context, node.partition_id),
+                    client_mod(run_cfg),
                 )
             )
         try:

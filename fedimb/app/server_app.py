@@ -10,6 +10,7 @@ from flwr.server.compat import start_grid
 from flwr.serverapp import Grid
 
 from fedimb.app import components, faults, transport
+from fedimb.app.private_strategy import with_privacy
 from fedimb.app.prompt_grid import PromptGrid
 from fedimb.app.round_loop import FedImbServer
 from fedimb.app.run_context import ServerRun
@@ -22,10 +23,13 @@ def build_server(
     run_config, max_workers: int | None = None, overlap_evaluation: bool = True
 ) -> FedImbServer:
     """The run's server with its method's strategy; a failure is reported as one line
-    to the front end, then raised. By default one worker per client (at most 256)."""
+    to the front end, then raised. By default one worker per client (at most 256).
+    With ``privacy=dp_*`` the strategy is behind Flower's DP wrapper (:mod:`.private_strategy`)."""
     try:
         cfg = transport.from_run_config(run_config)
-        strategy = components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+        strategy = with_privacy(
+            components.build_component(cfg.method.strategy, run=ServerRun.build(cfg)), cfg
+        )
     except Exception as err:
         events.emit_error(err)
         raise

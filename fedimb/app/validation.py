@@ -16,10 +16,11 @@ from fedimb.app import faults
 from fedimb.app.components import import_class
 from fedimb.app.config_keys import DEFAULT_STRATEGY, group_choices, hydra_config
 from fedimb.app.holdout_rules import check_seeds_and_holdout
+from fedimb.app.privacy import check_privacy
 from fedimb.app.runtime_rules import check_runtime
 from fedimb.app.search_space import check_search
 from fedimb.core.errors import ConfigError, check_number, is_int, is_number, require
-from fedimb.core.models.options import check_model_options
+from fedimb.core.models.options import REPLACES_HEAD, check_model_options
 from fedimb.core.process_cache import ProcessCache, cache_key
 
 #: the configurations this process has validated (by their resolved JSON)
@@ -105,6 +106,12 @@ def check_method(cfg: DictConfig) -> None:
         f"method.model_options must be a mapping of option: value, got {options!r}",
     )
     check_model_options(cast(dict[str, Any], OmegaConf.to_container(options, resolve=True)))
+    replaced = [name for name in options if name in REPLACES_HEAD]
+    require(
+        not (replaced and getattr(client_cls, "needs_linear_head", False)),
+        f"method '{cfg.method.get('name')}' needs the model's linear head, which "
+        f"method.model_options.{replaced[0] if replaced else ''} replaces",
+    )
     if cfg.get("evaluation", {}).get("personal"):
         if not all(getattr(c, "personal_evaluation", False) for c in (client_cls, strategy_cls)):
             raise ConfigError(  # the list composes every method: only when it is needed
@@ -251,6 +258,12 @@ def check_evaluation(cfg: DictConfig) -> None:
         f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}",
     )
     own_tests = dataset_info(cfg.dataset).client_tests and str(cfg.partition.name) == "natural"
+    devices = cfg.dataset.get("num_devices")
+    require(
+        not own_tests or devices is None or int(devices) == int(cfg.num_clients),
+        f"partition=natural merges {devices} devices into {cfg.num_clients} clients, but each "
+        "device's test set belongs to one client: set dataset.num_devices=num_clients",
+    )
     require(
         not evaluation.get("personal") or fraction > 0 or own_tests,
         "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0",
@@ -277,6 +290,7 @@ CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_partition_and_dropout,
     check_normalize,
     check_aggregation,
+    check_privacy,
     check_runtime,
     check_evaluation,
     check_search,

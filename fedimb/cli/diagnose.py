@@ -136,6 +136,10 @@ def advice(d: Diagnosis) -> list[str]:
             f"Astraea would augment classes {d.augment or 'none'} and downsample "
             f"{d.downsample or 'none'} at tau_d = {d.tau_d}): method=astraea (z-score rebalancing)"
         )
+        out.append(
+            "  a classifier biased towards the head classes: method=ccvr or creff "
+            "(the classifier re-trained on the server), fedloge (long-tailed heads)"
+        )
     mean_kl = float(np.mean(d.client_kl))
     if mean_kl >= LOCAL_KLD_SHARE * log_c:
         out.append(
@@ -143,6 +147,10 @@ def advice(d: Diagnosis) -> list[str]:
             f"of at most log C = {log_c:.2f}): "
             f"method=rebafl (balanced softmax, also robust to dropout), fedrs or fedlc; "
             f"normalize=latent_cosine on any weighted-average method"
+        )
+        out.append(
+            "  a classifier each client skews: method=fednh or fedetf (fixed prototypes or "
+            "ETF heads), fedrod (a balanced generic head and a personal one), feddecorr"
         )
         out.append(
             f"  mediators of {d.gamma} clients would bring the KLD to "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -238,6 +239,19 @@ def wandb_records(path: Path):
             yield record
 
 
+def finished_wandb_records(path: Path, deadline_s: float = 120.0) -> list:
+    """The records of ``path`` once W&B's service has written the run's exit record: on a
+    busy machine it may still be writing when the run returns (a condition to wait for;
+    the deadline only ends a wait for a writer that hangs)."""
+    give_up = time.monotonic() + deadline_s
+    while True:
+        records = list(wandb_records(path))
+        kinds = {r.WhichOneof("record_type") for r in records}
+        if {"run", "exit"} <= kinds or time.monotonic() > give_up:
+            return records
+        time.sleep(0.2)
+
+
 def item_key(item) -> str:
     """An item's key: W&B keeps one with slashes as its parts (``nested_key``)."""
     return item.key or "/".join(item.nested_key)
@@ -253,7 +267,7 @@ def test_wandb_offline_run_holds_config_history_summary_and_the_run_folder(tmp_p
     run_dir = run(tmp_path, "tracking=wandb", folder="multirun/sweep1/0-job")
     run_id = json.loads((run_dir / "tracking.json").read_text())["wandb"]["id"]
     (log,) = (tmp_path / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
-    records = list(wandb_records(log))
+    records = finished_wandb_records(log)
     kinds = [r.WhichOneof("record_type") for r in records]
     (info,) = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     assert (info.run_id, info.display_name, info.run_group) == (run_id, "0-job", "multirun/sweep1")

@@ -104,3 +104,31 @@ def test_an_unknown_model_option_is_one_line():
         build_model({"name": "mlp"}, (1, 8, 8), 10, options={"projection_dim": 0})
     model = build_model({"name": "mlp"}, (1, 8, 8), 10, options={"projection_dim": 4})
     assert model.feature_dim == 4
+
+
+LINEAR_HEAD_METHODS = [
+    m
+    for m in METHODS
+    if getattr(
+        import_class(str(config.compose([f"method={m}"]).method.client._target_)),
+        "needs_linear_head",
+        False,
+    )
+]
+
+
+def test_the_methods_that_read_the_linear_head_are_known():
+    assert {"grpfed", "ccvr", "creff", "fedconcat"} <= set(LINEAR_HEAD_METHODS)
+
+
+@pytest.mark.parametrize("method", LINEAR_HEAD_METHODS)
+def test_a_head_replacing_option_is_refused_for_a_method_that_needs_the_linear_head(method):
+    """GRP-FED reads the head's bias, CCVR and CReFF re-train it as a linear layer,
+    FedConcat builds one: a cosine or ETF head would break them mid-run."""
+    with pytest.raises(
+        ConfigError,
+        match="needs the model's linear head, which method.model_options.cosine_head replaces",
+    ):
+        config.compose(
+            [f"method={method}", "dataset=digits", "+method.model_options.cosine_head=10"]
+        )

@@ -1,6 +1,7 @@
 """Every method config instantiates and trains two rounds in process (no Flower runtime),
 on the small ``digits`` data set to keep this fast, and on Synthetic(1, 1) with the convex
-``mclr`` model (one device per client); method-specific tests use mnist5k."""
+``mclr`` model (one device per client); method-specific tests use mnist5k, and the
+label-skew methods of 2021-2024 train two rounds on it here."""
 
 from __future__ import annotations
 
@@ -75,5 +76,25 @@ def test_method_trains_two_rounds(method, data):
     if not initial:  # nothing global to compare: the clients' personal models were tested instead
         assert record["extra"]["T_g"] is not None
         return
+    final = parameters_to_ndarrays(fed.parameters)
+    assert any(not np.array_equal(a, b) for a, b in zip(initial, final))
+
+
+#: the label-skew methods of 2021-2024, which have no mnist5k test of their own
+LABEL_SKEW_2021_2024 = ["fedrod", "ccvr", "creff", "fednh", "fedetf", "feddecorr", "fedloge"]
+
+
+@pytest.mark.parametrize("method", LABEL_SKEW_2021_2024)
+def test_label_skew_method_trains_two_rounds_on_mnist5k(method):
+    fed = InProcessFederation(
+        [f"method={method}", "dataset=mnist5k", "num_clients=3", "num_rounds=2"]
+        + ["train.local_epochs=1", "dropout=none"]
+    )
+    initial = parameters_to_ndarrays(fed.parameters)
+    for rnd in (1, 2):
+        record = fed.round(rnd)
+        assert record["clients"]["succeeded"] == 3
+        assert record["clients"]["rejected"] == record["clients"]["errors"] == 0
+    assert 0 <= record["test"]["accuracy"] <= 1
     final = parameters_to_ndarrays(fed.parameters)
     assert any(not np.array_equal(a, b) for a, b in zip(initial, final))

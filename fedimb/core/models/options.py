@@ -40,6 +40,9 @@ def with_projection(model: EncoderHeadNet, dim: int) -> EncoderHeadNet:
     return EncoderHeadNet(encoder, int(dim), model.num_classes)
 
 
+#: the options whose model's head is no longer a linear layer
+REPLACES_HEAD = ("cosine_head", "etf_classifier")
+
 #: every model option, by the name a method YAML gives it
 MODEL_OPTIONS: dict[str, ModelOption] = {
     "projection_dim": ModelOption(at_least(1, integer=True), with_projection),
