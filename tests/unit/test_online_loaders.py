@@ -105,6 +105,28 @@ def test_femnist_clients_are_writers(tmp_path):
     assert record["clients"]["succeeded"] == 2
 
 
+def test_femnist_natural_partition_gives_one_client_per_writer(tmp_path):
+    """With as many clients as writers, client k holds exactly writer k's training
+    samples (writers numbered in sorted id order)."""
+    hub_mirror(tmp_path / "femnist", "femnist")
+    fed = InProcessFederation(
+        [
+            "method=fedavg",
+            "dataset=femnist",
+            f"dataset.hf_id={tmp_path / 'femnist'}",
+            "partition=natural",
+            f"num_clients={len(WRITERS)}",
+            "num_rounds=1",
+            "dropout=none",
+        ]
+    )
+    groups = fed.run.data.dataset.groups_train
+    for client, indices in enumerate(fed.run.data.partition.indices):
+        assert len(indices) > 0 and set(groups[indices].tolist()) == {client}
+    assert sum(len(ix) for ix in fed.run.data.partition.indices) == len(groups)
+    assert fed.round(1)["clients"]["succeeded"] == len(WRITERS)
+
+
 def test_writer_test_split_follows_leaf():
     """Per writer n samples: max(1, floor(0.9 n)) kept for training, the rest tested;
     the choice is seeded."""
