@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -74,6 +75,31 @@ def run_fedimb(
 #: three clients of the digits data set training one local epoch each: the federation of
 #: most front-end runs in the tests
 SMALL_DIGITS = ("dataset=digits", "num_clients=3", "train.local_epochs=1")
+#: :data:`SMALL_DIGITS` with the personal models scored on a local test share
+PERSONAL_DIGITS = (
+    *SMALL_DIGITS,
+    "dropout=none",
+    "evaluation.local_test_fraction=0.2",
+    "evaluation.personal=true",
+)
+
+
+def personal_rounds(overrides: list[str], rounds: int = 2) -> tuple:
+    """``rounds`` in-process rounds of :data:`PERSONAL_DIGITS` plus ``overrides``, each
+    checked (every client trained, none rejected, a finite loss); the federation and
+    the last round's record, whose test accuracy and personal local score T_p are
+    checked to be accuracies."""
+    from fedimb.app.in_process import InProcessFederation
+
+    fed = InProcessFederation([*PERSONAL_DIGITS, *overrides, f"num_rounds={rounds}"])
+    record: dict = {}
+    for rnd in range(1, rounds + 1):
+        record = fed.round(rnd)
+        assert record["clients"]["succeeded"] == 3 and record["clients"]["rejected"] == 0
+        assert math.isfinite(record["train"]["train_loss"])
+    assert 0 <= record["test"]["accuracy"] <= 1
+    assert 0 <= record["extra"]["T_p"] <= 1
+    return fed, record
 
 
 def run_below(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -20,22 +20,14 @@ from clients.fedloge import (
     RealignedPersonalHead,
     local_realignment,
 )
-from fedimb.app.in_process import InProcessFederation
 from fedimb.core import payload
 from fedimb.core.errors import ConfigError
 from fedimb.core.models.etf import simplex_etf, sparse_etf_objective, sparse_simplex_etf
 from strategies.fedloge import global_realignment
+from tests.conftest import PERSONAL_DIGITS, personal_rounds
 
-COMMON = [
-    "method=fedloge",
-    "dataset=digits",
-    "num_clients=3",
-    "train.local_epochs=1",
-    "dropout=none",
-    "evaluation.local_test_fraction=0.2",
-    "evaluation.personal=true",
-    "method.strategy.sse_steps=200",
-]
+METHOD = ["method=fedloge", "method.strategy.sse_steps=200"]
+COMMON = [*PERSONAL_DIGITS, *METHOD]
 
 
 def test_sse_objective_and_gradient_by_hand():
@@ -128,13 +120,7 @@ def test_client_loss_sums_three_cross_entropies_and_only_sse_reaches_the_encoder
 
 
 def test_rounds_in_process_keep_the_local_head_and_realign_both_heads():
-    fed = InProcessFederation(COMMON + ["num_rounds=2"])
-    for rnd in (1, 2):
-        record = fed.round(rnd)
-        assert record["clients"]["succeeded"] == 3 and record["clients"]["rejected"] == 0
-        assert math.isfinite(record["train"]["train_loss"])
-    assert 0 <= record["test"]["accuracy"] <= 1
-    assert 0 <= record["extra"]["T_p"] <= 1
+    fed, _ = personal_rounds(METHOD)
     config = fed.strategy.fit_config(3)
     sse = payload.unpack(config)[SSE_CLASSIFIER]
     assert sse.shape == (10, 64)  # C × d, sent with every instruction

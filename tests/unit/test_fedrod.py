@@ -19,6 +19,7 @@ from clients.fedrod import (
     personal_risk_loss,
 )
 from fedimb.app.in_process import InProcessFederation
+from tests.conftest import PERSONAL_DIGITS
 
 # two samples, three classes; the client holds n = (2, 1, 0)
 COUNTS = [2, 1, 0]
@@ -26,15 +27,7 @@ G = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 2.0]])  # generic logits
 P = torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])  # personal logits
 Y = torch.tensor([0, 1])
 
-COMMON = [
-    "method=fedrod",
-    "dataset=digits",
-    "num_clients=3",
-    "train.local_epochs=1",
-    "dropout=none",
-    "evaluation.local_test_fraction=0.2",
-    "evaluation.personal=true",
-]
+COMMON = [*PERSONAL_DIGITS, "method=fedrod"]
 
 
 def test_balanced_risk_hand_values():
