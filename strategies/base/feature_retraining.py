@@ -50,6 +50,16 @@ class RetrainingHost(Protocol):
     accounting: RoundAccounting
 
 
+def retraining_model(host: RetrainingHost) -> nn.Module:
+    """The model the head is re-trained in, built once per strategy (the first time):
+    each round only its weights change, so a round builds no model."""
+    model = getattr(host, "_retraining_model", None)
+    if model is None:
+        model = host.run.new_model()
+        host._retraining_model = model  # type: ignore[attr-defined]
+    return model
+
+
 class FeatureRetraining:
     """The server's classifier re-training on (features, labels)."""
 
@@ -67,7 +77,7 @@ class FeatureRetraining:
         with self.accounting.phase(RETRAIN_PHASE):
             if len(labels) == 0:
                 return [np.array(w, copy=True) for w in weights]
-            model = self.run.new_model()
+            model = retraining_model(self)
             set_weights(model, weights)
             device = self.run.device
             head = model.head.to(device)
