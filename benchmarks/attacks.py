@@ -72,6 +72,8 @@ class Row:
 
 
 DEPLOYED = RUNTIMES
+#: the claim attacks need nodes that claim their clients (a deployment's always do)
+CLAIMED = "runtime.client_ids=claimed"
 ROWS = {
     "dtype_int64": Row("its arrays as int64, n = 1", ("fault.kind=dtype_int64",)),
     "dtype_float16": Row("float16 arrays", ("fault.kind=dtype_float16",)),
@@ -134,17 +136,17 @@ ROWS = {
     ),
     "claim_taken": Row(
         "a second node claiming partition 0",
-        ("fault.kind=claim_partition", "fault.claim=0"),
+        ("fault.kind=claim_partition", "fault.claim=0", CLAIMED),
         runtimes=DEPLOYED,
     ),
     "claim_outside": Row(
         "a node claiming partition 99 of 3",
-        ("fault.kind=claim_partition", "fault.claim=99"),
+        ("fault.kind=claim_partition", "fault.claim=99", CLAIMED),
         runtimes=DEPLOYED,
     ),
     "claim_none": Row(
         "a node claiming no partition",
-        ("fault.kind=claim_partition", "fault.claim=none"),
+        ("fault.kind=claim_partition", "fault.claim=none", CLAIMED),
         runtimes=DEPLOYED,
     ),
     "forged_event": Row(

@@ -326,13 +326,14 @@ def synthetic_scale(rows):
         ("peak memory, all processes (MiB)", "peak memory, all processes (MiB)"),
     )
     for ax, (key, ylabel) in zip(axes, keys):
-        for run in dict.fromkeys((r["runtime"], r["method"]) for r in rows):
-            chosen = [i for i, r in enumerate(rows) if (r["runtime"], r["method"]) == run]
+        series = lambda r: (r["runtime"], r["method"], r.get("sampled", "10"))  # noqa: E731
+        for run in dict.fromkeys(series(r) for r in rows):
+            chosen = [i for i, r in enumerate(rows) if series(r) == run]
             ax.plot(
                 devices[chosen],
                 column([rows[i] for i in chosen], key),
                 "o-" if run[1] == "fedavg" else "s--",
-                label=f"{run[0]}, {run[1]}",
+                label=f"{run[0]}, {run[1]}, {run[2]} sampled",
             )
         log_log(ax, "devices", ylabel, devices)
     axes[-1].set(yscale="linear", ylim=(0, None))

@@ -6,7 +6,8 @@ A method's client subclasses :class:`BaseClient` and overrides small hooks —
 method trains with the same loop. Its settings (``Settings``, :mod:`clients.base_settings`)
 arrive in every instruction and are read typed: ``self.settings`` (read by :meth:`fit`
 before the hooks run) or :meth:`settings_of` in a hook given the instruction; state that
-must outlive a round goes to ``Context.state`` through :meth:`load_state` / :meth:`save_state`.
+must outlive a round goes through :meth:`load_state` / :meth:`save_state` (to
+``Context.state``, or to disk where one process serves many clients).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, Context
+from flwr.app import Context
 from flwr.client import NumPyClient
 from flwr.common import NDArrays, Scalar
 from torch import nn
@@ -24,6 +25,7 @@ from torch import nn
 from clients import base_settings
 from clients.base_personal import PersonalEvaluation
 from fedimb.core import payload, protocol
+from fedimb.core.client_state import ClientState, ContextState
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.errors import ConfigError
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
@@ -79,8 +81,11 @@ class BaseClient(NumPyClient):
         model: EncoderHeadNet,
         device: torch.device,
         model_factory: Callable[[], EncoderHeadNet] | None = None,
+        state: ClientState | None = None,
     ):
         self.context = context
+        #: where :meth:`save_state` keeps arrays between rounds (default: ``Context.state``)
+        self.state = state if state is not None else ContextState(context)
         self.data = data
         self.model = model.to(device)
         self.device = device
@@ -251,13 +256,9 @@ class BaseClient(NumPyClient):
     # --------------------------------------------------------------------- state
     def load_state(self, name: str) -> dict[str, np.ndarray] | None:
         """Named arrays saved by :meth:`save_state` in an earlier round, or None."""
-        record = self.context.state.array_records.get(name) if name in self.context.state else None
-        if record is None:
-            return None
-        return {key: array.numpy() for key, array in record.items()}
+        return self.state.load(name)
 
     def save_state(self, name: str, arrays: dict[str, np.ndarray]) -> None:
-        """Persist named arrays in ``Context.state`` (kept by Flower across rounds)."""
-        self.context.state[name] = ArrayRecord(
-            array_dict={k: Array(np.asarray(v)) for k, v in arrays.items()}
-        )
+        """Keep named arrays for later rounds: in ``Context.state`` (kept by Flower with
+        the node) or on disk (:mod:`fedimb.core.client_state`)."""
+        self.state.save(name, arrays)

@@ -3,7 +3,7 @@
 Stage ``cluster`` (FedConcat-ID only): ordinary local training from the common
 initialisation, then the inferred label distribution, eq. 3, is reported. Stage
 ``encoders``: ordinary local training of the cluster's model. Stage ``classifier``:
-the K frozen encoders arrive once (kept in ``Context.state``); the client trains only
+the K frozen encoders arrive once (kept in its client state); the client trains only
 the global classifier on its concatenated features, computed once per round. With
 ``laplace_epsilon`` in a properties query the reported distribution is noised.
 """
@@ -87,7 +87,7 @@ class FedConcatClient(BaseClient):
 
     # ----------------------------------------------------------- stage 3
     def extractor(self, config) -> list[list[np.ndarray]]:
-        """The K encoders: from this instruction (first time) or from ``Context.state``."""
+        """The K encoders: from this instruction (first time) or from its client state."""
         arrays = payload.unpack(config)
         encoders = encoders_from_arrays(arrays)
         if encoders:

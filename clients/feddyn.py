@@ -1,7 +1,7 @@
 """FedDyn client (Acar et al., ICLR 2021, Algorithm 1): minimises
 L_k(θ) − ⟨g_k, θ⟩ + α/2·‖θ − θ^{t−1}‖², i.e. adds −g_k + α(θ − θ^{t−1}) to every
 gradient, then updates its linear term g_k ← g_k − α(θ_k^t − θ^{t−1}) (kept in
-``Context.state``, starting at zero)."""
+its client state, starting at zero)."""
 
 from __future__ import annotations
 

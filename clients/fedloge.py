@@ -7,7 +7,7 @@ sparse ETF classifier SSE-C (a fixed C × d matrix S, logits f·Sᵀ, no bias; b
 the server and sent with every instruction), by cross-entropy; the model's head, the
 global auxiliary head, learns on the detached features by cross-entropy and is averaged
 by the server; a local head, never sent, learns the same way and persists in
-``Context.state``. The three gradients are disjoint, so one optimiser over their sum
+its client state. The three gradients are disjoint, so one optimiser over their sum
 takes the authors' three steps.
 
 The personal model is the local adaptive feature realignment (LA-FR, authors' code
@@ -35,7 +35,7 @@ SSE_CLASSIFIER = "sse_classifier"  # server -> client: S, the static sparse ETF 
 PAYLOADS = protocol.PERSONAL_PAYLOADS + (
     PayloadSpec(SSE_CLASSIFIER, DOWN, "float", (NUM_CLASSES, FEATURE_DIM)),
 )
-LOCAL_HEAD = "fedloge_local_head"  # Context.state: the local head's weight and bias
+LOCAL_HEAD = "fedloge_local_head"  # client state: the local head's weight and bias
 #: the logit of a class the client has never seen (the authors set its weights to −1e10)
 MASKED_LOGIT = -1e9
 
@@ -70,7 +70,7 @@ class FedLoGeClient(PersonalEvaluation, BaseClient):
     trains_encoder_alone = True  # the encoder learns against SSE-C, apart from the head
 
     def local_head(self, config) -> nn.Linear:
-        """The local head from ``Context.state``; a fresh linear layer (seeded by the run
+        """The local head from its client state; a fresh linear layer (seeded by the run
         and the client) before the client's first round."""
         model: EncoderHeadNet = self.model
         with torch.random.fork_rng(devices=[]):

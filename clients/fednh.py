@@ -13,7 +13,7 @@ server smooths the prototypes towards them (:mod:`strategies.fednh`).
 
 Personal model (the paper's PM): the client's model right after its latest local
 training, as the authors' code tests it (each client's local model after training, on
-its own test distribution); it is kept in ``Context.state`` and scored by the personal
+its own test distribution); it is kept in its client state and scored by the personal
 evaluation (``evaluation.personal=true``). A client that has not trained yet uses the
 received global model.
 """
@@ -49,7 +49,7 @@ PAYLOADS = protocol.PERSONAL_PAYLOADS + (
         required=True,
     ),
 )
-#: ``Context.state`` record of the model after the latest local training (the PM)
+#: the client-state record of the model after the latest local training (the PM)
 PERSONAL_STATE = "fednh_personal"
 
 

@@ -8,7 +8,7 @@ The model is a shared body f(·; θ) with two heads on its features z = f(x):
   −log( n_y·e^{g_y} / Σ_c n_c·e^{g_c} ), g = h^G(z) (§4). θ and ψ are what the
   client sends; the server averages them (FedAvg's server).
 - the personal head (P-head) h^P(z; φ_m), a linear layer that never leaves the client
-  (``Context.state``), trained on the empirical risk of the combined logits,
+  (its client state), trained on the empirical risk of the combined logits,
   L^ER = CE(h^G(z) + h^P(z), y) (§4): the personal model predicts with g + p.
 
 Per mini-batch one forward pass gives z and g; θ, ψ take a step on L^BR and φ a step on
@@ -39,7 +39,7 @@ from fedimb.core.errors import one_of
 from fedimb.core.losses import relaxed_balanced_softmax_loss
 from fedimb.core.training import TrainConfig, make_optimizer
 
-#: the P-head's weight and bias in ``Context.state``
+#: the P-head's weight and bias in its client state
 STATE = "fedrod_personal_head"
 WEIGHT, BIAS = "weight", "bias"
 #: how the P-head starts (setting ``personal_head_init``)
@@ -78,7 +78,7 @@ class FedRoDClient(PersonalEvaluation, BaseClient):
         personal_head_init: str = setting(one_of(INITIAL_GENERIC_HEAD, ZEROS))
 
     def personal_head(self, config) -> nn.Linear:
-        """h^P from ``Context.state``; before the client's first round as
+        """h^P from its client state; before the client's first round as
         ``personal_head_init`` says."""
         head = nn.Linear(self.model.feature_dim, self.model.num_classes).to(self.device)
         stored = self.load_state(STATE)

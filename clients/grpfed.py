@@ -9,7 +9,7 @@ classifier fixed (lines 28–31), L^l its cross-entropy and L_R = log(1 − D(f^
 on L_D = log(1 − D(f^g)) + log(D(f^l)) with both extractors fixed (lines 34–36; f^g
 from the received global extractor θ^g_F), i.e. it learns to call global features
 true and personal ones false. D is a 2-layer MLP. θ^l_F and D persist across rounds
-in ``Context.state``; θ^l_F starts from the first global extractor the client receives.
+in its client state; θ^l_F starts from the first global extractor the client receives.
 The personal model is θ^l_F with the received global classifier.
 
 Readings the paper leaves open (the defaults follow Algorithm 1 as written):
@@ -103,7 +103,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
         discriminator_loss: str = setting(one_of(*DISCRIMINATOR_LOSSES))
 
     def _personal_parts(self, config, resync: bool = False) -> tuple[nn.Module, nn.Module]:
-        """θ^l_F and D from ``Context.state``; θ^l_F is the model's current (received)
+        """θ^l_F and D from its client state; θ^l_F is the model's current (received)
         extractor when there is no state yet or with ``resync``."""
         encoder = copy.deepcopy(self.model.encoder)
         torch.manual_seed(int(config.get(protocol.SEED, 0)) * 100003 + self.data.partition_id)

@@ -1,5 +1,5 @@
 """LG-FedAvg client (Liang et al., "Think Locally, Act Globally", 2020): the encoder is
-the client's own (kept in ``Context.state``, starting from the common initialisation);
+the client's own (kept in its client state, starting from the common initialisation);
 only the classifier head is federated. The client trains both on its data and returns
 the head."""
 

@@ -1,5 +1,5 @@
 """Local-only client: trains its own model on its own data and shares nothing. The model
-(kept in ``Context.state``) starts from the common initialisation."""
+(kept in its client state) starts from the common initialisation."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 
 z, z_glob, z_prev the representations (the projection head's output, see
 ``method.model_options``) of the local, received global and the client's previous local
-model, sim the cosine similarity. The previous model is kept in ``Context.state``; in
+model, sim the cosine similarity. The previous model is kept in its client state; in
 its first round a client uses the global model as previous model.
 """
 

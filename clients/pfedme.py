@@ -4,7 +4,7 @@ NeurIPS 2020, Algorithm 1).
 For each mini-batch the personal model θ approximately solves
 min_θ f(θ; batch) + λ/2‖θ − w‖² by K gradient steps with the personal rate; the local
 model then moves towards it, w ← w − η·λ(w − θ) (the gradient of λ/2‖θ − w‖², applied by
-the optimiser with η = ``train.lr``). θ persists in ``Context.state`` and is the
+the optimiser with η = ``train.lr``). θ persists in its client state and is the
 client's personal model."""
 
 from __future__ import annotations

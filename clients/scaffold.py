@@ -25,7 +25,7 @@ is measured in docs/benchmarks/accuracy.md, the stability matrix):
   correction added to the gradient *before* the optimiser step, so that Adam normalises
   correction and gradient together (under SGD momentum amplifies the correction too).
 
-The client keeps c_i⁺ in ``Context.state`` (c_i starts at zero) and returns
+The client keeps c_i⁺ in its client state (c_i starts at zero) and returns
 Δc_i = c_i⁺ − c_i as named payloads ``control_delta.<j>``.
 """
 

@@ -147,8 +147,8 @@ class AstraeaStrategy(BaseStrategy):
         pids = self.registry.partition_ids()
         original = self.valid_answers(
             {
-                p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts)
-                for p in pids
+                p: (info.num_examples, info.label_counts)
+                for p, info in self.registry.infos(pids).items()
             },
             protocol.LABEL_COUNTS,
             "the plan",

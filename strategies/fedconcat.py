@@ -136,8 +136,8 @@ class FedConcatStrategy(BaseStrategy):
         pids = self.registry.partition_ids()
         if self.laplace_epsilon is None:
             reported = {
-                p: (self.registry.info(p).num_examples, self.registry.info(p).label_counts)
-                for p in pids
+                p: (info.num_examples, info.label_counts)
+                for p, info in self.registry.infos(pids).items()
             }
             counts = self.valid_answers(reported, protocol.LABEL_COUNTS, "the clustering")
             distributions = {p: label_distribution(c) for p, c in counts.items()}

@@ -41,6 +41,8 @@ class ScaffoldStrategy(BaseStrategy):
         initial = run.initial_weights()
         self.param_index = trainable_indices(run.new_model())
         self.control = [np.zeros_like(initial[i], dtype=np.float32) for i in self.param_index]
+        self._samples_of: tuple[int, ...] | None = None  # the clients _samples_total counts
+        self._samples_total = 0
 
     def fit_config(self, server_round):
         return {
@@ -56,8 +58,23 @@ class ScaffoldStrategy(BaseStrategy):
         c stays the same weighted mean of the c_i as the one the model average follows."""
         if self.weighting == "uniform":
             return [1.0 / self.run.num_clients] * len(updates)
-        sizes = [self.registry.info(pid).num_examples for pid in self.registry.partition_ids()]
-        return [u.num_examples / max(sum(sizes), 1) for u in updates]
+        total = self.connected_samples()
+        return [u.num_examples / max(total, 1) for u in updates]
+
+    def connected_samples(self) -> int:
+        """n: the training samples of every connected client, as each counts them. The
+        server holds the partitions, so it counts them itself (once per set of connected
+        clients): asking every client would cost a message to every idle device. A
+        device with its own data is taken at its word."""
+        pids = tuple(self.registry.partition_ids())
+        if self._samples_of != pids:
+            own = [p for p in pids if self.registry.has_own_data(p)]
+            held = sorted(set(pids) - set(own))
+            self._samples_total = sum(
+                int(self.run.client_label_counts(p).sum()) for p in held
+            ) + sum(info.num_examples for info in self.registry.infos(own).values())
+            self._samples_of = pids
+        return self._samples_total
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         x = self.current_weights

@@ -4,7 +4,9 @@ The same switch as the deliberate faults (:mod:`fedimb.app.faults`): ``fault.kin
 the attack, ``fault.clients`` the attackers, ``fault.rounds`` the rounds of the fit
 attacks (every round when empty). Unlike a fault, an attack answers with values that
 decode but are wrong: the attacker's fit result, or its properties answer (identity and
-label counts, asked at discovery and in a method's plan queries, whatever the round).
+label counts, asked when a node joins where nodes claim their clients, when a method
+reads them where the server assigns them, and in a method's plan queries, whatever the
+round).
 ``fault.variant`` picks one form of an attack with several, ``fault.scale`` the factor of
 ``sign_flip`` and ``loss_skew``, ``fault.claim`` the partition id ``claim_partition``
 reports (``none``: no id at all). Each function below is pure, so a test checks the

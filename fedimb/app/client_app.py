@@ -20,6 +20,9 @@ from omegaconf import DictConfig
 from fedimb.app import build, components, faults, phases, transport
 from fedimb.app.build import resolve_device
 from fedimb.app.privacy_mods import privacy_mod
+from fedimb.app.runtime_rules import assigns_clients, client_state_kind
+from fedimb.core import protocol
+from fedimb.core.client_state import client_state
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.datasets import dataset_info, load_dataset
 from fedimb.core.data.device import load_device_data
@@ -192,6 +195,7 @@ def make_client(
         model=model,
         device=device,
         model_factory=lambda: build.new_model(cfg, dataset_info(cfg.dataset)),
+        state=client_state(client_state_kind(cfg), context, pid),
     )
 
 
@@ -212,8 +216,42 @@ def timed_client(
     return phases.TimedClient(run_client(cfg, context, pid, clock), clock, startup)
 
 
+class AssignedClient(Client):
+    """A virtual node's client where the server assigns clients to nodes
+    (``runtime.client_ids=assigned``): each instruction names the client to serve
+    (``protocol.ASSIGNED_PARTITION``), whose :func:`timed_client` answers it. The node's own
+    ``partition-id`` plays no part: every node of a simulation holds the whole data set."""
+
+    def __init__(self, cfg: DictConfig, context: Context):
+        self.cfg = cfg
+        self.node_context = context
+
+    def _client(self, ins) -> Client:
+        pid = ins.config.get(protocol.ASSIGNED_PARTITION)
+        if not isinstance(pid, int) or not 0 <= pid < int(self.cfg.num_clients):
+            raise ConfigError(
+                f"the server assigned this node no client of the run (got {pid!r}): "
+                "runtime.client_ids=assigned needs a server that assigns them"
+            )
+        return timed_client(self.cfg, self.node_context, pid, STARTUP)
+
+    def get_properties(self, ins):
+        return self._client(ins).get_properties(ins)
+
+    def get_parameters(self, ins):
+        return self._client(ins).get_parameters(ins)
+
+    def fit(self, ins):
+        return self._client(ins).fit(ins)
+
+    def evaluate(self, ins):
+        return self._client(ins).evaluate(ins)
+
+
 def client_fn(context: Context) -> Client:
     cfg = transport.from_run_config(context.run_config, check=False)  # the ServerApp checked it
+    if assigns_clients(cfg):
+        return AssignedClient(cfg, context)
     return timed_client(cfg, context, partition_id_of(context, cfg), STARTUP)
 
 

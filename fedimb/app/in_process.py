@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import secrets
 import sys
 import time
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -29,6 +31,7 @@ from fedimb.app.client_app import run_client, timed_client
 from fedimb.app.privacy_mods import Mod, client_mod, fit_through_mod
 from fedimb.app.private_strategy import with_privacy
 from fedimb.core import protocol
+from fedimb.core.client_state import remove_state_folder
 
 OK = Status(code=Code.OK, message="ok")
 
@@ -51,13 +54,23 @@ class InProcessNode(ClientProxy):
     client mod its fit instructions go through, as a ClientApp's would (client-side DP,
     :mod:`fedimb.app.privacy_mods`)."""
 
-    def __init__(self, cid: str, partition_id: int, make_client=None, fit_mod: Mod | None = None):
+    def __init__(
+        self,
+        cid: str,
+        partition_id: int,
+        make_client=None,
+        fit_mod: Mod | None = None,
+        run_id: int = 0,
+    ):
         super().__init__(cid)
         self.partition_id = partition_id
+        #: its place among the nodes (:func:`fedimb.app.registry.node_order`): the server
+        #: that assigns clients gives this node the client it serves
+        self.node_id = partition_id
         self.make_client = make_client  # node -> the method's client for this node
         self.fit_mod = fit_mod
         self.context = Context(
-            run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={}
+            run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config={}
         )
 
     def _client(self):
@@ -102,8 +115,10 @@ class InProcessFederation:
         self.run = self.strategy.run
         self.cfg = self.run.cfg
         self.manager = self.server.client_manager()
+        run_id = new_run_id()  # its clients' state on disk: removed with the federation
+        weakref.finalize(self, remove_state_folder, run_id)
         self.nodes = [
-            InProcessNode(f"node-{pid}", pid, self.flower_client, client_mod(self.cfg))
+            InProcessNode(f"node-{pid}", pid, self.flower_client, client_mod(self.cfg), run_id)
             for pid in range(int(self.cfg.num_clients))
         ]
         for node in self.nodes:
@@ -215,6 +230,7 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
         except Exception:  # build_server has reported it
             return 1
         run_cfg = transport.from_run_config(run_config)
+        run_id = new_run_id()
         for pid in range(int(run_cfg.num_clients)):
             server.client_manager().register(
                 InProcessNode(
@@ -222,6 +238,7 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
                     pid,
                     lambda node: timed_client(run_cfg, node.context, node.partition_id),
                     client_mod(run_cfg),
+                    run_id,
                 )
             )
         try:
@@ -229,4 +246,12 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
         except Exception:  # the loop has reported it as an error event, as the ServerApp's does
             traceback.print_exc(file=sys.stdout)
             return 1
+        finally:
+            remove_state_folder(run_id)
     return 0
+
+
+def new_run_id() -> int:
+    """A run id of its own for an in-process run (as Flower gives each run one): its
+    clients' state on disk (``runtime.client_state=disk``) is this run's alone."""
+    return secrets.randbits(63)

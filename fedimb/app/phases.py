@@ -8,8 +8,8 @@ Client phases, in the order they happen:
 - ``start``: from the process's start to the moment the ClientApp's entry point began
   importing (a fresh ClientApp process in a deployment, a Ray actor in the simulation):
   the interpreter and Flower. Reported by the first fit a process serves (in the
-  simulation and a deployment the discovery's properties query may have started the
-  process), 0 by the later ones, absent in process.
+  simulation and a deployment a properties query may have started the process), 0 by
+  the later ones, absent in process.
 - ``imports``: importing the client app (torch, the method's code).
 - ``data``: the client's data (the data set is loaded and partitioned once per process).
 - ``model``: the model (built once per process, then reused).
@@ -23,9 +23,10 @@ server's). The round event keeps every replying client's values under
 ``timing_by_client`` (by client id, for rounds of up to 100 replies) beside the mean and
 maximum under ``timing``.
 
-Server phases: ``discover`` (which node serves which client; in round 1 it waits for the
-clients to start), ``select`` (sampling, dropout, instructions), ``first_reply`` and
-``last_reply`` (from the instructions to the first and the last reply), ``aggregate``
+Server phases: ``discover`` (which node serves which client: assigned, or asked where
+nodes claim their clients, when in round 1 it waits for them to start), ``select``
+(sampling, dropout, instructions), ``first_reply`` and ``last_reply`` (from the
+instructions to the first and the last reply), ``aggregate``
 (checks and aggregation), ``fit`` (all of the above), ``end_round``, ``test`` (the
 server's evaluation; for FedAvg-like methods outside ``in_process``, while the next
 round's clients train), ``federated_eval``, ``checkpoint``.

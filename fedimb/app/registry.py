@@ -1,90 +1,35 @@
-"""Which Flower node is which client: partition ids learned by asking the nodes once.
+"""Which Flower node is which client.
 
 Flower identifies nodes by random node ids; fedimb samples, drops and tracks clients
-by partition id so that runs are reproducible and restarted nodes are recognised.
+by partition id so that runs are reproducible and restarted nodes are recognised. How a
+node becomes a client depends on what the runtime can state up front
+(``runtime.client_ids``):
+
+- ``claimed`` (a deployment's nodes, which hold their own partition or data): every new
+  node is asked once which client it is; its answer (a :class:`~fedimb.app.claims.Claim`)
+  is checked before it becomes that client.
+- ``assigned`` (the simulation's virtual nodes and the in-process ones, which can all
+  serve any client): the server gives the node with the k-th smallest node id client k,
+  without a message, and every instruction to it names that client
+  (``protocol.ASSIGNED_PARTITION``). A client's answer (its sample count and label
+  histogram) is asked only when a method reads it (:meth:`ClientRegistry.infos`), and must
+  name the client it was assigned.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass
 
 import numpy as np
-from flwr.common import GetPropertiesIns
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
 from fedimb.app.claims import Claim, ClaimRefused, read_claim
-from fedimb.app.failure_reasons import describe_failure
+from fedimb.app.node_proxy import LabelledProxy, ask_properties, node_order
 
 log = logging.getLogger(__name__)
-
-
-class ClientFailure(RuntimeError):
-    """A client's instruction failed; the message names the client and its node."""
-
-
-class WorkersLost(RuntimeError):
-    """Every client of a round failed because the Ray actor running it died: Flower's
-    simulation does not replace dead actors, so every later round would fail the same way."""
-
-
-def check_workers_alive(server_round: int, failures: list, succeeded: int) -> None:
-    """Stop the run (it can be resumed, with fresh actors) when a round lost every client
-    to dead Ray actors, rather than run the remaining rounds without clients."""
-    if succeeded or not failures or not all("ActorDiedError" in str(f) for f in failures):
-        return
-    raise WorkersLost(
-        f"every client of round {server_round} failed because its Ray actor died (killed, "
-        "or out of memory); the simulation cannot replace its actors"
-    )
-
-
-class LabelledProxy(ClientProxy):
-    """A node's proxy whose failures say which client and which Flower node failed."""
-
-    def __init__(
-        self, proxy: ClientProxy, partition_id: int, fit_replies: list[float] | None = None
-    ):
-        super().__init__(proxy.cid)
-        self.inner = proxy
-        self.partition_id = partition_id
-        #: when each fit ended (perf_counter)
-        self.fit_replies = fit_replies if fit_replies is not None else []
-        # a test double may have no node id: its cid names it
-        self.node_id = getattr(proxy, "node_id", proxy.cid)  # type: ignore[arg-type]
-
-    def __getattr__(self, name: str):
-        """Anything else (e.g. a test double's attributes): the node's proxy's."""
-        return getattr(self.__dict__["inner"], name)
-
-    def _call(self, method: str, *args, **kwargs):
-        try:
-            return getattr(self.inner, method)(*args, **kwargs)
-        except Exception as err:
-            raise ClientFailure(
-                f"client {self.partition_id} on node {self.node_id}: {describe_failure(err)}"
-            ) from err
-
-    def get_properties(self, ins, timeout, group_id):
-        return self._call("get_properties", ins, timeout, group_id)
-
-    def get_parameters(self, ins, timeout, group_id):
-        return self._call("get_parameters", ins, timeout, group_id)
-
-    def fit(self, ins, timeout, group_id):
-        try:
-            return self._call("fit", ins, timeout, group_id)
-        finally:
-            self.fit_replies.append(time.perf_counter())
-
-    def evaluate(self, ins, timeout, group_id):
-        return self._call("evaluate", ins, timeout, group_id)
-
-    def reconnect(self, ins, timeout, group_id):
-        return self._call("reconnect", ins, timeout, group_id)
 
 
 @dataclass(frozen=True)
@@ -98,11 +43,25 @@ class ClientInfo:
 class ClientRegistry:
     """Maps partition ids to the live node proxies that serve them."""
 
-    def __init__(self, query_timeout: float | None = None, capacity: int | None = None):
+    def __init__(
+        self,
+        query_timeout: float | None = None,
+        capacity: int | None = None,
+        assigned: bool = False,
+    ):
         self.query_timeout = query_timeout
         self.capacity = capacity  # client ids are 0 .. capacity-1
+        #: whether the server assigns clients to nodes (``runtime.client_ids=assigned``)
+        self.assigned = assigned
+        #: each client's node proxy
+        self._proxies: dict[int, LabelledProxy] = {}
+        #: each client's answer, as far as learnt (all of them where nodes claim)
         self._by_pid: dict[int, ClientInfo] = {}
         self._pid_by_cid: dict[str, int] = {}
+        self._cid_by_pid: dict[int, str] = {}  # the same mapping, the other way
+        self._sorted_pids: list[int] | None = None  # partition_ids(), until the mapping changes
+        #: the nodes connected at the last refresh that left nobody to ask again
+        self._settled: set[str] = set()
         self._pid_by_device: dict[str, int] = {}
         #: when each fit reply (or failure) came back, for the round's timing
         self.fit_replies: list[float] = []
@@ -118,8 +77,9 @@ class ClientRegistry:
     def refresh(
         self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0
     ) -> None:
-        """Learn the partition id of every node not seen before; a node whose claim is
-        bad, or names a client a connected node serves, is refused (:meth:`take_refusals`).
+        """Give every node not seen before its client: assigned (:meth:`_assign`), or
+        asked; a node whose claim is bad, or names a client a connected node serves, is
+        refused (:meth:`take_refusals`).
 
         ``wait_for`` first waits (up to ``timeout`` seconds) until that many nodes are
         connected; later refreshes pass 0 and only pick up nodes that (re)joined.
@@ -130,16 +90,25 @@ class ClientRegistry:
         ):
             time.sleep(0.5)
         proxies = client_manager.all()
-        self._forget_departed(proxies)
-        new = [
-            p
-            for cid, p in proxies.items()
-            if cid not in self._pid_by_cid and cid not in self.refused
-        ]
-        if not new:
+        if proxies.keys() == self._settled:  # nobody joined or left, nobody to ask again
             return
+        self._forget_departed(proxies)
+        # set differences, not a loop over the nodes: with 100,000 nodes every round asks
+        unseen = proxies.keys() - self._pid_by_cid.keys() - self.refused.keys()
+        new = [p for cid, p in proxies.items() if cid in unseen]  # in the manager's order
+        if self.assigned:
+            self._assign(new)
+            undecided = False
+        else:
+            undecided = self._claim(new)
+        self._settled = set() if undecided else set(proxies)
+
+    def _claim(self, new: list[ClientProxy]) -> bool:
+        """Ask the new nodes which client they are and admit or refuse each; whether a
+        node did not answer (it is asked again at the next refresh)."""
         claims = []
-        for proxy, props in zip(new, self._ask(new, {})):
+        answers = self._ask(new, {})
+        for proxy, props in zip(new, answers):
             if props is None:
                 continue
             try:
@@ -150,13 +119,37 @@ class ClientRegistry:
         claims.sort(key=lambda claim: claim[1].device_key is not None)
         for proxy, claim in claims:
             self._admit(proxy, claim)
+        return any(props is None for props in answers)
+
+    def _assign(self, new: list[ClientProxy]) -> None:
+        """The new nodes, in the order of their node ids, take the free client ids in
+        ascending order: with every node there from the start (the simulation registers
+        its nodes before the server starts) node k (by node id) is client k, for the
+        whole run. Nodes beyond the run's clients stay idle."""
+        held = set(self._pid_by_cid.values())
+        free = (pid for pid in range(self.capacity or 0) if pid not in held)
+        for proxy, pid in zip(sorted(new, key=node_order), free):
+            self._proxies[pid] = LabelledProxy(proxy, pid, self.fit_replies, assigned=True)
+            self._by_pid.pop(pid, None)  # a new node: its answer is asked again
+            self._hold(proxy.cid, pid)
+
+    def _hold(self, cid: str, pid: int) -> None:
+        self._pid_by_cid[cid] = pid
+        self._cid_by_pid[pid] = cid
+        self._sorted_pids = None
+
+    def _release(self, cid: str) -> None:
+        pid = self._pid_by_cid.pop(cid)
+        if self._cid_by_pid.get(pid) == cid:
+            del self._cid_by_pid[pid]
+        self._sorted_pids = None
 
     def _forget_departed(self, proxies: dict[str, ClientProxy]) -> None:
         """Drop the nodes that left; when one did, the nodes refused for claiming a
         connected node's client are asked again (e.g. a restarted node: its id is free now)."""
-        gone = [c for c in self._pid_by_cid if c not in proxies]
+        gone = self._pid_by_cid.keys() - proxies.keys()
         for cid in gone:
-            self._pid_by_cid.pop(cid)
+            self._release(cid)
         retry = set(self._refused_held) if gone else set()
         for cid in [c for c in self.refused if c not in proxies or c in retry]:
             self.refused.pop(cid)
@@ -179,14 +172,14 @@ class ClientRegistry:
             what = "its data is" if claim.device_key is not None else f"partition id {pid} is"
             self._refuse(proxy.cid, f"{what} already served by node {holder}", held=True)
             return
-        self._by_pid[pid] = ClientInfo(
-            pid, LabelledProxy(proxy, pid, self.fit_replies), claim.num_examples, claim.label_counts
-        )
-        self._pid_by_cid[proxy.cid] = pid
+        labelled = LabelledProxy(proxy, pid, self.fit_replies)
+        self._proxies[pid] = labelled
+        self._by_pid[pid] = ClientInfo(pid, labelled, claim.num_examples, claim.label_counts)
+        self._hold(proxy.cid, pid)
 
     def _live_holder(self, pid: int) -> str | None:
         """The connected node (cid) that serves client ``pid``, if any."""
-        return next((cid for cid, held in self._pid_by_cid.items() if held == pid), None)
+        return self._cid_by_pid.get(pid)
 
     def _refuse(self, cid: str, why: str, held: bool = False) -> None:
         """Leave node ``cid`` out, with a one-line reason, until it reconnects (or, for a
@@ -216,24 +209,15 @@ class ClientRegistry:
         return free[0]
 
     def _ask(self, proxies: list[ClientProxy], config: dict) -> list[dict | None]:
-        """``get_properties`` on many nodes in parallel; None for a node that failed."""
-
-        def one(proxy: ClientProxy):
-            try:
-                res = proxy.get_properties(
-                    GetPropertiesIns(config=dict(config)), timeout=self.query_timeout, group_id=0
-                )
-            except Exception as err:  # a node that cannot answer is tried again later
-                log.warning("node %s did not answer a properties query: %s", proxy.cid, err)
-                self._unanswered[proxy.cid] = describe_failure(err)
-                return None
-            self._unanswered.pop(proxy.cid, None)
-            return res.properties
-
-        if not proxies:
-            return []
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(64, len(proxies))) as pool:
-            return list(pool.map(one, proxies))
+        """:func:`ask_properties`, remembering why a node did not answer (it is asked
+        again later)."""
+        answers = ask_properties(proxies, config, self.query_timeout)
+        for proxy, answer in zip(proxies, answers):
+            if isinstance(answer, str):
+                self._unanswered[proxy.cid] = answer
+            else:
+                self._unanswered.pop(proxy.cid, None)
+        return [None if isinstance(answer, str) else answer for answer in answers]
 
     def query(self, pids: list[int], config: dict) -> dict[int, dict]:
         """Ask the clients ``pids`` for their properties given ``config`` (e.g. a plan to
@@ -257,17 +241,58 @@ class ClientRegistry:
 
     def partition_ids(self) -> list[int]:
         """Partition ids served by a connected node, sorted."""
-        return sorted(set(self._pid_by_cid.values()))
+        if self._sorted_pids is None:
+            self._sorted_pids = sorted(self._cid_by_pid)
+        return list(self._sorted_pids)
 
     def has_own_data(self, pid: int) -> bool:
         """Whether client ``pid`` is a node that brought its own data (no partition id)."""
         return pid in self._pid_by_device.values()
 
+    def infos(self, pids: list[int]) -> dict[int, ClientInfo]:
+        """The answers (sample count, label histogram) of the connected clients ``pids``;
+        where clients are assigned, those not asked yet are asked now, in parallel, and a
+        client that names another client or whose answer is bad is refused. Clients that
+        did not answer (or were refused) are left out."""
+        if self.assigned:
+            self._learn([p for p in pids if p not in self._by_pid and p in self._held()])
+        return {p: self._by_pid[p] for p in pids if p in self._by_pid and p in self._held()}
+
     def info(self, pid: int) -> ClientInfo:
-        return self._by_pid[pid]
+        """Client ``pid``'s answer (:meth:`infos`); ``KeyError`` where it gave none."""
+        return self.infos([pid])[pid]
+
+    def _held(self) -> set[int]:
+        return set(self._cid_by_pid)
+
+    def _learn(self, pids: list[int]) -> None:
+        """Ask assigned clients for their answers; check each against its assignment."""
+        for pid, props in zip(pids, self._ask([self._proxies[p] for p in pids], {})):
+            if props is None:
+                continue
+            try:
+                claim = read_claim(props, self.capacity)
+            except ClaimRefused as why:
+                self._refuse_assigned(pid, str(why))
+                continue
+            if claim.partition_id != pid:
+                self._refuse_assigned(
+                    pid, f"answers as client {claim.partition_id}, but serves client {pid}"
+                )
+                continue
+            self._by_pid[pid] = ClientInfo(
+                pid, self._proxies[pid], claim.num_examples, claim.label_counts
+            )
+
+    def _refuse_assigned(self, pid: int, why: str) -> None:
+        """Leave out the node assigned client ``pid`` (until it reconnects)."""
+        cid = self._live_holder(pid)
+        if cid is not None:
+            self._release(cid)
+            self._refuse(cid, why)
 
     def proxy(self, pid: int) -> ClientProxy:
-        return self._by_pid[pid].proxy
+        return self._proxies[pid]
 
     def partition_of(self, proxy: ClientProxy) -> int | None:
         return self._pid_by_cid.get(proxy.cid)

@@ -31,6 +31,44 @@ def check_simulation(cfg: DictConfig) -> None:
         f"runtime.ray_address must be host:port, auto or null, got {address!r}",
     )
     check_gpus_per_client(cfg)
+    check_client_ids(cfg)
+    check_client_state(cfg)
+    require(
+        address is None or r.get("client_state") != "disk",
+        f"runtime.client_state=disk keeps the clients' state on this machine, but "
+        f"runtime.ray_address={address} may run them on others: set runtime.client_state=auto "
+        f"or memory",
+    )
+
+
+def check_client_ids(cfg: DictConfig) -> None:
+    """``runtime.client_ids``: where every node can serve any client (the simulation's and
+    the in-process nodes hold the whole data set), the server may assign them."""
+    value = cfg.runtime.get("client_ids", "claimed")
+    require(
+        value in ("assigned", "claimed"),
+        f"runtime.client_ids must be assigned or claimed, got {value!r}",
+    )
+
+
+def check_client_state(cfg: DictConfig) -> None:
+    """``runtime.client_state``: where one process serves many clients, their state
+    between rounds may go to disk."""
+    value = cfg.runtime.get("client_state", "memory")
+    require(
+        value in ("auto", "disk", "memory"),
+        f"runtime.client_state must be auto, disk or memory, got {value!r}",
+    )
+
+
+def client_state_kind(cfg: DictConfig) -> str:
+    """Where the run's clients keep their state: ``disk`` or ``memory``; ``auto`` is disk
+    unless ``runtime.ray_address`` names a Ray cluster, whose actors may run on machines
+    that do not share this one's disk."""
+    value = str(cfg.runtime.get("client_state", "memory"))
+    if value == "auto":
+        return "memory" if cfg.runtime.get("ray_address") else "disk"
+    return value
 
 
 def check_deployment(cfg: DictConfig) -> None:
@@ -41,11 +79,23 @@ def check_deployment(cfg: DictConfig) -> None:
         f"runtime.address must be host:port, got {r.get('address')!r}",
     )
     refuse_gpus_per_client(cfg)
+    require(
+        cfg.runtime.get("client_ids", "claimed") == "claimed",
+        "runtime.client_ids=assigned is a setting of the simulation and in process: a "
+        "SuperNode serves the partition or the data it was started with",
+    )
+    require(
+        cfg.runtime.get("client_state", "memory") == "memory",
+        "runtime.client_state=disk is a setting of the simulation and in process: a SuperNode "
+        "keeps its one client's state in Flower's Context.state",
+    )
 
 
 def check_in_process(cfg: DictConfig) -> None:
     """One process: no Ray settings."""
     refuse_gpus_per_client(cfg)
+    check_client_ids(cfg)
+    check_client_state(cfg)
 
 
 def check_gpus_per_client(cfg: DictConfig) -> None:
@@ -100,6 +150,13 @@ def check_shared_settings(r: DictConfig) -> None:
         isinstance(r.get("detach", False), bool),
         f"runtime.detach must be true or false, got {r.get('detach')!r}",
     )
+
+
+def assigns_clients(cfg: DictConfig) -> bool:
+    """Whether the server assigns clients to nodes (``runtime.client_ids=assigned``, the
+    default of the simulation and in process); a run configured before the setting
+    existed asks its nodes."""
+    return cfg.runtime.get("client_ids", "claimed") == "assigned"
 
 
 #: each runtime's own rules, by name (``runtime=<name>``)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from flwr.app import Context
 from flwr.server import ServerApp, ServerAppComponents, ServerConfig
@@ -11,10 +12,11 @@ from flwr.serverapp import Grid
 
 from fedimb.app import components, faults, transport
 from fedimb.app.private_strategy import with_privacy
-from fedimb.app.prompt_grid import PromptGrid
+from fedimb.app.prompt_grid import IN_MEMORY_POLL_INTERVAL, REPLY_POLL_INTERVAL, PromptGrid
 from fedimb.app.round_loop import FedImbServer
 from fedimb.app.run_context import ServerRun
 from fedimb.core import events
+from fedimb.core.client_state import remove_state_folder
 
 logger = logging.getLogger(__name__)
 
@@ -59,4 +61,10 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Flower's compatibility loop (``start_grid``) over :class:`PromptGrid`."""
     parts = server_fn(context)
-    start_grid(grid=PromptGrid(grid), server=parts.server, config=parts.config)
+    server = cast(FedImbServer, parts.server)
+    in_memory = server.strategy.run.cfg.runtime.name == "simulation"
+    interval = IN_MEMORY_POLL_INTERVAL if in_memory else REPLY_POLL_INTERVAL
+    try:
+        start_grid(grid=PromptGrid(grid, interval), server=parts.server, config=parts.config)
+    finally:  # the clients' state of this run (runtime.client_state=disk), if any
+        remove_state_folder(context.run_id)

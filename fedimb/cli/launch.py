@@ -32,6 +32,7 @@ from fedimb.cli.run_folder_access import (
 from fedimb.cli.run_progress import Echo, _echo
 from fedimb.cli.tracking import check_tracking, open_tracking
 from fedimb.core.data import partition_summary
+from fedimb.core.data.partition_file import as_file_entry
 
 
 def prepare_run_dir(cfg: DictConfig, run_dir: Path):
@@ -55,9 +56,10 @@ def prepare_run_dir(cfg: DictConfig, run_dir: Path):
 
 def partition_json(summary: dict[str, Any], indices) -> str:
     """partition.json: the summary, then every client's training indices one client per
-    line (``"clients"``, the format ``partition=file`` reads back)."""
+    line (``"clients"``, the format ``partition=file`` reads back; a contiguous block as
+    ``{"range": [start, stop]}``)."""
     head = json.dumps(summary, indent=1)[:-2]  # without the closing "\n}"
-    clients = ",\n  ".join(json.dumps([int(i) for i in ix]) for ix in indices)
+    clients = ",\n  ".join(json.dumps(as_file_entry(ix)) for ix in indices)
     return f'{head},\n "clients": [\n  {clients}\n ]\n}}\n'
 
 

@@ -13,6 +13,9 @@ Server → client (``FitIns.config`` / ``EvaluateIns.config``), key: type — me
 - ``personal_eval``: bool — evaluate the personal model (GRP-FED §4.1's T_p and T_r)
 - ``return_probs``: bool — with ``personal_eval``, also the global-test probabilities
 - ``array:<name>``: bytes — a named array (:mod:`fedimb.core.payload`)
+- ``assigned_partition``: int — the client the node serves for this message, where the
+  server assigns clients to nodes (``runtime.client_ids=assigned``: the simulation's
+  virtual nodes, which all hold the whole data set); absent where nodes claim their own
 
 Client → server (``FitRes.metrics``, ``EvaluateRes.metrics``, ``get_properties``)
 
@@ -43,6 +46,7 @@ REPORT_LATENT = "report_latent"
 PERSONAL_EVAL = "personal_eval"
 LOCAL_EVAL = "local_eval"  # test the received model on the client's local test set
 RETURN_PROBS = "return_probs"
+ASSIGNED_PARTITION = "assigned_partition"
 #: every key the framework puts into an instruction (no method setting may be named so)
 INSTRUCTION_KEYS = (
     SERVER_ROUND,
@@ -52,6 +56,7 @@ INSTRUCTION_KEYS = (
     PERSONAL_EVAL,
     LOCAL_EVAL,
     RETURN_PROBS,
+    ASSIGNED_PARTITION,
 )
 
 # client -> server

@@ -60,7 +60,8 @@ class ClientSampling:
     def trainable_clients(self: SamplingHost) -> list[int]:
         """Connected clients (partition ids) that hold training samples."""
         empty = self.run.empty_clients
-        return [pid for pid in self.registry.partition_ids() if pid not in empty]
+        pids = self.registry.partition_ids()
+        return [pid for pid in pids if pid not in empty] if empty else pids
 
     def sample_clients(self: SamplingHost, server_round: int) -> list[int]:
         """Seeded sample of ``fraction_fit`` of the connected clients with training
@@ -73,10 +74,9 @@ class ClientSampling:
         k = max(
             int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients))
         )
-        sizes = self.run.data.partition.counts[known].sum(axis=1)
-        return draw_clients(
-            self.run.seed, server_round, known, k, str(cfg.get("sampling", "uniform")), sizes
-        )
+        sampling = str(cfg.get("sampling", "uniform"))
+        sizes = self.run.data.partition.counts[known].sum(axis=1) if sampling == "by_size" else None
+        return draw_clients(self.run.seed, server_round, known, k, sampling, sizes)
 
 
 def lost_client_reasons(missing: int, unstarted: list[str]) -> dict[str, int]:
@@ -93,11 +93,16 @@ def lost_client_reasons(missing: int, unstarted: list[str]) -> dict[str, int]:
 
 
 def draw_clients(
-    seed: int, server_round: int, candidates: list[int], k: int, sampling: str, sizes: np.ndarray
+    seed: int,
+    server_round: int,
+    candidates: list[int],
+    k: int,
+    sampling: str,
+    sizes: np.ndarray | None = None,
 ) -> list[int]:
     """The ``k`` (at most all) of ``candidates`` that round ``server_round`` trains, without
     replacement, seeded by ``seed`` and the round alone; ``sizes`` are the candidates'
-    training samples (for ``sampling=by_size``)."""
+    training samples (needed for ``sampling=by_size`` only)."""
     rng = np.random.default_rng([seed, server_round, 0x5A3])
     p = sampling_probabilities(sampling, sizes)
     return sorted(
@@ -105,7 +110,7 @@ def draw_clients(
     )
 
 
-def sampling_probabilities(sampling: str, sizes: np.ndarray) -> np.ndarray | None:
+def sampling_probabilities(sampling: str, sizes: np.ndarray | None) -> np.ndarray | None:
     """Each client's chance to be drawn next: None (uniform) for ``uniform``; for
     ``by_size``, n_k / Σ n over the candidates — the q-FFL authors' release samples so
     (``--sampling=2``, "weights of sampling devices proportional to the number of local
@@ -113,5 +118,6 @@ def sampling_probabilities(sampling: str, sizes: np.ndarray) -> np.ndarray | Non
     that q = 0 optimises the data-weighted objective Σ_k (n_k/n) F_k of the paper's eq. (2)."""
     if sampling == "uniform":
         return None
+    assert sizes is not None, "sampling=by_size needs the candidates' sizes"
     sizes = np.asarray(sizes, dtype=np.float64)
     return sizes / sizes.sum()

@@ -31,6 +31,22 @@ def file_partition(tmp_path: Path, clients, num_clients: int | None = None):
     return experiment_data(cfg).partition
 
 
+def test_a_client_may_be_a_range_and_a_run_folder_writes_blocks_so():
+    from fedimb.cli.launch import partition_json
+
+    written = json.loads(
+        partition_json(
+            {"num_clients": 4}, [np.arange(3, 7), np.array([9, 8]), np.array([4]), np.arange(0)]
+        )
+    )["clients"]
+    assert written == [{"range": [3, 7]}, [9, 8], [4], []]
+
+
+def test_a_range_gives_the_indices_it_spans(tmp_path):
+    partition = file_partition(tmp_path, [{"range": [0, 3]}, [3, 4], {"range": [10, 12]}])
+    assert [ix.tolist() for ix in partition.indices] == [[0, 1, 2], [3, 4], [10, 11]]
+
+
 def test_the_file_gives_each_client_its_indices_duplicates_allowed(tmp_path):
     clients = [[0, 1, 2, 2], [3, 4, 5], [6, 0]]
     partition = file_partition(tmp_path, clients)
@@ -51,6 +67,11 @@ def test_the_file_gives_each_client_its_indices_duplicates_allowed(tmp_path):
         ([[0, "3"], [2]], None, "non-integer index '3'"),
         ([[0, 1], []], None, "client 1 has no samples"),
         ([[0, 1], [2]], 3, "holds 2 clients but num_clients=3"),
+        ([[0, 1], {"range": [5, 2]}], None, "client 1 has a range that ends before it starts"),
+        ([[0, 1], {"range": [2]}], None, 'client 1 must be a list of indices or {"range"'),
+        ([[0, 1], {"range": [0, 2], "x": 1}], None, "client 1 must be a list of indices"),
+        ([[0, 1], {"range": [0, 2.5]}], None, "client 1 has a non-integer index 2.5"),
+        ([[0, 1], {"range": [0, DIGITS_TRAIN + 1]}], None, f"index {DIGITS_TRAIN}, outside"),
     ],
 )
 def test_bad_files_are_one_line_errors(tmp_path, clients, num_clients, message):

@@ -3,6 +3,8 @@ the SuperNode's warm launcher (fedimb supernode, its worker loop)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 import time
 from types import SimpleNamespace
 
@@ -49,6 +51,55 @@ def test_a_timeout_returns_the_replies_so_far():
     assert (
         grid.pulls >= 2 and time.monotonic() - started < 1.0
     )  # kept asking, then gave up at the deadline
+
+
+class SharedGrid:
+    """Replies become available when the test releases them; counts the pulls."""
+
+    def __init__(self):
+        self.released: set[str] = set()
+        self.pulls = 0
+        self.pushed = 0
+        self.lock = threading.Lock()
+        self.fail: Exception | None = None
+
+    def push_messages(self, messages):
+        with self.lock:
+            ids = [f"{m}" for m in messages]
+            self.pushed += len(ids)
+        return ids
+
+    def pull_messages(self, ids):
+        with self.lock:
+            self.pulls += 1
+            if self.fail is not None:
+                raise self.fail
+            due = [i for i in ids if i in self.released]
+            self.released -= set(due)
+        return [SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i)) for i in due]
+
+
+def test_many_callers_share_one_collector_and_each_gets_its_own_replies():
+    grid = SharedGrid()
+    prompt = PromptGrid(grid, interval=0.001)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        calls = [pool.submit(prompt.send_and_receive, [f"m{i}"]) for i in range(8)]
+        while grid.pushed < 8:
+            time.sleep(0.001)
+        grid.released.update(f"m{i}" for i in range(8))
+        replies = [call.result(timeout=60) for call in calls]
+    assert [[r.metadata.reply_to_message_id for r in rs] for rs in replies] == [
+        [f"m{i}"] for i in range(8)
+    ]
+    threads = [t for t in threading.enumerate() if t.name == "fedimb-replies"]
+    assert len(threads) >= 1 and prompt._collector in threads  # one collector per grid
+
+
+def test_a_failing_pull_reaches_every_caller():
+    grid = SharedGrid()
+    grid.fail = RuntimeError("run stopped")
+    with pytest.raises(RuntimeError, match="run stopped"):
+        PromptGrid(grid, interval=0.001).send_and_receive(["m1"], timeout=60)
 
 
 @pytest.mark.parametrize(

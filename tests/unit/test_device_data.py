@@ -157,7 +157,7 @@ def test_failure_reasons_are_short_and_name_the_cause():
 
 
 def test_a_round_that_lost_every_client_to_dead_ray_actors_stops_the_run():
-    from fedimb.app.registry import ClientFailure, WorkersLost, check_workers_alive
+    from fedimb.app.node_proxy import ClientFailure, WorkersLost, check_workers_alive
 
     died = ClientFailure(
         "client 1 on node 5: ActorDiedError: "

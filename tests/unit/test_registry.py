@@ -1,15 +1,17 @@
 """The registry refuses identity claims that would crash the strategy or hijack a client:
 a partition id outside the federation, a missing or non-integer one, a bad sample count,
-undecodable label counts, and an id (or device) a connected node already serves."""
+undecodable label counts, and an id (or device) a connected node already serves. Where
+it assigns clients to nodes itself, it asks nothing until a method reads an answer."""
 
 from __future__ import annotations
 
 import pytest
-from flwr.common import GetPropertiesRes
+from flwr.common import FitIns, GetPropertiesRes, Parameters
 from flwr.server import SimpleClientManager
 
 from fedimb.app.in_process import OK, InProcessNode
 from fedimb.app.registry import ClientRegistry
+from fedimb.core import protocol
 from tests.unit.test_base_strategy import make_strategy
 
 
@@ -116,7 +118,9 @@ def test_a_second_node_with_the_same_device_data_is_refused():
 
 @pytest.mark.parametrize("claim", [0, 99, None])
 def test_the_strategy_survives_bad_claims_and_notes_them_in_the_round_log(claim):
-    strategy, manager, nodes = make_strategy("dropout=none", num_clients=3)
+    strategy, manager, nodes = make_strategy(
+        "dropout=none", "runtime.client_ids=claimed", num_clients=3
+    )
     props = {"num_examples": 10} if claim is None else {"partition_id": claim, "num_examples": 10}
     manager.register(CraftedNode("intruder", props))
     params = strategy.initialize_parameters(manager)
@@ -125,3 +129,97 @@ def test_the_strategy_survives_bad_claims_and_notes_them_in_the_round_log(claim)
         proxy.inner for proxy, _ in instructions
     ] == nodes  # partition 0's instructions go to its own node
     assert [m for m in strategy.round_log.messages if m.startswith("node intruder refused: ")]
+
+
+# ------------------------------------------------------------ clients assigned to nodes
+class CountingNode(InProcessNode):
+    """An in-process node with a Flower-like node id that counts what it is asked."""
+
+    def __init__(self, node_id: int, answers_as: int | None = None):
+        super().__init__(f"n{node_id}", -1)
+        self.node_id = node_id
+        self.answers_as = answers_as
+        self.asked: list[dict] = []
+
+    def get_properties(self, ins, timeout, group_id):
+        self.asked.append(dict(ins.config))
+        pid = (
+            ins.config[protocol.ASSIGNED_PARTITION] if self.answers_as is None else self.answers_as
+        )
+        return GetPropertiesRes(
+            status=OK, properties={"partition_id": pid, "num_examples": 10 + pid}
+        )
+
+
+def assigned_federation(node_ids, capacity=3, answers_as=None):
+    manager = SimpleClientManager()
+    nodes = [CountingNode(n, (answers_as or {}).get(n)) for n in node_ids]
+    for node in nodes:
+        manager.register(node)
+    registry = ClientRegistry(capacity=capacity, assigned=True)
+    registry.refresh(manager)
+    return registry, manager, nodes
+
+
+def test_assigned_clients_follow_the_node_ids_and_no_node_is_asked():
+    registry, _, nodes = assigned_federation([2**63 + 5, 7, 2**40])
+    assert registry.partition_ids() == [0, 1, 2]
+    assert [registry.proxy(pid).inner.node_id for pid in range(3)] == [7, 2**40, 2**63 + 5]
+    assert all(node.asked == [] for node in nodes)
+
+
+def test_nodes_beyond_the_clients_stay_idle_and_a_new_node_takes_a_free_id():
+    registry, manager, nodes = assigned_federation([30, 10, 20, 40])
+    assert registry.partition_ids() == [0, 1, 2]
+    assert registry.partition_of(nodes[3]) is None  # node 40: a fourth node, no client
+    manager.unregister(nodes[0])  # node 30 (client 2) leaves
+    registry.refresh(manager)
+    assert registry.proxy(2).inner is nodes[3]
+
+
+def test_every_instruction_names_the_assigned_client_in_a_copy():
+    registry, _, nodes = assigned_federation([3, 1, 2])
+    ins = FitIns(Parameters(tensors=[], tensor_type=""), {"lr": 0.1})
+    seen = []
+    for node in nodes:
+        node.fit = lambda ins, timeout, group_id, seen=seen: seen.append(dict(ins.config))
+    for pid in range(3):
+        registry.proxy(pid).fit(ins, None, 0)
+    assert [c[protocol.ASSIGNED_PARTITION] for c in seen] == [0, 1, 2]
+    assert ins.config == {"lr": 0.1}  # the shared instruction is untouched
+
+
+def test_answers_are_asked_once_when_read_and_must_name_the_assigned_client():
+    registry, _, nodes = assigned_federation([1, 2, 3], answers_as={3: 0})
+    infos = registry.infos([0, 1, 2])
+    assert {p: i.num_examples for p, i in infos.items()} == {0: 10, 1: 11}
+    assert registry.partition_ids() == [0, 1]  # client 2's node answered as client 0
+    assert registry.refused == {"n3": "answers as client 0, but serves client 2"}
+    registry.infos([0, 1])
+    assert [len(node.asked) for node in nodes] == [1, 1, 1]  # asked once each
+    assert nodes[0].asked[0][protocol.ASSIGNED_PARTITION] == 0
+
+
+class FlakyNode(InProcessNode):
+    """A node whose first properties query fails (its ClientApp is still starting)."""
+
+    def __init__(self, cid: str, pid: int):
+        super().__init__(cid, pid)
+        self.asked = 0
+
+    def get_properties(self, ins, timeout, group_id):
+        self.asked += 1
+        if self.asked == 1:
+            raise TimeoutError("still loading its data")
+        return super().get_properties(ins, timeout, group_id)
+
+
+def test_a_node_that_did_not_answer_is_asked_again_though_nobody_joined():
+    flaky = FlakyNode("flaky", 2)
+    registry, manager, _ = federation(flaky, honest=2)
+    registry.refresh(manager)
+    assert registry.partition_ids() == [0, 1]
+    registry.refresh(manager)
+    assert registry.partition_ids() == [0, 1, 2] and flaky.asked == 2
+    registry.refresh(manager)
+    assert flaky.asked == 2  # settled: nobody is asked again

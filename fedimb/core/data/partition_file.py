@@ -11,12 +11,48 @@ from fedimb.core.data.scheme import Scheme
 from fedimb.core.errors import ConfigError
 
 
+def is_index(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def range_bounds(client: dict, k: int) -> list:
+    """``[start, stop]`` of a client given as ``{"range": [start, stop]}``."""
+    bounds = client.get("range")
+    if set(client) != {"range"} or not isinstance(bounds, list) or len(bounds) != 2:
+        raise ConfigError(
+            f'partition.path: client {k} must be a list of indices or {{"range": [start, stop]}}'
+        )
+    if all(is_index(b) for b in bounds) and bounds[0] > bounds[1]:
+        raise ConfigError(f"partition.path: client {k} has a range that ends before it starts")
+    return bounds
+
+
+def client_indices(client: list | dict) -> np.ndarray:
+    """One client's indices: a list of indices, or the indices start .. stop-1 of
+    ``{"range": [start, stop]}`` (how a run folder writes a client whose training samples
+    are one contiguous block, e.g. a device of Synthetic)."""
+    if isinstance(client, dict):
+        start, stop = client["range"]
+        return np.arange(start, stop, dtype=np.int64)
+    return np.asarray(client, dtype=np.int64)
+
+
+def as_file_entry(indices: np.ndarray) -> list | dict:
+    """How ``partition.json`` writes one client's indices: ``{"range": [start, stop]}``
+    where they are one ascending block (100,000 Synthetic devices: 1 MB instead of 400),
+    else the list."""
+    ix = np.asarray(indices, dtype=np.int64)
+    if len(ix) > 1 and ix[-1] - ix[0] == len(ix) - 1 and bool(np.all(np.diff(ix) == 1)):
+        return {"range": [int(ix[0]), int(ix[-1]) + 1]}
+    return ix.tolist()
+
+
 def read_partition_file(path: str | None) -> dict[str, Any]:
     """The clients' index lists of a partition file ``{"clients": [[...], ...]}`` (a run
-    folder's ``partition.json`` is one) and a digest of them; one-line errors for a
-    missing, unreadable or malformed file. The indices travel inside the configuration
-    (which travels inside the run: in a deployment the nodes run on other machines), so
-    nodes never read the file."""
+    folder's ``partition.json`` is one; a client may also be ``{"range": [start, stop]}``)
+    and a digest of them; one-line errors for a missing, unreadable or malformed file.
+    The indices travel inside the configuration (which travels inside the run: in a
+    deployment the nodes run on other machines), so nodes never read the file."""
     import hashlib
     import json
     from pathlib import Path
@@ -32,13 +68,13 @@ def read_partition_file(path: str | None) -> dict[str, Any]:
     except (OSError, ValueError) as err:
         raise ConfigError(f"partition.path: {path} is not a JSON file ({err})") from None
     clients = content.get("clients") if isinstance(content, dict) else None
-    if not isinstance(clients, list) or not all(isinstance(c, list) for c in clients):
+    if not isinstance(clients, list) or not all(isinstance(c, list | dict) for c in clients):
         raise ConfigError(
             f'partition.path: {path} must hold {{"clients": [[indices of client 0], ...]}}'
         )
     for k, client in enumerate(clients):
-        for index in client:
-            if not isinstance(index, int) or isinstance(index, bool):
+        for index in range_bounds(client, k) if isinstance(client, dict) else client:
+            if not is_index(index):
                 raise ConfigError(f"partition.path: client {k} has a non-integer index {index!r}")
     digest = hashlib.sha256(json.dumps(clients).encode()).hexdigest()[:12]
     return {"clients": clients, "digest": digest}
@@ -70,7 +106,7 @@ def from_file(
         )
     out = []
     for k, client in enumerate(clients):
-        ix = np.asarray(client, dtype=np.int64)
+        ix = client_indices(client)
         if len(ix) == 0:
             if allow_empty:
                 out.append(ix)
