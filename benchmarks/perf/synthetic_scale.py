@@ -11,9 +11,10 @@ of the devices it trains, and the global test set when it tests.
 
 The server assigns clients to nodes (``runtime.client_ids=assigned``), so no round
 messages a device it did not sample: round 1 differs from the rounds after it by the
-clients' processes starting (``--client-ids claimed`` measures asking every node first,
-as before). Rounds 2+ train only the S sampled devices; what grows with N is the global
-test, over the union of every device's test set (its own column). Peak memory is the
+clients' processes starting (``--client-ids claimed --name synthetic_scale_claimed``
+measures asking every node first, as before). Rounds 2+ train only the S sampled
+devices; what grows with N is the global test, over the union of every device's test
+set (its own column). Peak memory is the
 proportional set size (PSS) of all the run's processes (mapped pages shared by processes
 are counted once). SCAFFOLD's clients keep their control variates on disk
 (``runtime.client_state=disk``). 3,597 devices is FEMNIST's number of writers (FEMNIST
@@ -193,7 +194,7 @@ def target_lines(results: list[dict]) -> list[str]:
     out.append(
         f"- Round 1 against 2x rounds 2+ plus the start-up, worst run ({worst['runtime']}, "
         f"{worst['method']}, {worst['devices']:,} devices, {worst.get('sampled', 10)} sampled): "
-        f"{excess:+.1f} s ({'met' if excess <= 0 else 'missed'} at every population)."
+        f"{excess:+.1f} s ({'met at every population' if excess <= 0 else 'missed'})."
     )
     for method in dict.fromkeys(r["method"] for r in results):
         for sampled in dict.fromkeys(r.get("sampled", 10) for r in results):

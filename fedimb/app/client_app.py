@@ -26,7 +26,7 @@ from fedimb.core.client_state import client_state
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.datasets import dataset_info, load_dataset
 from fedimb.core.data.device import load_device_data
-from fedimb.core.data.partitioners import rows_by_group
+from fedimb.core.data.groups import rows_by_group
 from fedimb.core.data.stats import label_counts
 from fedimb.core.errors import ConfigError, DataUnavailableError
 from fedimb.core.models import EncoderHeadNet

@@ -12,7 +12,7 @@ from fedimb.app.config import compose
 from fedimb.core.data import load_dataset
 from fedimb.core.data.datasets import _raw_synthetic as raw_synthetic
 from fedimb.core.data.datasets import dataset_info
-from fedimb.core.data.partitioners import rows_by_group
+from fedimb.core.data.groups import rows_by_group
 from fedimb.core.data.synthetic import (
     ARRAYS,
     SyntheticSpec,

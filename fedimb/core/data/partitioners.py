@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from fedimb.core.data.groups import merge_groups, rows_by_group
 from fedimb.core.data.scheme import Scheme, check_alpha, check_samples_per_client
 from fedimb.core.errors import ConfigError, is_int, is_number, require
 
@@ -268,10 +269,9 @@ QUANTITY = Scheme(quantity, quantity_rules, "raise partition.rho")
 
 def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
     """One client per natural group of the data set (e.g. MIT-BIH: one per patient,
-    FEMNIST: one per writer). Fewer clients than groups take contiguous blocks of the
-    groups in ascending id order, as even as can be (the first ``groups % num_clients``
-    clients one group more): FEMNIST's 3,597 writers over 10 clients are blocks of 360
-    and 359 writers."""
+    FEMNIST: one per writer). Fewer clients than groups take contiguous blocks of groups in
+    ascending id order, as even as can be: FEMNIST's 3,597 writers over 10 clients are
+    blocks of 360 and 359 writers (the first ``groups % num_clients`` one more)."""
     if groups is None:
         raise ConfigError(
             "partition 'natural' needs a data set with natural clients "
@@ -284,15 +284,7 @@ def natural(labels, num_classes, num_clients, rng, seed, groups=None) -> Split:
             f"set num_clients={len(rows)} (or fewer: groups are then merged)"
         )
     blocks = np.array_split(np.arange(len(rows)), num_clients)
-    return [np.sort(np.concatenate([rows[g] for g in block])) for block in blocks], None
+    return [merge_groups(rows[b[0] : b[-1] + 1]) for b in blocks], None
 
 
 NATURAL = Scheme(natural, spread_hint="num_clients must not exceed the data set's natural groups")
-
-
-def rows_by_group(groups: np.ndarray) -> dict[int, np.ndarray]:
-    """Each group's rows in ascending order, by group id: one stable sort, so 10,000
-    devices cost no more than ten (a scan per group would be devices × samples)."""
-    order = np.argsort(groups, kind="stable")
-    ids, starts = np.unique(np.asarray(groups)[order], return_index=True)
-    return dict(zip(ids.tolist(), np.split(order, starts[1:])))
