@@ -134,6 +134,12 @@ def check_shared_settings(r: DictConfig) -> None:
             value is None or (is_number(value) and value > 0),
             f"runtime.{key} must be a positive number of seconds or null, got {value!r}",
         )
+    if "rejoin_timeout" in r:
+        require(
+            is_number(r.rejoin_timeout) and r.rejoin_timeout >= 0,
+            f"runtime.rejoin_timeout must be a number of seconds >= 0 (0: no wait), "
+            f"got {r.rejoin_timeout!r}",
+        )
     if "wait_for_nodes" in r:
         require(
             is_number(r.wait_for_nodes) and r.wait_for_nodes >= 0,

@@ -34,16 +34,25 @@ class ClientSampling:
     def discover_clients(self: SamplingHost, client_manager: ClientManager) -> None:
         """Which node serves which client. The first call waits for every client (up to
         ``runtime.connect_timeout``) and reports the clients that never joined and the
-        clients that bring their own data; later calls take whoever is connected."""
-        wait = 0 if self.clients_discovered else self.run.num_clients
-        self.registry.refresh(
-            client_manager,
-            wait_for=wait,
-            timeout=float(self.run.cfg.runtime.connect_timeout or 120),
-        )
+        clients that bring their own data; later calls take whoever is connected, after
+        waiting up to ``runtime.rejoin_timeout`` seconds (deployment; 0 by default) for
+        every node to be connected (nodes that restart or come back from a lost link)."""
+        runtime = self.run.cfg.runtime
+        rejoin = float(runtime.get("rejoin_timeout") or 0)
+        if self.clients_discovered:
+            wait, timeout = (self.run.num_clients if rejoin else 0), rejoin
+        else:
+            wait, timeout = self.run.num_clients, float(runtime.connect_timeout or 120)
+        self.registry.refresh(client_manager, wait_for=wait, timeout=timeout)
         for refusal in self.registry.take_refusals():  # a bad or duplicate identity claim
             self.round_log.note(refusal)
         if self.clients_discovered:
+            absent = self.run.num_clients - len(self.registry.partition_ids())
+            if rejoin and absent > 0:
+                self.round_log.note(
+                    f"{absent} of {self.run.num_clients} clients not connected after waiting "
+                    f"{rejoin:g} s (runtime.rejoin_timeout) for their nodes to rejoin"
+                )
             return
         missing = self.run.num_clients - len(self.registry.partition_ids())
         if missing > 0:

@@ -3,9 +3,11 @@ unregistered node, a ClientApp that raises, a node killed with SIGKILL and resta
 straggler past the round timeout, and a node that brings its own data.
 
 Three nodes: node 0 serves partition 0; node 1 serves partition 1 and is killed after
-round 1 and restarted after round 3; node 2 trains on its own data, which breaks after
+round 1 and restarted after round 2; node 2 trains on its own data, which breaks after
 round 1 (its ClientApp raises), is repaired after round 3 while the node is stopped
-(a straggler) until round 4 has passed. The last round has all three back."""
+(a straggler) until round 4 has passed. Each round waits for every node to be connected
+(``runtime.rejoin_timeout``), so the last round has all three back: a condition, not a
+race between Flower's heartbeats and the rounds."""
 
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ def test_secure_federation_survives_client_faults(tmp_path, no_leaked_processes)
                     "train.local_epochs=1",
                     "dropout=none",
                     "runtime.round_timeout=60",
+                    "runtime.rejoin_timeout=300",
                     f"output.root={tmp_path / 'out'}",
                 ],
                 cwd=REPO,
@@ -87,9 +90,10 @@ def test_secure_federation_survives_client_faults(tmp_path, no_leaked_processes)
                     )  # node 2's ClientApp raises from now on
                     os.killpg(fed.nodes[1].pid, signal.SIGKILL)
                     killed_at = time.monotonic()
+                elif line.startswith("round 2/"):
+                    fed.start_node(1)
                 elif line.startswith("round 3/"):
                     write_device_data(device_data)
-                    fed.start_node(1)
                     os.killpg(fed.nodes[2].pid, signal.SIGSTOP)  # a straggler
                 elif line.startswith("round 4/"):
                     os.killpg(fed.nodes[2].pid, signal.SIGCONT)

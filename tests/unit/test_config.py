@@ -68,6 +68,10 @@ def test_explicit_model_overrides_auto():
             ["runtime=deployment", "runtime.wait_for_nodes=soon"],
             "runtime.wait_for_nodes must be a number of seconds >= 0",
         ),
+        (
+            ["runtime=deployment", "runtime.rejoin_timeout=-5"],
+            "runtime.rejoin_timeout must be a number of seconds >= 0",
+        ),
         (["seed=-1"], "seed"),
         (["train.optimizer=nosuch"], "train.optimizer"),
         (["nosuchkey=1"], "unknown key 'nosuchkey'"),

@@ -223,3 +223,54 @@ def test_a_node_that_did_not_answer_is_asked_again_though_nobody_joined():
     assert registry.partition_ids() == [0, 1, 2] and flaky.asked == 2
     registry.refresh(manager)
     assert flaky.asked == 2  # settled: nobody is asked again
+
+
+# ------------------------------------------------------------ nodes that rejoin (deployment)
+class RejoiningManager(SimpleClientManager):
+    """A client manager at which ``late`` (re)connects on the ``polls``-th look at how
+    many nodes are connected: a node restarting while the round waits for it."""
+
+    def __init__(self, late: InProcessNode | None = None, polls: int = 0):
+        super().__init__()
+        self.late, self.polls = late, polls
+
+    def num_available(self) -> int:
+        self.polls -= 1
+        if self.late is not None and self.polls == 0:
+            self.register(self.late)
+        return super().num_available()
+
+
+def sampled_in_round_2(rejoin_timeout: float, comes_back: bool):
+    """Clients sampled in round 2 after client 2's node left following round 1."""
+    strategy, _, nodes = make_strategy(
+        "dropout=none",
+        "runtime=deployment",
+        f"runtime.rejoin_timeout={rejoin_timeout}",
+        num_clients=3,
+    )
+    manager = RejoiningManager(nodes[2] if comes_back else None, polls=3)
+    for node in nodes:
+        manager.register(node)
+    params = strategy.initialize_parameters(manager)
+    strategy.configure_fit(server_round=1, parameters=params, client_manager=manager)
+    manager.unregister(nodes[2])
+    manager.polls = 3
+    strategy.begin_round(2)
+    instructions = strategy.configure_fit(server_round=2, parameters=params, client_manager=manager)
+    return sorted(strategy.registry.partition_of(p) for p, _ in instructions), strategy
+
+
+def test_a_round_waits_for_a_node_that_rejoins_when_asked_to():
+    assert sampled_in_round_2(rejoin_timeout=300, comes_back=True)[0] == [0, 1, 2]
+    # by default a round takes whoever is connected
+    assert sampled_in_round_2(rejoin_timeout=0, comes_back=True)[0] == [0, 1]
+
+
+def test_a_node_that_does_not_rejoin_in_time_is_noted():
+    sampled, strategy = sampled_in_round_2(rejoin_timeout=0.1, comes_back=False)
+    assert sampled == [0, 1]
+    assert strategy.round_log.messages == [
+        "1 of 3 clients not connected after waiting 0.1 s (runtime.rejoin_timeout) "
+        "for their nodes to rejoin"
+    ]
