@@ -20,7 +20,8 @@ are counted once). SCAFFOLD's clients keep their control variates on disk
 (``runtime.client_state=disk``). 3,597 devices is FEMNIST's number of writers (FEMNIST
 itself is downloaded, so a machine without network runs its shape on Synthetic). Writes
 ``<out>/<name>.md`` and ``.json`` and ``docs/tables/<name>.md`` (``--name``, default
-``synthetic_scale``).
+``synthetic_scale``), and what the in-process FedAvg run folders store per round to
+``docs/tables/synthetic_scale_stored.md``.
 
     python benchmarks/perf/synthetic_scale.py [--devices 1000,3597,10000,100000]
                                               [--sampled 10,100] [--max-simulated 10000]
@@ -31,6 +32,7 @@ itself is downloaded, so a machine without network runs its shape on Synthetic).
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 import tempfile
@@ -168,7 +170,40 @@ def table(results: list[dict], args) -> list[str]:
         f"{args.sampled} --max-simulated {args.max_simulated} --runtimes {args.runtimes} "
         f"--methods {args.methods} --rounds {args.rounds} --client-ids {args.client_ids} "
         f"--name {args.name}`",
+        *stored_lines(results),
     ]
+
+
+def stored_lines(results: list[dict]) -> list[str]:
+    """What each in-process FedAvg run folder stores, read off its files: the bytes of
+    ``events.jsonl`` and the rows of ``metrics.csv`` per round (rounds 1+), and the size
+    of ``partition.json`` (each device's rows as a range)."""
+    lines = [
+        "",
+        "What a run folder stores (in process, FedAvg, from its files):",
+        "",
+        "| devices | sampled | events.jsonl per round (KB) | metrics.csv rows per round "
+        "| partition.json (MB) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        if (r["runtime"], r["method"]) != ("in_process", "fedavg"):
+            continue
+        run_dir = Path(r["run_dir"])
+        events = [
+            (json.loads(line), len(line.encode()))
+            for line in (run_dir / "events.jsonl").read_text().splitlines()
+        ]
+        round_bytes = [size for e, size in events if e["event"] == "round" and e["round"] >= 1]
+        with (run_dir / "metrics.csv").open() as f:
+            rows = [row for row in csv.DictReader(f) if int(row["round"]) >= 1]
+        rounds = len(round_bytes)
+        lines.append(
+            f"| {r['devices']:,} | {r.get('sampled', 10)} | "
+            f"{sum(round_bytes) / rounds / 1000:.1f} | {len(rows) / rounds:.0f} | "
+            f"{(run_dir / 'partition.json').stat().st_size / 1e6:.1f} |"
+        )
+    return lines
 
 
 def fit_seconds(run: dict) -> float:
@@ -241,6 +276,8 @@ def main() -> None:
         results = measure(args)
     lines = table(results, args)
     common.publish_results(args.out / f"{args.name}.md", args.name, lines)
+    stored = common.table_part(stored_lines(results))
+    common.publish_in_docs(f"{args.name}_stored", stored, new=args.name == "synthetic_scale")
 
 
 if __name__ == "__main__":

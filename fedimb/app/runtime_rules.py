@@ -9,6 +9,15 @@ from omegaconf import DictConfig
 
 from fedimb.core.errors import check_number, is_number, require
 
+#: what a configuration without these settings (one written before they existed) means:
+#: its nodes are asked which client they are and keep their state in memory
+FALLBACKS = {"client_ids": "claimed", "client_state": "memory"}
+
+
+def client_setting(cfg: DictConfig, key: str) -> str:
+    """``runtime.client_ids`` or ``runtime.client_state``, or its fallback (:data:`FALLBACKS`)."""
+    return str(cfg.runtime.get(key, FALLBACKS[key]))
+
 
 def check_runtime(cfg: DictConfig) -> None:
     """The chosen runtime's own rules, then the rules every runtime shares."""
@@ -44,7 +53,7 @@ def check_simulation(cfg: DictConfig) -> None:
 def check_client_ids(cfg: DictConfig) -> None:
     """``runtime.client_ids``: where every node can serve any client (the simulation's and
     the in-process nodes hold the whole data set), the server may assign them."""
-    value = cfg.runtime.get("client_ids", "claimed")
+    value = client_setting(cfg, "client_ids")
     require(
         value in ("assigned", "claimed"),
         f"runtime.client_ids must be assigned or claimed, got {value!r}",
@@ -54,7 +63,7 @@ def check_client_ids(cfg: DictConfig) -> None:
 def check_client_state(cfg: DictConfig) -> None:
     """``runtime.client_state``: where one process serves many clients, their state
     between rounds may go to disk."""
-    value = cfg.runtime.get("client_state", "memory")
+    value = client_setting(cfg, "client_state")
     require(
         value in ("auto", "disk", "memory"),
         f"runtime.client_state must be auto, disk or memory, got {value!r}",
@@ -65,7 +74,7 @@ def client_state_kind(cfg: DictConfig) -> str:
     """Where the run's clients keep their state: ``disk`` or ``memory``; ``auto`` is disk
     unless ``runtime.ray_address`` names a Ray cluster, whose actors may run on machines
     that do not share this one's disk."""
-    value = str(cfg.runtime.get("client_state", "memory"))
+    value = client_setting(cfg, "client_state")
     if value == "auto":
         return "memory" if cfg.runtime.get("ray_address") else "disk"
     return value
@@ -80,12 +89,12 @@ def check_deployment(cfg: DictConfig) -> None:
     )
     refuse_gpus_per_client(cfg)
     require(
-        cfg.runtime.get("client_ids", "claimed") == "claimed",
+        client_setting(cfg, "client_ids") == "claimed",
         "runtime.client_ids=assigned is a setting of the simulation and in process: a "
         "SuperNode serves the partition or the data it was started with",
     )
     require(
-        cfg.runtime.get("client_state", "memory") == "memory",
+        client_setting(cfg, "client_state") == "memory",
         "runtime.client_state=disk is a setting of the simulation and in process: a SuperNode "
         "keeps its one client's state in Flower's Context.state",
     )
@@ -162,7 +171,7 @@ def assigns_clients(cfg: DictConfig) -> bool:
     """Whether the server assigns clients to nodes (``runtime.client_ids=assigned``, the
     default of the simulation and in process); a run configured before the setting
     existed asks its nodes."""
-    return cfg.runtime.get("client_ids", "claimed") == "assigned"
+    return client_setting(cfg, "client_ids") == "assigned"
 
 
 #: each runtime's own rules, by name (``runtime=<name>``)
