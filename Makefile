@@ -27,11 +27,16 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# pytest-xdist workers for test and test-fast; a test module stays on one worker
+# (--dist loadscope), so its module-scoped fixtures are built once
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadscope
+
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow and not deployment_all and not fault_matrix and not edge" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not slow and not deployment_all and not fault_matrix and not edge" $(PYTEST_ARGS)
 
 # every method against real SuperLink + SuperNode processes (~45 min on 2 cores)
 test-deployment: install
