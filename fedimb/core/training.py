@@ -208,7 +208,11 @@ def evaluate_model(
 ) -> dict[str, object]:
     """Loss, accuracy, macro-F1 and per-class recall of ``model`` on ``(x, y)``; the
     labels may stay on the CPU while the model and inputs are on a GPU."""
-    logits = predict(model, x, batch_size)
+    return score_logits(predict(model, x, batch_size), y, num_classes)
+
+
+def score_logits(logits: torch.Tensor, y: torch.Tensor, num_classes: int) -> dict[str, object]:
+    """:func:`evaluate_model`'s metrics of logits already computed."""
     loss = float(nn.functional.cross_entropy(logits, y.to(logits.device)))
     metrics = classification_metrics(
         y.cpu().numpy(), logits.argmax(dim=1).cpu().numpy(), num_classes

@@ -82,6 +82,20 @@ def test_the_server_tests_the_devices_it_holds_with_the_clients_values(monkeypat
     assert asked == [] and by_server.run.holds_client_tests
 
 
+def test_the_local_evaluation_reads_the_predictions_of_the_central_test_of_the_same_weights():
+    """One pass over the global test set (the union of the devices' test sets) serves the
+    central test and the local evaluation; other weights get a pass of their own, whose
+    predictions are those the central test would make."""
+    fed = InProcessFederation([*SYNTHETIC, "num_rounds=1"])
+    assert fed.round(1)["local"]["global"]["clients"] > 0
+    assert fed.run._local_model is None  # no second pass
+    weights = fed.run.initial_weights()
+    own_pass = fed.run.test_predictions(weights)
+    assert fed.run._local_model is not None
+    fed.run.evaluate(weights)
+    assert np.array_equal(fed.run.test_predictions(weights), own_pass)
+
+
 @pytest.mark.parametrize(
     "overrides, tested",
     [
