@@ -51,7 +51,7 @@ class ClientSampling:
             if rejoin and absent > 0:
                 self.round_log.note(
                     f"{absent} of {self.run.num_clients} clients not connected after waiting "
-                    f"{rejoin:g} s (runtime.rejoin_timeout) for their nodes to rejoin"
+                    f"up to {rejoin:g} s (runtime.rejoin_timeout) for their nodes to rejoin"
                 )
             return
         missing = self.run.num_clients - len(self.registry.partition_ids())

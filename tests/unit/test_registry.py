@@ -271,6 +271,6 @@ def test_a_node_that_does_not_rejoin_in_time_is_noted():
     sampled, strategy = sampled_in_round_2(rejoin_timeout=0.1, comes_back=False)
     assert sampled == [0, 1]
     assert strategy.round_log.messages == [
-        "1 of 3 clients not connected after waiting 0.1 s (runtime.rejoin_timeout) "
+        "1 of 3 clients not connected after waiting up to 0.1 s (runtime.rejoin_timeout) "
         "for their nodes to rejoin"
     ]
