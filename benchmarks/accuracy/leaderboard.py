@@ -33,7 +33,10 @@ plan to an estimated 6.0 hours.
 
 Rerunning the same command resumes: tuning skips completed trials (``fedimb tune``
 replays them) and report runs with a completed ``summary.json`` in their fixed folder
-(``<out>/runs/<set-up>/<method>/s<seed>``) are not run again. Writes ``<out>/leaderboard.md``
+(``<out>/runs/<set-up>/<method>/s<seed>``) are not run again. The full suite also keeps
+each finished step's few files in ``benchmarks/results/leaderboard/`` (``--record``;
+:mod:`leaderboard_record`), committed, so that a run started on one clone resumes on
+another. Writes ``<out>/leaderboard.md``
 and, for the full suite, ``docs/tables/leaderboard.md``, ``docs/tables/data/leaderboard.csv``
 and ``docs/img/bench/leaderboard.png``; ``--estimate-only`` writes the cost to
 ``docs/tables/leaderboard_cost.md``.
@@ -59,6 +62,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
+from benchmarks.accuracy import leaderboard_record
 
 #: presets and ablations that are not separate methods, and methods without a global model
 EXCLUDED = {
@@ -335,16 +339,24 @@ def tune(suite: Suite, out: Path, setup: str, method: str) -> Path:
     plan = {"trials": suite.trials, "overrides": setup_settings(suite, setup)}
     if done.is_file():
         record = json.loads(done.read_text())
-        if record["plan"] == plan and Path(record["experiment"]).is_file():
-            return Path(record["experiment"])
+        experiment = tuned_experiment(folder, record["experiment"])
+        if record["plan"] == plan and experiment.is_file():
+            return experiment
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-c", TUNE, method, str(folder), str(suite.trials)]
     result = subprocess.run([*command, *plan["overrides"]], cwd=common.REPO)
     if result.returncode != 0 or not (folder / "experiment.txt").is_file():
         raise SystemExit(f"tuning {method} on {setup} failed (exit {result.returncode})")
     experiment = Path((folder / "experiment.txt").read_text().strip())
-    done.write_text(json.dumps({"plan": plan, "experiment": str(experiment)}, indent=1))
+    named = str(experiment.relative_to(folder))
+    done.write_text(json.dumps({"plan": plan, "experiment": named}, indent=1))
     return experiment
+
+
+def tuned_experiment(folder: Path, named: str) -> Path:
+    """The experiment file a finished tuning's record names, in its folder ``conf/experiment/``
+    (a record restored from another clone may name it by that clone's absolute path)."""
+    return folder / "conf" / "experiment" / Path(named).name
 
 
 def report_folder(out: Path, setup: str, method: str, seed: int) -> Path:
@@ -464,9 +476,12 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 # -- the whole ----------------------------------------------------------------------------
 
 
-def run_suite(suite: Suite, out: Path, timings: dict, jobs: int) -> list[str]:
+def run_suite(
+    suite: Suite, out: Path, timings: dict, jobs: int, record: Path | None = None
+) -> list[str]:
     """Tune every (set-up, method), then run the report seeds, with a progress line per
-    step; the steps that failed (the others go on: a rerun retries only those)."""
+    step, each finished step kept in ``record`` (:mod:`leaderboard_record`); the steps that
+    failed (the others go on: a rerun retries only those)."""
     pairs = [(s, m) for s in suite.setups for m in suite.methods]
     tuning = {p: step_seconds(suite, timings, *p, "tuning") for p in pairs}
     estimate = {p: step_seconds(suite, timings, *p, "report runs") for p in pairs}
@@ -478,6 +493,7 @@ def run_suite(suite: Suite, out: Path, timings: dict, jobs: int) -> list[str]:
         setup, method = pair
         try:
             experiment = tune(suite, out, setup, method)
+            leaderboard_record.record_tuning(out, record, setup, method)
         except SystemExit as err:
             failed.append(f"tune {setup} {method}: {err}")
             experiment = None
@@ -497,6 +513,7 @@ def run_suite(suite: Suite, out: Path, timings: dict, jobs: int) -> list[str]:
                 if experiment is None:
                     raise SystemExit("its tuning failed")
                 report_run(experiment, folder, seed)
+                leaderboard_record.record_report(out, record, setup, method, seed)
         except SystemExit as err:
             failed.append(f"{what}: {err}")
             what += " FAILED"
@@ -513,12 +530,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--estimate-only", action="store_true", help="print the cost and stop")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/leaderboard")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=None,
+        help="where finished steps are kept across clones (default for the full suite: "
+        "benchmarks/results/leaderboard; none for --smoke)",
+    )
     args = parser.parse_args(argv)
     suite = smoke_suite() if args.smoke else full_suite()
     out = (args.out or common.REPO / "results" / "leaderboard").resolve()
     out.mkdir(parents=True, exist_ok=True)
+    record = args.record or (None if args.smoke else leaderboard_record.RECORD)
+    if record is not None:
+        restored, recorded = leaderboard_record.merge(out, record)
+        print(f"[leaderboard] {record}: {restored} steps restored, {recorded} recorded")
     print(f"[leaderboard] calibrating: {len(suite.methods)} methods, {len(suite.setups)} set-ups")
     timings = calibrate(suite, out, args.jobs)
+    leaderboard_record.record_calibration(out, record)
     cost = estimate_lines(suite, timings, args.jobs)
     print("\n".join(["", "Estimated cost:", *cost, ""]), flush=True)
     command = "python benchmarks/accuracy/leaderboard.py" + (" --smoke" if args.smoke else "")
@@ -528,7 +557,7 @@ def main(argv: list[str] | None = None) -> None:
             if not (common.DOCS_TABLES / "leaderboard.md").exists():
                 common.publish_in_docs("leaderboard", pending_lines(suite))
         return
-    failed = run_suite(suite, out, timings, args.jobs)
+    failed = run_suite(suite, out, timings, args.jobs, record)
     if failed:
         raise SystemExit(
             f"{len(failed)} steps failed (rerun the same command to retry them):\n"

@@ -1,6 +1,7 @@
 """The leaderboard's smoke suite end to end: calibration and cost estimate, tuning, report
 runs in their fixed folders, the comparison table and its figure's data; then the same
-command again, which resumes without running anything."""
+command again, which resumes without running anything; then the command on a new results
+folder with the first run's record, which restores every step instead of running it."""
 
 from __future__ import annotations
 
@@ -16,33 +17,35 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
-    leaderboard.main(["--smoke", "--out", str(tmp_path)])
+    record = tmp_path / "record"
+    out = tmp_path / "out"
+    leaderboard.main(["--smoke", "--out", str(out), "--record", str(record)])
     printed = capsys.readouterr().out
     assert "| **total** |" in printed and "| tuning | digits | 4 |" in printed
     assert "| report runs | digits | 4 |" in printed
     suite = leaderboard.smoke_suite()
     for method in suite.methods:
         assert (
-            "experiment"
-            in (tmp_path / "tune" / "digits" / method / "leaderboard_done.json").read_text()
+            "experiment" in (out / "tune" / "digits" / method / "leaderboard_done.json").read_text()
         )
         for seed in suite.seeds:
             summary = json.loads(
-                (tmp_path / "runs" / "digits" / method / f"s{seed}" / "summary.json").read_text()
+                (out / "runs" / "digits" / method / f"s{seed}" / "summary.json").read_text()
             )
             assert summary["completed"] and summary["seed"] == seed
             assert summary["validation_fraction"] == 0.1
             assert summary["selected_test_accuracy"] is not None
     assert "[leaderboard] report digits fedprox seed 1" in printed and "remaining ~" in printed
 
-    table = (tmp_path / "leaderboard.md").read_text().splitlines()
+    table_text = (out / "leaderboard.md").read_text()
+    table = table_text.splitlines()
     rows = [line for line in table if line.startswith("| digits |")]
     assert [row.split("|")[2].strip() for row in rows] == ["fedavg", "fedprox"]
     assert [row.split("|")[3].strip() for row in rows] == ["2", "2"]
     assert rows[0].rstrip(" |").endswith("reference")
     assert "selected_test_accuracy" in table[0]
 
-    with open(tmp_path / "leaderboard.csv", newline="") as handle:
+    with open(out / "leaderboard.csv", newline="") as handle:
         data = list(csv.DictReader(handle))
     assert [(r["setup"], r["method"], r["n"]) for r in data] == [
         ("digits", "fedavg", "2"),
@@ -50,9 +53,35 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     ]
     assert figures.FROM_DATA["leaderboard"](data, "") is not None
 
-    folders = sorted(tmp_path.glob("runs/*/*/s*"))
+    folders = sorted(out.glob("runs/*/*/s*"))
     written = {f: (f / "summary.json").stat().st_mtime_ns for f in folders}
-    leaderboard.main(["--smoke", "--out", str(tmp_path)])
+    leaderboard.main(["--smoke", "--out", str(out)])
     again = capsys.readouterr().out
     assert again.count("(done before)") == 4 and "calibrate digits" not in again
     assert {f: (f / "summary.json").stat().st_mtime_ns for f in folders} == written
+
+    assert sorted(p.relative_to(record).as_posix() for p in record.rglob("*.*")) == [
+        "calibration.json",
+        *(
+            f"runs/digits/{m}/s{s}/{f}"
+            for m in suite.methods
+            for s in suite.seeds
+            for f in ("config.yaml", "metrics.csv", "summary.json")
+        ),
+        *(
+            f"tune/digits/{m}/{f}"
+            for m in suite.methods
+            for f in (f"conf/experiment/{m}_tuned.yaml", "leaderboard_done.json", "summary.json")
+        ),
+    ]
+    elsewhere = tmp_path / "elsewhere"
+    leaderboard.main(["--smoke", "--out", str(elsewhere), "--record", str(record)])
+    restored = capsys.readouterr().out
+    assert f"{record}: 6 steps restored, 0 recorded" in restored
+    assert restored.count("(done before)") == 4 and "calibrate digits" not in restored
+    assert "[leaderboard] tune digits fedprox |" in restored
+    assert not list(elsewhere.glob("tune/*/*/trials"))  # no trial ran again
+    kept = (record / "runs/digits/fedavg/s0/metrics.csv").read_text().splitlines()
+    assert kept[0] == "round,stage,split,metric,value" and len(kept) > 1
+    assert {line.split(",")[3] for line in kept[1:]} == {"accuracy"}
+    assert (elsewhere / "leaderboard.md").read_text() == table_text
