@@ -4,19 +4,26 @@ declares, checked with the rest of the configuration before any process starts."
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig
 
 from fedimb.core.errors import check_number, is_number, require
 
-#: what a configuration without these settings (one written before they existed) means:
-#: its nodes are asked which client they are and keep their state in memory
-FALLBACKS = {"client_ids": "claimed", "client_state": "memory"}
+#: what a configuration without these settings (a runtime that does not declare them, or one
+#: written before they existed) means: its nodes are asked which client they are and keep
+#: their state in memory, and a round does not wait for lost nodes to rejoin
+FALLBACKS = {"client_ids": "claimed", "client_state": "memory", "rejoin_timeout": 0}
+
+
+def runtime_setting(runtime: DictConfig, key: str) -> Any:
+    """``runtime.<key>``, or its fallback (:data:`FALLBACKS`) where the runtime lacks it."""
+    return runtime.get(key, FALLBACKS[key])
 
 
 def client_setting(cfg: DictConfig, key: str) -> str:
-    """``runtime.client_ids`` or ``runtime.client_state``, or its fallback (:data:`FALLBACKS`)."""
-    return str(cfg.runtime.get(key, FALLBACKS[key]))
+    """``runtime.client_ids`` or ``runtime.client_state``, or its fallback."""
+    return str(runtime_setting(cfg.runtime, key))
 
 
 def check_runtime(cfg: DictConfig) -> None:

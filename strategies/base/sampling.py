@@ -11,6 +11,7 @@ from flwr.server.client_manager import ClientManager
 
 from fedimb.app.registry import ClientRegistry
 from fedimb.app.run_context import ServerRun
+from fedimb.app.runtime_rules import runtime_setting
 from fedimb.core import events
 from strategies.base.round_log import RoundLog
 
@@ -38,7 +39,7 @@ class ClientSampling:
         waiting up to ``runtime.rejoin_timeout`` seconds (deployment; 0 by default) for
         every node to be connected (nodes that restart or come back from a lost link)."""
         runtime = self.run.cfg.runtime
-        rejoin = float(runtime.get("rejoin_timeout") or 0)
+        rejoin = float(runtime_setting(runtime, "rejoin_timeout"))
         if self.clients_discovered:
             wait, timeout = (self.run.num_clients if rejoin else 0), rejoin
         else:

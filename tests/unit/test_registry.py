@@ -241,14 +241,18 @@ class RejoiningManager(SimpleClientManager):
         return super().num_available()
 
 
-def sampled_in_round_2(rejoin_timeout: float, comes_back: bool):
-    """Clients sampled in round 2 after client 2's node left following round 1."""
-    strategy, _, nodes = make_strategy(
-        "dropout=none",
-        "runtime=deployment",
-        f"runtime.rejoin_timeout={rejoin_timeout}",
-        num_clients=3,
+def sampled_in_round_2(rejoin_timeout: float | None, comes_back: bool):
+    """Clients sampled in round 2 after client 2's node left following round 1 (under a
+    runtime without ``rejoin_timeout`` where it is None)."""
+    runtime = (
+        ["runtime=in_process"]
+        if rejoin_timeout is None
+        else [
+            "runtime=deployment",
+            f"runtime.rejoin_timeout={rejoin_timeout}",
+        ]
     )
+    strategy, _, nodes = make_strategy("dropout=none", *runtime, num_clients=3)
     manager = RejoiningManager(nodes[2] if comes_back else None, polls=3)
     for node in nodes:
         manager.register(node)
@@ -265,6 +269,8 @@ def test_a_round_waits_for_a_node_that_rejoins_when_asked_to():
     assert sampled_in_round_2(rejoin_timeout=300, comes_back=True)[0] == [0, 1, 2]
     # by default a round takes whoever is connected
     assert sampled_in_round_2(rejoin_timeout=0, comes_back=True)[0] == [0, 1]
+    # and so does one under a runtime that has no such setting
+    assert sampled_in_round_2(rejoin_timeout=None, comes_back=True)[0] == [0, 1]
 
 
 def test_a_node_that_does_not_rejoin_in_time_is_noted():
