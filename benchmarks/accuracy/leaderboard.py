@@ -26,10 +26,15 @@ counts CPU seconds, not wall time: a run uses one core (one torch thread), so it
 time is its time on an idle core whatever else the machine runs. The defaults (20
 clients, 20 rounds, 2 local epochs, 8 trials, 2 runs at a time) were chosen to fit
 within about 8 hours on 2 CPU cores: the calibration on the reference machine (x86_64, 2
-cores) gave FedAvg 1.95 CPU seconds per round on ``dir01``, about half that on
-``pathological`` (dropout) and ``longtail`` (fewer samples) and a tenth on Synthetic;
-the methods range from 0.9x (FedProx) to 5.9x (pFedMe) FedAvg's round, and the whole
-plan to an estimated 6.0 hours.
+cores) gave FedAvg 2.07 CPU seconds per round on ``dir01``, 0.65x that on
+``pathological`` (dropout), 0.52x on ``longtail`` (fewer samples) and a tenth on
+Synthetic; the methods range from 0.93x (BSM-FedAvg) to 4.7x (pFedMe) FedAvg's round, and
+the whole plan to an estimated 7.45 hours.
+
+The set-ups run the cheapest first (by the calibration), each method tuned and then run
+on the report seeds in one task, so that whole set-ups finish early; ``--table-only``
+writes the table of the set-ups finished so far (from the record, without running), and
+the full run writes it at its end, naming the set-ups not finished.
 
 Rerunning the same command resumes: tuning skips completed trials (``fedimb tune``
 replays them) and report runs with a completed ``summary.json`` in their fixed folder
@@ -377,14 +382,25 @@ def report_run(experiment: Path, folder: Path, seed: int) -> None:
 # -- the comparison -----------------------------------------------------------------------
 
 
-def compare(suite: Suite, out: Path) -> dict[str, list]:
-    """``fedimb compare --against fedavg --metric selected_test_accuracy`` over each set-up's
-    report runs: set-up -> its comparisons (one, unless the runs split it further)."""
+def finished_runs(suite: Suite, out: Path, setup: str) -> int:
+    """How many of ``setup``'s report runs have finished."""
+    return sum(
+        completed(report_folder(out, setup, m, seed)) for m in suite.methods for seed in suite.seeds
+    )
+
+
+def finished_setups(suite: Suite, out: Path) -> list[str]:
+    """The set-ups whose every report run has finished, in the suite's order."""
+    planned = len(suite.methods) * len(suite.seeds)
+    return [s for s in suite.setups if finished_runs(suite, out, s) == planned]
+
+
+def compare(suite: Suite, out: Path, setups: list[str]) -> dict[str, list]:
+    """``fedimb compare --against fedavg --metric selected_test_accuracy`` over each of
+    ``setups``' report runs: set-up -> its comparisons (one, unless the runs split it)."""
     from fedimb.cli.compare import compare_runs
 
-    return {
-        setup: compare_runs([out / "runs" / setup], REFERENCE, METRIC) for setup in suite.setups
-    }
+    return {setup: compare_runs([out / "runs" / setup], REFERENCE, METRIC) for setup in setups}
 
 
 def setup_label(setup: str, comparison, count: int) -> str:
@@ -441,12 +457,24 @@ def leaderboard_rows(comparisons: dict[str, list]) -> list[dict]:
 
 
 def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
-    """``<out>/leaderboard.md`` (and, for the full suite, the docs' table, data and figure)."""
-    comparisons = compare(suite, out)
+    """``<out>/leaderboard.md`` (and, for the full suite, the docs' table, data and figure)
+    of the set-ups whose report runs have all finished; the others are named, with how many
+    of their runs have, until they finish."""
+    finished = finished_setups(suite, out)
+    if not finished:
+        raise SystemExit("no set-up has finished its report runs yet: nothing to compare")
+    comparisons = compare(suite, out, finished)
     setups = "; ".join(f"{name}: `{' '.join(o)}`" for name, o in suite.setups.items())
+    planned = len(suite.methods) * len(suite.seeds)
+    pending = [
+        f"{s} ({finished_runs(suite, out, s)} of {planned} report runs)"
+        for s in suite.setups
+        if s not in finished
+    ]
     lines = [
         *leaderboard_lines(comparisons),
         "",
+        *([f"Not finished yet: {', '.join(pending)}.", ""] if pending else []),
         f"Set-ups: {setups}; "
         f"every run: `{' '.join(suite.shared)} num_rounds={suite.rounds}`; "
         f"{suite.trials} tuning trials per method; report seeds "
@@ -476,13 +504,23 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 # -- the whole ----------------------------------------------------------------------------
 
 
+def cheapest_first(suite: Suite, timings: dict) -> list[str]:
+    """The set-ups by their estimated cost, cheapest first: the first finished set-ups
+    come early, and a table of them can be written while the others run."""
+    return sorted(
+        suite.setups,
+        key=lambda setup: sum(run_seconds(suite, timings, setup, m) for m in suite.methods),
+    )
+
+
 def run_suite(
     suite: Suite, out: Path, timings: dict, jobs: int, record: Path | None = None
 ) -> list[str]:
-    """Tune every (set-up, method), then run the report seeds, with a progress line per
-    step, each finished step kept in ``record`` (:mod:`leaderboard_record`); the steps that
-    failed (the others go on: a rerun retries only those)."""
-    pairs = [(s, m) for s in suite.setups for m in suite.methods]
+    """Every (set-up, method), the cheapest set-up first: tune it, then run its report
+    seeds, with a progress line per step, each finished step kept in ``record``
+    (:mod:`leaderboard_record`); the steps that failed (the others go on: a rerun retries
+    only those)."""
+    pairs = [(s, m) for s in cheapest_first(suite, timings) for m in suite.methods]
     tuning = {p: step_seconds(suite, timings, *p, "tuning") for p in pairs}
     estimate = {p: step_seconds(suite, timings, *p, "report runs") for p in pairs}
     planned = sum(tuning.values()) + len(suite.seeds) * sum(estimate.values())
@@ -500,16 +538,13 @@ def run_suite(
         progress.step(f"tune {setup} {method}{'' if experiment else ' FAILED'}", tuning[pair])
         return experiment
 
-    experiments = dict(zip(pairs, parallel(tune_step, pairs, jobs)))
-
-    def report_step(cell: tuple[str, str, int]) -> None:
+    def report_step(cell: tuple[str, str, int], experiment: Path | None) -> None:
         setup, method, seed = cell
         folder = report_folder(out, setup, method, seed)
         skipped = completed(folder)
         what = f"report {setup} {method} seed {seed}"
         try:
             if not skipped:
-                experiment = experiments[setup, method]
                 if experiment is None:
                     raise SystemExit("its tuning failed")
                 report_run(experiment, folder, seed)
@@ -519,8 +554,12 @@ def run_suite(
             what += " FAILED"
         progress.step(what, estimate[setup, method], skipped)
 
-    cells = [(s, m, seed) for s, m in pairs for seed in suite.seeds]
-    parallel(report_step, cells, jobs)
+    def pair_step(pair: tuple[str, str]) -> None:
+        experiment = tune_step(pair)
+        for seed in suite.seeds:
+            report_step((*pair, seed), experiment)
+
+    parallel(pair_step, pairs, jobs)
     return failed
 
 
@@ -528,6 +567,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = common.argument_parser(__doc__)
     parser.add_argument("--smoke", action="store_true", help="the tiny suite (digits, a minute)")
     parser.add_argument("--estimate-only", action="store_true", help="print the cost and stop")
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="write the table of the set-ups finished so far and stop",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/leaderboard")
     parser.add_argument(
@@ -545,12 +589,15 @@ def main(argv: list[str] | None = None) -> None:
     if record is not None:
         restored, recorded = leaderboard_record.merge(out, record)
         print(f"[leaderboard] {record}: {restored} steps restored, {recorded} recorded")
+    command = "python benchmarks/accuracy/leaderboard.py" + (" --smoke" if args.smoke else "")
+    if args.table_only:
+        print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
+        return
     print(f"[leaderboard] calibrating: {len(suite.methods)} methods, {len(suite.setups)} set-ups")
     timings = calibrate(suite, out, args.jobs)
     leaderboard_record.record_calibration(out, record)
     cost = estimate_lines(suite, timings, args.jobs)
     print("\n".join(["", "Estimated cost:", *cost, ""]), flush=True)
-    command = "python benchmarks/accuracy/leaderboard.py" + (" --smoke" if args.smoke else "")
     if args.estimate_only:
         if suite.publish:
             common.publish_in_docs("leaderboard_cost", [*cost, "", cost_caption(suite, args.jobs)])
@@ -558,12 +605,13 @@ def main(argv: list[str] | None = None) -> None:
                 common.publish_in_docs("leaderboard", pending_lines(suite))
         return
     failed = run_suite(suite, out, timings, args.jobs, record)
+    if finished_setups(suite, out):
+        print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
     if failed:
         raise SystemExit(
             f"{len(failed)} steps failed (rerun the same command to retry them):\n"
             + "\n".join(failed)
         )
-    write_leaderboard(suite, out, command)
 
 
 def pending_lines(suite: Suite) -> list[str]:

@@ -1,11 +1,13 @@
 """The leaderboard's smoke suite end to end: calibration and cost estimate, tuning, report
 runs in their fixed folders, the comparison table and its figure's data; then the same
 command again, which resumes without running anything; then the command on a new results
-folder with the first run's record, which restores every step instead of running it."""
+folder with the first run's record, which restores every step instead of running it; and
+the table of a suite with a set-up that has not finished."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -85,3 +87,13 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     assert kept[0] == "round,stage,split,metric,value" and len(kept) > 1
     assert {line.split(",")[3] for line in kept[1:]} == {"accuracy"}
     assert (elsewhere / "leaderboard.md").read_text() == table_text
+
+    # a set-up with no finished run yet is named, and the finished one is compared
+    two = dataclasses.replace(suite, setups={**suite.setups, "later": ["dataset=digits"]})
+    partial = leaderboard.write_leaderboard(two, elsewhere, "cmd").read_text()
+    assert partial.count("| digits |") == 2 and "| later |" not in partial
+    assert "Not finished yet: later (0 of 4 report runs)." in partial
+    table_only = tmp_path / "table_only"
+    leaderboard.main(["--smoke", "--table-only", "--out", str(table_only), "--record", str(record)])
+    assert "calibrat" not in capsys.readouterr().out
+    assert (table_only / "leaderboard.md").read_text() == table_text
