@@ -184,11 +184,6 @@ def run_into(folder: Path, arguments: list[str]) -> tuple[dict, float]:
     return json.loads(summary.read_text()), usage.ru_utime + usage.ru_stime
 
 
-def completed(folder: Path) -> bool:
-    summary = folder / "summary.json"
-    return summary.is_file() and bool(json.loads(summary.read_text()).get("completed"))
-
-
 # -- the cost -----------------------------------------------------------------------------
 
 
@@ -385,7 +380,9 @@ def report_run(experiment: Path, folder: Path, seed: int) -> None:
 def finished_runs(suite: Suite, out: Path, setup: str) -> int:
     """How many of ``setup``'s report runs have finished."""
     return sum(
-        completed(report_folder(out, setup, m, seed)) for m in suite.methods for seed in suite.seeds
+        leaderboard_record.finished_run(report_folder(out, setup, m, seed))
+        for m in suite.methods
+        for seed in suite.seeds
     )
 
 
@@ -541,7 +538,7 @@ def run_suite(
     def report_step(cell: tuple[str, str, int], experiment: Path | None) -> None:
         setup, method, seed = cell
         folder = report_folder(out, setup, method, seed)
-        skipped = completed(folder)
+        skipped = leaderboard_record.finished_run(folder)
         what = f"report {setup} {method} seed {seed}"
         try:
             if not skipped:
