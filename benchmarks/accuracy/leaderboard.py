@@ -6,7 +6,10 @@ Set-ups (20 clients, 20 rounds, 2 local epochs, ``runtime=in_process``):
 - ``pathological``: mnist5k, 2 classes per client, Bernoulli dropout p = 0.5;
 - ``dir01``: mnist5k, Dirichlet α = 0.1;
 - ``longtail``: mnist5k, exponential global long tail (ratio 10), split IID over clients;
-- ``synthetic``: Synthetic(1, 1), one device per client.
+- ``synthetic``: Synthetic(1, 1), one device per client; multinomial logistic regression
+  with its identity-initialised linear encoder (``model=mclr model.encoder=linear``), which
+  the methods that train the encoder apart from the head need (FedBABU, FedConcat,
+  FedConcat-ID, FedLoGe, FedNH, GRP-FED) and every method gets, so that all share one model.
 
 Methods: every ``conf/method/`` entry except ``grpfed_tuned`` (a preset of ``grpfed``
 chosen on the test set), ``astraea_aug`` and ``astraea_sched`` (ablations of
@@ -125,6 +128,8 @@ def full_suite() -> Suite:
                 "dataset.alpha=1",
                 "dataset.beta=1",
                 "partition=natural",
+                "model=mclr",
+                "model.encoder=linear",
             ],
         },
         methods=suite_methods(),
@@ -161,6 +166,23 @@ def setup_settings(suite: Suite, setup: str) -> list[str]:
     if not any(o.startswith("dropout=") for o in overrides):
         overrides.append("dropout=none")
     return overrides
+
+
+def check_cells(suite: Suite) -> None:
+    """Every (set-up, method) of the plan composes into a valid configuration: a cell that
+    does not fails here, in seconds, not hours into the run."""
+    from fedimb.app.config import compose
+    from fedimb.core.errors import ConfigError
+
+    errors = []
+    for setup in suite.setups:
+        for method in suite.methods:
+            try:
+                compose([*setup_settings(suite, setup), f"method={method}"])
+            except ConfigError as err:
+                errors.append(f"{setup} {method}: {err}")
+    if errors:
+        raise SystemExit(f"{len(errors)} cells of the plan are not valid:\n" + "\n".join(errors))
 
 
 def run_into(folder: Path, arguments: list[str]) -> tuple[dict, float]:
@@ -331,12 +353,18 @@ TUNE = (
 )
 
 
+def pair_plan(suite: Suite, setup: str) -> dict:
+    """What a set-up's tuning and report runs were run under: a tuning or a report run of
+    another plan (the set-up or the budget changed since) is not reused."""
+    return {"trials": suite.trials, "overrides": setup_settings(suite, setup)}
+
+
 def tune(suite: Suite, out: Path, setup: str, method: str) -> Path:
     """``fedimb tune`` of ``method`` on ``setup`` in its own process (resumed where it
     stopped); the tuned experiment file. A finished tuning of the same plan is reused."""
     folder = tune_folder(out, setup, method)
     done = folder / "leaderboard_done.json"
-    plan = {"trials": suite.trials, "overrides": setup_settings(suite, setup)}
+    plan = pair_plan(suite, setup)
     if done.is_file():
         record = json.loads(done.read_text())
         experiment = tuned_experiment(folder, record["experiment"])
@@ -369,18 +397,31 @@ def experiment_arguments(experiment: Path) -> list[str]:
     return ["--config-dir", str(experiment.parent.parent), f"+experiment={experiment.stem}"]
 
 
-def report_run(experiment: Path, folder: Path, seed: int) -> None:
-    """One report run of a tuned experiment file into its fixed folder, the test set read."""
+def report_run(experiment: Path, folder: Path, seed: int, plan: dict) -> None:
+    """One report run of a tuned experiment file into its fixed folder, the test set read,
+    with the plan it belongs to (``leaderboard_plan.json``)."""
     run_into(folder, [*experiment_arguments(experiment), f"seed={seed}", "evaluation.test=true"])
+    (folder / leaderboard_record.PLAN_FILE).write_text(json.dumps(plan, indent=1))
+
+
+def current_run(folder: Path, plan: dict) -> bool:
+    """A finished report run of ``plan``."""
+    file = folder / leaderboard_record.PLAN_FILE
+    return (
+        leaderboard_record.finished_run(folder)
+        and file.is_file()
+        and json.loads(file.read_text()) == plan
+    )
 
 
 # -- the comparison -----------------------------------------------------------------------
 
 
 def finished_runs(suite: Suite, out: Path, setup: str) -> int:
-    """How many of ``setup``'s report runs have finished."""
+    """How many of ``setup``'s report runs have finished under the current plan."""
+    plan = pair_plan(suite, setup)
     return sum(
-        leaderboard_record.finished_run(report_folder(out, setup, m, seed))
+        current_run(report_folder(out, setup, m, seed), plan)
         for m in suite.methods
         for seed in suite.seeds
     )
@@ -538,13 +579,14 @@ def run_suite(
     def report_step(cell: tuple[str, str, int], experiment: Path | None) -> None:
         setup, method, seed = cell
         folder = report_folder(out, setup, method, seed)
-        skipped = leaderboard_record.finished_run(folder)
+        plan = pair_plan(suite, setup)
+        skipped = current_run(folder, plan)
         what = f"report {setup} {method} seed {seed}"
         try:
             if not skipped:
                 if experiment is None:
                     raise SystemExit("its tuning failed")
-                report_run(experiment, folder, seed)
+                report_run(experiment, folder, seed, plan)
                 leaderboard_record.record_report(out, record, setup, method, seed)
         except SystemExit as err:
             failed.append(f"{what}: {err}")
@@ -590,6 +632,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.table_only:
         print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
         return
+    check_cells(suite)
     print(f"[leaderboard] calibrating: {len(suite.methods)} methods, {len(suite.setups)} set-ups")
     timings = calibrate(suite, out, args.jobs)
     leaderboard_record.record_calibration(out, record)

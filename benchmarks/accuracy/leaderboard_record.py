@@ -5,7 +5,7 @@ not only in the results folder of the machine that started it.
 A step's record is what the later steps and ``fedimb compare`` read, nothing more: the
 calibration's timings (``calibration.json``); a tuning's ``leaderboard_done.json``, tuned
 experiment file (``conf/experiment/*.yaml``) and ``summary.json`` (its trials); a report
-run's ``config.yaml``, ``summary.json`` and the accuracy rows of its ``metrics.csv`` (the
+run's ``config.yaml``, ``summary.json``, its plan and the accuracy rows of its ``metrics.csv`` (the
 curves of ``fedimb compare``'s figure; the other metrics would make the record ten times
 larger). The record mirrors the results folder's layout,
 so one function copies either way: at the start the script copies every step of the record
@@ -29,7 +29,9 @@ CALIBRATION = "calibration.json"
 #: the files of a finished tuning, relative to its folder
 TUNING_FILES = ("leaderboard_done.json", "summary.json", "conf/experiment/*.yaml")
 #: the files of a finished report run, relative to its folder
-REPORT_FILES = ("config.yaml", "summary.json", "metrics.csv")
+REPORT_FILES = ("config.yaml", "summary.json", "metrics.csv", "leaderboard_plan.json")
+#: a report run's plan (the set-up's overrides and the tuning budget it was tuned with)
+PLAN_FILE = "leaderboard_plan.json"
 #: the rows of ``metrics.csv`` a record keeps
 KEPT_METRIC = "accuracy"
 

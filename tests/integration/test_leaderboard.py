@@ -68,7 +68,7 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
             f"runs/digits/{m}/s{s}/{f}"
             for m in suite.methods
             for s in suite.seeds
-            for f in ("config.yaml", "metrics.csv", "summary.json")
+            for f in ("config.yaml", "leaderboard_plan.json", "metrics.csv", "summary.json")
         ),
         *(
             f"tune/digits/{m}/{f}"
@@ -97,3 +97,8 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     leaderboard.main(["--smoke", "--table-only", "--out", str(table_only), "--record", str(record)])
     assert "calibrat" not in capsys.readouterr().out
     assert (table_only / "leaderboard.md").read_text() == table_text
+
+    # a report run of another plan (the set-up changed since) does not count as finished
+    assert leaderboard.finished_runs(suite, elsewhere, "digits") == 4
+    (elsewhere / "runs/digits/fedprox/s1/leaderboard_plan.json").write_text("{}")
+    assert leaderboard.finished_runs(suite, elsewhere, "digits") == 3
