@@ -681,22 +681,36 @@ def stability(rows):
 
 @from_data("leaderboard")
 def leaderboard(rows, subject: str):
-    """Per set-up, each method's mean with its 95% t interval; FedAvg's mean as a line."""
+    """Per set-up, each method's seed-paired difference to the reference (the first row)
+    with its 95% t interval, 0 as a line, the differences Holm calls real in colour: the
+    paired difference, not the means' intervals, which also hold how much the seeds' draws
+    differ from one another."""
     setups = list(dict.fromkeys(r["setup"] for r in rows))
     tallest = max(sum(r["setup"] == s for r in rows) for s in setups)
-    fig, axes = canvas(1, len(setups), figsize=(3.6 * len(setups), 1.5 + 0.28 * tallest))
+    fig, axes = canvas(1, len(setups), figsize=(4.2 * len(setups), 1.5 + 0.28 * tallest))
     for ax, setup in zip(np.atleast_1d(axes), setups):
         shown = [r for r in rows if r["setup"] == setup and r["mean"]]
-        mean = np.array([100 * float(r["mean"]) for r in shown])
-        low = np.array([100 * float(r["low"] or r["mean"]) for r in shown])
-        high = np.array([100 * float(r["high"] or r["mean"]) for r in shown])
+        reference = shown[0]["method"]
+        diff = np.array([100 * float(r["difference"] or 0) for r in shown])
+        low = np.array([100 * float(r["difference_low"] or r["difference"] or 0) for r in shown])
+        high = np.array([100 * float(r["difference_high"] or r["difference"] or 0) for r in shown])
+        real = np.array([r["holm_p"] != "" and float(r["holm_p"]) < 0.05 for r in shown])
         places = np.arange(len(shown))
-        ax.errorbar(mean, places, xerr=[mean - low, high - mean], fmt="o", ms=4, capsize=2)
-        ax.axvline(mean[0], color="grey", lw=0.8, ls="--")  # the reference, the first row
+        for chosen, colour in ((~real, "C0"), (real, "C3")):
+            ax.errorbar(
+                diff[chosen],
+                places[chosen],
+                xerr=[(diff - low)[chosen], (high - diff)[chosen]],
+                fmt="o",
+                ms=4,
+                capsize=2,
+                color=colour,
+            )
+        ax.axvline(0, color="grey", lw=0.8, ls="--")
         ax.set_yticks(places, [r["method"] for r in shown], fontsize=7)
         ax.invert_yaxis()
         ax.grid(axis="x", alpha=0.3)
-        ax.set(title=setup, xlabel="test accuracy at best validation round (%)")
+        ax.set(title=setup, xlabel=f"points against {reference} (paired by seed)")
     return fig
 
 

@@ -31,6 +31,10 @@ NOT_SETUP = (
     "partition.clients",
     "tracking.",
 )
+#: a data set's draw, which follows ``seed_data``, else ``seed`` (Synthetic's): where it
+#: has that value it belongs to the run's seeds, not to its set-up; a draw fixed by hand
+#: (``dataset.data_seed=0`` for every seed) is a setting of the set-up
+SEED_DRAW = "dataset.data_seed"
 #: the folders, below output.root, where trackers keep copies of run folders (MLflow's
 #: artifact store and file store, TensorBoard's and W&B's files; fedimb.cli.tracking)
 TRACKER_STORES = ("mlartifacts", "mlruns", "tensorboard", "wandb")
@@ -138,8 +142,13 @@ def run_config(run_dir: Path) -> dict[str, Any]:
 
 
 def setup_of(config: dict[str, Any]) -> dict[str, Any]:
-    """A configuration as dotted keys, without the settings of ``NOT_SETUP``."""
-    return {k: v for k, v in flatten_config(config).items() if not k.startswith(NOT_SETUP)}
+    """A configuration as dotted keys, without the settings of ``NOT_SETUP`` and without a
+    data set's draw where it is the one the seeds give it (:data:`SEED_DRAW`)."""
+    setup = {k: v for k, v in flatten_config(config).items() if not k.startswith(NOT_SETUP)}
+    data_seed = config.get("seed_data")
+    if setup.get(SEED_DRAW) == (config.get("seed") if data_seed is None else data_seed):
+        del setup[SEED_DRAW]
+    return setup
 
 
 def seed_of(config: dict[str, Any]) -> Any:

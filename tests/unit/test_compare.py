@@ -160,6 +160,30 @@ def test_setups_split_by_their_settings_not_by_a_searched_one(tmp_path):
     assert names == ["train.lr=0.05", "train.lr=0.1"]
 
 
+def test_a_draw_that_follows_the_seed_belongs_to_the_seed_not_to_the_setup(tmp_path):
+    # Synthetic's dataset.data_seed resolves to seed_data, else seed
+    for method, finals in (("fedavg", FEDAVG[:3]), ("rebafl", REBAFL[:3])):
+        for seed, final in enumerate(finals):
+            draw = {"dataset": {"name": "synthetic", "data_seed": seed}}
+            fake_run(
+                tmp_path / "follows",
+                f"{method}-s{seed}",
+                method=method,
+                seed=seed,
+                final=final,
+                more=draw,
+            )
+    (setup,) = compare_runs([tmp_path / "follows"], "fedavg", "final_accuracy")
+    assert [(m.label, len(m.values)) for m in setup.methods] == [("fedavg", 3), ("rebafl", 3)]
+    # draws fixed by hand, each for every seed, are set-ups of their own
+    for fixed in (7, 8):
+        for seed, final in enumerate(FEDAVG[:2]):
+            draw = {"dataset": {"name": "synthetic", "data_seed": fixed}}
+            fake_run(tmp_path / "fixed", f"d{fixed}-s{seed}", seed=seed, final=final, more=draw)
+    names = [s.name for s in compare_runs([tmp_path / "fixed"], None, "final_accuracy")]
+    assert names == ["dataset.data_seed=7", "dataset.data_seed=8"]
+
+
 def test_a_grid_of_seeds_reports_both_variances(tmp_path):
     finals = {(0, 0): 0.70, (0, 1): 0.72, (1, 0): 0.80, (1, 1): 0.84}
     for (data, train), final in finals.items():
