@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -57,10 +58,15 @@ def test_server_killed_mid_run_resumes_with_identical_results(
 
     resumed = run_fedimb("resume", str(run_dir), timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "[fedimb] resuming after round 2" in resumed.stdout
+    # the kill lands after round 2's line, or later where the line waited in the pipe on a
+    # busy machine (round 2's checkpoint is on disk before its line is printed)
+    resumed_after = re.search(r"\[fedimb\] resuming after round (\d)", resumed.stdout)
+    assert resumed_after is not None, resumed.stdout[-3000:]
+    last_done = int(resumed_after.group(1))
+    assert 2 <= last_done < 4
     assert [
         ln.split("|")[0].strip() for ln in resumed.stdout.splitlines() if ln.startswith("round")
-    ] == ["round 3/4", "round 4/4"]
+    ] == [f"round {r}/4" for r in range(last_done + 1, 5)]
 
     reference = finish_fedimb(reference, timeout=600)
     assert reference.returncode == 0, reference.stderr[-3000:]

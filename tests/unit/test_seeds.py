@@ -63,16 +63,19 @@ def test_seed_train_reaches_the_clients_and_the_sampling():
 
 
 def test_with_both_seeds_null_a_run_repeats_the_single_seed_run_to_the_last_bit():
-    # the round-2 test scores this configuration gave before the seed was split in two
     overrides = [*DIGITS, "evaluation.local_test_fraction=0.2", "num_rounds=2"]
+    scores = []
     for extra in ([], ["seed_data=0", "seed_train=0"]):
         run = InProcessFederation([*overrides, *extra])
         test = [run.round(r) for r in (1, 2)][-1]["test"]
-        assert (test["accuracy"], test["macro_f1"], test["loss"]) == (
-            0.08888888888888889,
-            0.03345619814520022,
-            2.3163321018218994,
-        )
+        scores.append((test["accuracy"], test["macro_f1"], test["loss"]))
+    assert scores[0] == scores[1]  # to the last bit
+    # the round-2 test scores this configuration gave before the seed was split in two;
+    # the loss's last float32 bits depend on the CPU's vector kernels (2.3163321018 on one
+    # reference machine, 2.3163323402 on another), the predictions do not
+    accuracy, macro_f1, loss = scores[0]
+    assert (accuracy, macro_f1) == (0.08888888888888889, 0.03345619814520022)
+    assert loss == pytest.approx(2.3163321018218994, rel=1e-6)
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, "x"])
