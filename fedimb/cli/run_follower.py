@@ -174,8 +174,8 @@ class RunFollower:
         self.cursor.reattach()
         in_log = False
         partial: str | None = None
-        quiet_since = unanswered_since = time.monotonic()
-        finished_seen = False
+        opened = quiet_since = unanswered_since = time.monotonic()
+        finished_seen = heard = False
         while not stream.ended:
             item = stream.next(timeout=min(1.0, self.status_every))
             now = time.monotonic()
@@ -186,8 +186,11 @@ class RunFollower:
                 status = self.cli.status(self.run_id)
                 if status is not None:
                     unanswered_since = now
+                # a stream that has said nothing yet may still be starting (a busy machine):
+                # the finished run ends it only after it spoke, or after the patience
+                spoke = heard or now - opened > self.patience
                 if (
-                    (status is not None and status.finished and finished_seen)
+                    (status is not None and status.finished and finished_seen and spoke)
                     or now - unanswered_since > self.patience
                     or (status is None and self.link_gone())
                 ):
@@ -195,6 +198,7 @@ class RunFollower:
                 finished_seen = status is not None and status.finished
                 continue
             source, line = item
+            heard = True
             if line is None:
                 continue
             quiet_since = now
