@@ -5,10 +5,10 @@ not only in the results folder of the machine that started it.
 A step's record is what the later steps and ``fedimb compare`` read, nothing more: the
 calibration's timings (``calibration.json``); a tuning's ``leaderboard_done.json``, tuned
 experiment file (``conf/experiment/*.yaml``) and ``summary.json`` (its trials); a report
-run's ``config.yaml``, ``summary.json``, its plan and the accuracy rows of its ``metrics.csv`` (the
-curves of ``fedimb compare``'s figure; the other metrics would make the record ten times
-larger). The record mirrors the results folder's layout,
-so one function copies either way: at the start the script copies every step of the record
+run's ``config.yaml``, ``summary.json``, its plan and the accuracy rows of its
+``metrics.csv`` (the curves of ``fedimb compare``'s figure; the other metrics would make
+the record ten times larger). The record mirrors the results folder's layout, so one
+function copies either way: at the start the script copies every step of the record
 that its results folder lacks, and every step of the folder that the record lacks; after
 each step it records that step. A step recorded under another plan (other overrides or
 trials) is not reused: :func:`leaderboard.tune` compares the plans. Delete the record to
@@ -28,10 +28,10 @@ RECORD = common.REPO / "benchmarks" / "results" / "leaderboard"
 CALIBRATION = "calibration.json"
 #: the files of a finished tuning, relative to its folder
 TUNING_FILES = ("leaderboard_done.json", "summary.json", "conf/experiment/*.yaml")
-#: the files of a finished report run, relative to its folder
-REPORT_FILES = ("config.yaml", "summary.json", "metrics.csv", "leaderboard_plan.json")
 #: a report run's plan (the set-up's overrides and the tuning budget it was tuned with)
 PLAN_FILE = "leaderboard_plan.json"
+#: the files of a finished report run, relative to its folder
+REPORT_FILES = ("config.yaml", "summary.json", "metrics.csv", PLAN_FILE)
 #: the rows of ``metrics.csv`` a record keeps
 KEPT_METRIC = "accuracy"
 
