@@ -12,7 +12,9 @@ of the devices it trains, and the global test set when it tests.
 The server assigns clients to nodes (``runtime.client_ids=assigned``), so no round
 messages a device it did not sample: round 1 differs from the rounds after it by the
 clients' processes starting (``--client-ids claimed --name synthetic_scale_claimed``
-measures asking every node first, as before). Rounds 2+ train only the S sampled
+measures asking every node first, as before). The simulation starts ``runtime.nodes=auto``
+virtual nodes, a pool of 100 that every instruction borrows from (``--nodes
+auto,per-client`` also runs one node per device, as before). Rounds 2+ train only the S sampled
 devices; what grows with N is the global test, over the union of every device's test
 set (its own column). Peak memory is the
 proportional set size (PSS) of all the run's processes (mapped pages shared by processes
@@ -27,7 +29,7 @@ itself is downloaded, so a machine without network runs its shape on Synthetic).
                                               [--sampled 10,100] [--max-simulated 10000]
                                               [--runtimes in_process,simulation]
                                               [--methods fedavg,scaffold] [--rounds 5]
-                                              [--client-ids assigned]
+                                              [--client-ids assigned] [--nodes auto]
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ def overrides(
     rounds: int,
     sampled: int = 10,
     client_ids: str = "assigned",
+    nodes: str = "auto",
 ) -> list[str]:
+    per_client = runtime == "simulation" and nodes == "per-client"
     return [
+        *([f"runtime.nodes={devices}"] if per_client else []),
         f"runtime={runtime}",
         f"method={method}",
         "dataset=synthetic",
@@ -103,16 +108,22 @@ def measure(args) -> list[dict]:
                 if runtime == "simulation" and n > args.max_simulated:
                     continue
                 for sampled in [int(s) for s in args.sampled.split(",")]:
-                    results.append(measure_one(args, runtime, method, n, sampled, draws[n]))
+                    for nodes in args.nodes.split(",") if runtime == "simulation" else ["auto"]:
+                        results.append(
+                            measure_one(args, runtime, method, n, sampled, draws[n], nodes)
+                        )
     (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
     return results
 
 
-def measure_one(args, runtime: str, method: str, n: int, sampled: int, drawn) -> dict:
-    print(f"{runtime} {method} {n} devices, {sampled} sampled ...", flush=True)
+def measure_one(
+    args, runtime: str, method: str, n: int, sampled: int, drawn, nodes: str = "auto"
+) -> dict:
+    print(f"{runtime} {method} {n} devices, {sampled} sampled, nodes {nodes} ...", flush=True)
+    folder = f"synthetic-{runtime}-{method}-{n}-{sampled}" + ("-per-client" * (nodes != "auto"))
     run = run_measured(
-        overrides(runtime, method, n, args.rounds, sampled, args.client_ids),
-        args.out / "runs" / f"synthetic-{runtime}-{method}-{n}-{sampled}",
+        overrides(runtime, method, n, args.rounds, sampled, args.client_ids, nodes),
+        args.out / "runs" / folder,
     )
     discover = per_round(Path(run["run_dir"]), "time", "discover")
     run.update(
@@ -121,6 +132,7 @@ def measure_one(args, runtime: str, method: str, n: int, sampled: int, drawn) ->
         devices=n,
         sampled=sampled,
         client_ids=args.client_ids,
+        nodes=nodes,
         draw_seconds=drawn[0],
         samples=drawn[1],
         discover_seconds=discover.get(1, 0.0),
@@ -141,10 +153,10 @@ def table(results: list[dict], args) -> list[str]:
         f"1 local epoch, no dropout, {args.rounds} rounds, mclr, clients "
         f"{args.client_ids} (`runtime.client_ids`). Machine: {common.machine()}.",
         "",
-        "| runtime | method | devices | sampled | samples | generating the draw, once per "
+        "| runtime | nodes | method | devices | sampled | samples | generating the draw, once per "
         "machine (s) | start-up (s) | round 1 (s) | of which discovery (s) | s/round (rounds 2+) "
         "| of which training (s) | of which global test (s) | peak memory, all processes (MiB) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         phases = {
@@ -152,7 +164,8 @@ def table(results: list[dict], args) -> list[str]:
             for phase in ("fit", "test")
         }
         lines.append(
-            f"| {r['runtime']} | {r['method']} | {r['devices']:,} | {r.get('sampled', 10)} | "
+            f"| {r['runtime']} | {nodes_started(r)} | {r['method']} | {r['devices']:,} | "
+            f"{r.get('sampled', 10)} | "
             f"{r['samples']:,} | "
             f"{r['draw_seconds']:.1f} | {r['startup_seconds']:.1f} | {r['round_seconds'][0]:.1f} | "
             f"{r['discover_seconds']:.1f} | {r['steady']:.2f} | {phases['fit']:.2f} | "
@@ -169,9 +182,20 @@ def table(results: list[dict], args) -> list[str]:
         f"Command: `python benchmarks/perf/synthetic_scale.py --devices {args.devices} --sampled "
         f"{args.sampled} --max-simulated {args.max_simulated} --runtimes {args.runtimes} "
         f"--methods {args.methods} --rounds {args.rounds} --client-ids {args.client_ids} "
-        f"--name {args.name}`",
+        f"--nodes {args.nodes} --name {args.name}`",
         *stored_lines(results),
     ]
+
+
+def nodes_started(run: dict) -> str:
+    """The nodes a run started: the simulation's virtual nodes (a pool of at most
+    ``POOL_NODES`` with ``runtime.nodes=auto`` where clients are assigned; one per device in
+    runs recorded before the pool); in process, one per device."""
+    from fedimb.app.runtime_rules import POOL_NODES
+
+    pooled = run["runtime"] == "simulation" and run.get("nodes", "per-client") == "auto"
+    pooled = pooled and run.get("client_ids", "assigned") == "assigned"
+    return f"{min(run['devices'], POOL_NODES) if pooled else run['devices']:,}"
 
 
 def stored_lines(results: list[dict]) -> list[str]:
@@ -258,6 +282,11 @@ def main() -> None:
         "--max-simulated", type=int, default=10000, help="most devices run in the simulation"
     )
     parser.add_argument("--client-ids", default="assigned", choices=("assigned", "claimed"))
+    parser.add_argument(
+        "--nodes",
+        default="auto",
+        help="the simulation's nodes: auto (runtime.nodes=auto), per-client, or auto,per-client",
+    )
     parser.add_argument("--name", default="synthetic_scale", help="name of the table and its files")
     parser.add_argument("--runtimes", default="in_process,simulation")
     parser.add_argument("--methods", default="fedavg,scaffold")

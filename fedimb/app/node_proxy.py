@@ -70,8 +70,13 @@ class LabelledProxy(ClientProxy):
             return getattr(self.inner, method)(ins, *args)
         except Exception as err:
             raise ClientFailure(
-                f"client {self.partition_id} on node {self.node_id}: {describe_failure(err)}"
+                f"client {self.partition_id} on node {self.failed_node()}: {describe_failure(err)}"
             ) from err
+
+    def failed_node(self) -> int | str:
+        """The node a failed call went to: a pooled client's is the one it was lent
+        (:class:`fedimb.app.node_pool.PooledProxy`)."""
+        return getattr(self.inner, "lent_node", self.node_id)
 
     def get_properties(self, ins, timeout, group_id):
         return self._call("get_properties", ins, timeout, group_id)

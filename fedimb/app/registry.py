@@ -13,7 +13,7 @@ node becomes a client depends on what the runtime can state up front
   without a message, and every instruction to it names that client
   (``protocol.ASSIGNED_PARTITION``). A client's answer (its sample count and label
   histogram) is asked only when a method reads it (:meth:`ClientRegistry.infos`), and must
-  name the client it was assigned.
+  name the client it was assigned. With fewer nodes than clients, see :mod:`.node_pool`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ class ClientInfo:
     label_counts: np.ndarray | None
 
 
+def wait_for_nodes(client_manager: ClientManager, count: int, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds until ``count`` nodes are connected."""
+    deadline = time.monotonic() + timeout
+    while count and client_manager.num_available() < count and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 class ClientRegistry:
     """Maps partition ids to the live node proxies that serve them."""
 
@@ -53,6 +60,7 @@ class ClientRegistry:
         self.capacity = capacity  # client ids are 0 .. capacity-1
         #: whether the server assigns clients to nodes (``runtime.client_ids=assigned``)
         self.assigned = assigned
+        self.nodes = capacity or 0  # the nodes the first discovery waits for: one per client
         #: each client's node proxy
         self._proxies: dict[int, LabelledProxy] = {}
         #: each client's answer, as far as learnt (all of them where nodes claim)
@@ -79,16 +87,10 @@ class ClientRegistry:
     ) -> None:
         """Give every node not seen before its client: assigned (:meth:`_assign`), or
         asked; a node whose claim is bad, or names a client a connected node serves, is
-        refused (:meth:`take_refusals`).
-
-        ``wait_for`` first waits (up to ``timeout`` seconds) until that many nodes are
-        connected; later refreshes pass 0 and only pick up nodes that (re)joined.
-        """
-        deadline = time.monotonic() + timeout
-        while (
-            wait_for and client_manager.num_available() < wait_for and time.monotonic() < deadline
-        ):
-            time.sleep(0.5)
+        refused (:meth:`take_refusals`). ``wait_for`` first waits (up to ``timeout``
+        seconds) until that many nodes are connected; later refreshes pass 0 and only pick
+        up nodes that (re)joined."""
+        wait_for_nodes(client_manager, wait_for, timeout)
         proxies = client_manager.all()
         if proxies.keys() == self._settled:  # nobody joined or left, nobody to ask again
             return

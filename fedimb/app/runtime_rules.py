@@ -12,8 +12,20 @@ from fedimb.core.errors import check_number, is_number, require
 
 #: what a configuration without these settings (a runtime that does not declare them, or one
 #: written before they existed) means: its nodes are asked which client they are and keep
-#: their state in memory, and a round does not wait for lost nodes to rejoin
-FALLBACKS = {"client_ids": "claimed", "client_state": "memory", "rejoin_timeout": 0}
+#: their state in memory, a round does not wait for lost nodes to rejoin, and the simulation
+#: starts its nodes as ``runtime.nodes=auto`` does
+FALLBACKS = {
+    "client_ids": "claimed",
+    "client_state": "memory",
+    "rejoin_timeout": 0,
+    "nodes": "auto",
+}
+
+#: the simulation's nodes at most with ``runtime.nodes=auto`` where any node can serve any
+#: client: Flower's engine asks for a message to each node every 0.1 s, so 100 nodes feed
+#: up to 1,000 instructions a second to the actors, and its work (and the nodes'
+#: registration before round 1) no longer grows with the idle clients
+POOL_NODES = 100
 
 
 def runtime_setting(runtime: DictConfig, key: str) -> Any:
@@ -49,6 +61,7 @@ def check_simulation(cfg: DictConfig) -> None:
     check_gpus_per_client(cfg)
     check_client_ids(cfg)
     check_client_state(cfg)
+    check_nodes(cfg)
     require(
         address is None or r.get("client_state") != "disk",
         f"runtime.client_state=disk keeps the clients' state on this machine, but "
@@ -85,6 +98,41 @@ def client_state_kind(cfg: DictConfig) -> str:
     if value == "auto":
         return "memory" if cfg.runtime.get("ray_address") else "disk"
     return value
+
+
+def check_nodes(cfg: DictConfig) -> None:
+    """``runtime.nodes`` (simulation): auto, or a count from 1 to num_clients; fewer nodes
+    than clients only where any node can serve any client (:func:`pools_clients`)."""
+    nodes, clients = runtime_setting(cfg.runtime, "nodes"), int(cfg.num_clients)
+    require(
+        nodes == "auto" or (type(nodes) is int and 1 <= nodes <= clients),
+        f"runtime.nodes must be auto or a whole number from 1 to num_clients ({clients}), "
+        f"got {nodes!r}",
+    )
+    require(
+        nodes in ("auto", clients) or pools_clients(cfg),
+        f"runtime.nodes={nodes} lends each node to several of the {clients} clients, which "
+        "needs runtime.client_ids=assigned and runtime.client_state=disk (or auto without a "
+        "ray_address)",
+    )
+
+
+def pools_clients(cfg: DictConfig) -> bool:
+    """Whether any node can serve any client: the server names the client in every
+    instruction and clients keep their state on disk, not in a node's Context."""
+    return assigns_clients(cfg) and client_state_kind(cfg) == "disk"
+
+
+def node_count(cfg: DictConfig) -> int:
+    """The nodes the runtime starts: one per client, but the simulation's ``runtime.nodes``
+    (auto: at most :data:`POOL_NODES` where any node can serve any client)."""
+    clients = int(cfg.num_clients)
+    if cfg.runtime.name != "simulation":
+        return clients
+    nodes = runtime_setting(cfg.runtime, "nodes")
+    if nodes == "auto":
+        return min(clients, POOL_NODES) if pools_clients(cfg) else clients
+    return int(nodes)
 
 
 def check_deployment(cfg: DictConfig) -> None:

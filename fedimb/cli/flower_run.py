@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 
 from fedimb.app import transport
 from fedimb.app.in_process import run_in_process
+from fedimb.app.runtime_rules import node_count
 from fedimb.cli.flwr_cli import FlwrCli, flwr_home, write_connection
 from fedimb.cli.node_worker import APP_PACKAGES
 from fedimb.cli.processes import SuperLink, flower_env, ray_cluster_configured
@@ -59,7 +60,7 @@ def federation_config(cfg: DictConfig) -> dict[str, Any]:
     is a float (fractions put several actors on one GPU) and is left out at 0, Flower's
     default."""
     federation = {
-        "num-supernodes": int(cfg.num_clients),
+        "num-supernodes": node_count(cfg),
         "client-resources-num-cpus": int(cfg.runtime.num_cpus_per_client),
     }
     gpus = float(cfg.runtime.get("num_gpus_per_client", 0.0) or 0.0)

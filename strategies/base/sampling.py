@@ -40,10 +40,11 @@ class ClientSampling:
         every node to be connected (nodes that restart or come back from a lost link)."""
         runtime = self.run.cfg.runtime
         rejoin = float(runtime_setting(runtime, "rejoin_timeout"))
+        nodes = self.registry.nodes  # one per client, or the simulation's pool
         if self.clients_discovered:
-            wait, timeout = (self.run.num_clients if rejoin else 0), rejoin
+            wait, timeout = (nodes if rejoin else 0), rejoin
         else:
-            wait, timeout = self.run.num_clients, float(runtime.connect_timeout or 120)
+            wait, timeout = nodes, float(runtime.connect_timeout or 120)
         self.registry.refresh(client_manager, wait_for=wait, timeout=timeout)
         for refusal in self.registry.take_refusals():  # a bad or duplicate identity claim
             self.round_log.note(refusal)

@@ -25,9 +25,8 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedimb.app.registry import ClientRegistry
+from fedimb.app.node_pool import client_registry
 from fedimb.app.run_context import ServerRun
-from fedimb.app.runtime_rules import assigns_clients
 from fedimb.core import protocol
 from fedimb.core.errors import check_rules
 from fedimb.core.training import TRAIN_KEYS
@@ -67,12 +66,7 @@ class BaseStrategy(ClientSampling, Evaluation, Aggregation, UpdateChecks, Payloa
     def __init__(self, *, run: ServerRun):
         self.run = run
         cfg = run.cfg
-        # a node's first answer includes starting its ClientApp: allow the connect timeout
-        self.registry = ClientRegistry(
-            query_timeout=cfg.runtime.get("connect_timeout"),
-            capacity=int(cfg.num_clients),
-            assigned=assigns_clients(cfg),
-        )
+        self.registry = client_registry(cfg)
         self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
         self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
         clash = set(self.train_hparams) & set(self.client_hparams)

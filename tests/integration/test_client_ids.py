@@ -4,7 +4,8 @@ before round 1) with ``runtime.client_state=disk`` (idle clients' state on disk)
 ``claimed`` (every node asked which client it is first) with ``memory`` (Flower's
 ``Context.state``). In the simulation and in process, with dropout, for a stateful method
 (SCAFFOLD's client control variates) and one that reads every client's label histogram
-(Astraea); a finished run leaves no client state behind."""
+(Astraea); a finished run leaves no client state behind. In the simulation also with 2
+nodes lent to the 4 clients instruction by instruction (``runtime.nodes=2``)."""
 
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ COMMON = (
 )
 NOW = ("runtime.client_ids=assigned", "runtime.client_state=disk")
 BEFORE = ("runtime.client_ids=claimed", "runtime.client_state=memory")
+POOLED = (*NOW, "runtime.nodes=2")
 
 
-def run_both(tmp_path, *runtime: str) -> None:
+def run_both(tmp_path, *runtime: str, pooled: bool = False) -> None:
     cache = tmp_path / "cache"
-    for name, settings in (("now", NOW), ("before", BEFORE)):
+    runs = {"now": NOW, "before": BEFORE, **({"pooled": POOLED} if pooled else {})}
+    for name, settings in runs.items():
         proc = start_fedimb(
             *COMMON,
             *runtime,
@@ -47,6 +50,9 @@ def run_both(tmp_path, *runtime: str) -> None:
         scores = round_scores(now)
         assert len(scores) > 3 and any(s[3] for s in scores), method  # clients trained
         assert scores == round_scores(before), (runtime, method)
+        if pooled:
+            (pool,) = (tmp_path / "pooled").glob(f"multirun/*/*/*-{method}-digits-s2")
+            assert round_scores(pool) == scores, method
     assert not any((cache / "client_state").glob("*")), "a finished run's client state is left"
 
 
@@ -58,4 +64,4 @@ def test_assigned_clients_with_state_on_disk_repeat_the_run_before_in_process(tm
 def test_assigned_clients_with_state_on_disk_repeat_the_run_before_in_the_simulation(
     tmp_path, no_leaked_processes
 ):
-    run_both(tmp_path)
+    run_both(tmp_path, pooled=True)

@@ -44,7 +44,9 @@ def test_server_killed_mid_run_resumes_with_identical_results(
 ):
     monkeypatch.setenv("FEDIMB_CACHE", str(tmp_path / "cache"))
     reference = start_fedimb(*EXPERIMENT, f"output.root={tmp_path / 'reference'}")
-    crashed = start_fedimb(*EXPERIMENT, f"output.root={tmp_path / 'crashed'}")
+    # the crashed run lends 2 nodes to its 3 clients (runtime.nodes): which node serves a
+    # client plays no part, before the crash or after the resume
+    crashed = start_fedimb(*EXPERIMENT, "runtime.nodes=2", f"output.root={tmp_path / 'crashed'}")
     assert crashed.stdout is not None
     for line in crashed.stdout:
         if line.startswith("round 2/4"):
