@@ -4,7 +4,8 @@ For each federation size N: one ``fedimb`` run on mnist5k (IID split, so 1,000 c
 hold 4 training images each), a fraction of the clients (10%) sampled per round, 1 local
 epoch, no dropout. Every round trains on about the same number of images (the fraction
 of 4,000), so the time per round from round 2 on should follow the sampled clients, not
-N; round 1 also asks every virtual node for its partition id once. Writes
+N. The simulation starts one virtual node per client up to 100, then a pool of 100
+(``runtime.nodes=auto``). Writes
 ``<out>/<name>.md`` and ``<name>.png`` (name ``perf_scale``), and the table to
 ``docs/tables/<name>.md`` where the docs include one of that name: ``perf_scale`` and
 ``perf_scale_5pct`` (``--clients 1000 --fraction 0.05 --name perf_scale_5pct``).
@@ -69,7 +70,8 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         f"- Peak memory at {largest['clients']} clients: {largest['peak_memory_mb']:.0f} MiB "
         f"(target < {MEMORY_TARGET_MB} MiB: "
         f"{'met' if largest['peak_memory_mb'] < MEMORY_TARGET_MB else 'missed'}).",
-        "- Round 1 includes asking every virtual node for its partition id (once per run).",
+        "- Virtual nodes: one per client up to 100, then a pool of 100 (`runtime.nodes=auto`); "
+        "no node is asked anything before round 1.",
         "",
         "Command: `python benchmarks/perf/scale.py --clients "
         f"{','.join(str(r['clients']) for r in results)} --fraction {args.fraction} --rounds "

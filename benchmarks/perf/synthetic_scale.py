@@ -14,7 +14,8 @@ messages a device it did not sample: round 1 differs from the rounds after it by
 clients' processes starting (``--client-ids claimed --name synthetic_scale_claimed``
 measures asking every node first, as before). The simulation starts ``runtime.nodes=auto``
 virtual nodes, a pool of 100 that every instruction borrows from (``--nodes
-auto,per-client`` also runs one node per device, as before). Rounds 2+ train only the S sampled
+auto,per-client`` also runs one node per device, as before: the docs' table
+``synthetic_scale_pool`` compares the two). Rounds 2+ train only the S sampled
 devices; what grows with N is the global test, over the union of every device's test
 set (its own column). Peak memory is the
 proportional set size (PSS) of all the run's processes (mapped pages shared by processes
@@ -201,7 +202,9 @@ def nodes_started(run: dict) -> str:
 def stored_lines(results: list[dict]) -> list[str]:
     """What each in-process FedAvg run folder stores, read off its files: the bytes of
     ``events.jsonl`` and the rows of ``metrics.csv`` per round (rounds 1+), and the size
-    of ``partition.json`` (each device's rows as a range)."""
+    of ``partition.json`` (each device's rows as a range); none without such runs."""
+    if not any((r["runtime"], r["method"]) == ("in_process", "fedavg") for r in results):
+        return []
     lines = [
         "",
         "What a run folder stores (in process, FedAvg, from its files):",
@@ -305,8 +308,11 @@ def main() -> None:
         results = measure(args)
     lines = table(results, args)
     common.publish_results(args.out / f"{args.name}.md", args.name, lines)
-    stored = common.table_part(stored_lines(results))
-    common.publish_in_docs(f"{args.name}_stored", stored, new=args.name == "synthetic_scale")
+    stored = stored_lines(results)
+    if stored:
+        common.publish_in_docs(
+            f"{args.name}_stored", common.table_part(stored), new=args.name == "synthetic_scale"
+        )
 
 
 if __name__ == "__main__":
