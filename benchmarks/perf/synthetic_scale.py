@@ -189,14 +189,21 @@ def table(results: list[dict], args) -> list[str]:
 
 
 def nodes_started(run: dict) -> str:
-    """The nodes a run started: the simulation's virtual nodes (a pool of at most
-    ``POOL_NODES`` with ``runtime.nodes=auto`` where clients are assigned; one per device in
-    runs recorded before the pool); in process, one per device."""
-    from fedimb.app.runtime_rules import POOL_NODES
+    """The nodes a run started, by the runtime's own rule (:func:`node_count`) applied to
+    the run's recorded settings; runs recorded before the pool started one per device."""
+    from fedimb.app import config
+    from fedimb.app.runtime_rules import node_count
 
-    pooled = run["runtime"] == "simulation" and run.get("nodes", "per-client") == "auto"
-    pooled = pooled and run.get("client_ids", "assigned") == "assigned"
-    return f"{min(run['devices'], POOL_NODES) if pooled else run['devices']:,}"
+    settings = overrides(
+        run["runtime"],
+        run["method"],
+        run["devices"],
+        1,
+        run["sampled"],
+        run.get("client_ids", "assigned"),
+        run.get("nodes", "per-client"),
+    )
+    return f"{node_count(config.compose(settings)):,}"
 
 
 def stored_lines(results: list[dict]) -> list[str]:
@@ -298,7 +305,7 @@ def main() -> None:
     parser.add_argument(
         "--table-only",
         action="store_true",
-        help="write the table again from <out>/synthetic_scale.json, without running",
+        help="write the table again from <out>/<name>.json, without running",
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -56,6 +56,8 @@ class ClientSampling:
                     f"up to {rejoin:g} s (runtime.rejoin_timeout) for their nodes to rejoin"
                 )
             return
+        # the nodes that serve the clients: one each, or the simulation's pool (runtime.nodes)
+        events.emit("nodes", connected=client_manager.num_available(), clients=self.run.num_clients)
         missing = self.run.num_clients - len(self.registry.partition_ids())
         if missing > 0:
             unstarted = list(self.registry.unstarted_nodes(client_manager).values())

@@ -9,6 +9,9 @@ nodes lent to the 4 clients instruction by instruction (``runtime.nodes=2``)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import finish_fedimb, start_fedimb
@@ -50,10 +53,20 @@ def run_both(tmp_path, *runtime: str, pooled: bool = False) -> None:
         scores = round_scores(now)
         assert len(scores) > 3 and any(s[3] for s in scores), method  # clients trained
         assert scores == round_scores(before), (runtime, method)
+        assert nodes_connected(now) == nodes_connected(before) == 4  # one node per client
         if pooled:
             (pool,) = (tmp_path / "pooled").glob(f"multirun/*/*/*-{method}-digits-s2")
             assert round_scores(pool) == scores, method
+            assert nodes_connected(pool) == 2
     assert not any((cache / "client_state").glob("*")), "a finished run's client state is left"
+
+
+def nodes_connected(run_dir: Path) -> int:
+    """The nodes connected when the run's round 1 began (its ``nodes`` event)."""
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    (event,) = [e for e in map(json.loads, lines) if e["event"] == "nodes"]
+    assert event["clients"] == 4
+    return int(event["connected"])
 
 
 def test_assigned_clients_with_state_on_disk_repeat_the_run_before_in_process(tmp_path):
