@@ -257,7 +257,7 @@ TIME_BARS = {
     "perf_fedavg": (
         (8.5, 3.2),
         {
-            "rounds 2+ (s per round)": "seconds per round (rounds 2+)",
+            "rounds 2+ (s per round)": "seconds per round (rounds 2+, wall clock)",
             "first round (s)": "first round",
         },
         {"xlabel": "seconds", "title": "FedAvg: fedimb against a plain PyTorch loop"},

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import platform
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -53,6 +55,9 @@ def overrides(args: argparse.Namespace) -> list[str]:
         f"seed={args.seed}",
     ]
 
+
+#: the simulation's actors: one per CPU (one CPU per client, the default)
+ACTORS = psutil.cpu_count() or 1
 
 # in_process first: the simulation's Ray processes take a while to wind down after it ends
 RUNTIMES = {
@@ -98,9 +103,34 @@ def run_plain(args: argparse.Namespace, threads: int) -> dict:
     return {"round_seconds": round_seconds, "final_accuracy": accuracy, "threads": threads}
 
 
-def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> Path:
+def model_floats(args: argparse.Namespace) -> int:
+    """The number of values in the experiment's model (what every message carries)."""
+    cfg = config.compose(overrides(args))
+    model = new_model(cfg, experiment_data(cfg).dataset)
+    return int(sum(p.numel() for p in model.state_dict().values()))
+
+
+def run_floor(args: argparse.Namespace, floats: int) -> dict:
+    """Flower's engine alone: the simulation's launch with the same nodes, rounds and
+    messages (a model of ``floats`` values each way) and no work, its replies collected as
+    fedimb's ServerApp collects them (:mod:`flower_floor`); its seconds per round."""
+    script = Path(__file__).resolve().parent / "flower_floor.py"
+    command = [sys.executable, str(script), "--nodes", str(args.clients), "--rounds"]
+    command += [str(args.rounds), "--model-floats", str(floats), "--prompt-replies"]
+    lines = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    seconds = [float(m) for m in re.findall(r"^round \d+/ .*seconds=([\d.]+)", lines, re.M)]
+    if len(seconds) != args.rounds:
+        raise SystemExit(
+            f"flower_floor.py printed {len(seconds)} of {args.rounds} rounds:\n{lines}"
+        )
+    return {"round_seconds": seconds, "floats": floats}
+
+
+def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict], floor: dict) -> Path:
     fed = feds["simulation"]
-    steady = {runtime: float(np.mean(run["round_seconds"][1:])) for runtime, run in feds.items()}
+    steady = {
+        runtime: float(np.mean(run["round_wall_seconds"][1:])) for runtime, run in feds.items()
+    }
     best_plain = min(plains, key=lambda p: np.mean(p["round_seconds"][1:]))
     steady_plain = float(np.mean(best_plain["round_seconds"][1:]))
     lines = [
@@ -111,7 +141,7 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
         f"Machine: {platform.processor() or platform.machine()}, {psutil.cpu_count()} CPUs, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB; torch {torch.__version__}.",
         "",
-        "| | seconds per round (rounds 2+) | first round | final accuracy |",
+        "| | seconds per round (rounds 2+, wall clock) | first round | final accuracy |",
         "|---|---|---|---|",
     ]
     for runtime, run in feds.items():
@@ -124,6 +154,13 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
             f"| plain loop, {p['threads']} torch thread(s) | {np.mean(p['round_seconds'][1:]):.2f} "
             f"| {p['round_seconds'][0]:.2f} | {p['final_accuracy']:.4f} |"
         )
+    floor_steady = float(np.mean(floor["round_seconds"][1:]))
+    lines.append(
+        f"| Flower alone: the same messages, no work (`flower_floor.py`) | {floor_steady:.2f} "
+        f"| {floor['round_seconds'][0]:.2f} | |"
+    )
+    one_thread = next(p for p in plains if p["threads"] == 1)
+    split = float(np.mean(one_thread["round_seconds"][1:])) / ACTORS
     lines += [
         "",
         "- **Ratio fedimb (simulation) / fastest plain loop, rounds 2+: "
@@ -134,6 +171,17 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
             for runtime in feds
             if runtime != "simulation"
         ),
+        f"- Flower alone, with the {args.clients} messages of a round (a model of "
+        f"{floor['floats']:,} values each way, replies collected as fedimb collects them) and "
+        f"no work: {floor_steady:.2f} s a round. The 1-thread training split over the "
+        f"simulation's {ACTORS} actors ({split:.2f} s) plus that floor is "
+        f"{(split + floor_steady) / steady_plain:.2f}x the fastest plain loop; the rest, "
+        f"{steady['simulation'] - split - floor_steady:.2f} s a round, is fedimb's (its "
+        "aggregation and checks, the central test that overlaps the next round's training) and "
+        "the actors' contention for the cores.",
+        "- Seconds per round are the wall clock between two round records; a simulation "
+        "round's own recorded seconds, which include its central test while the next round "
+        f"trains, average {float(np.mean(fed['round_seconds'][1:])):.2f} s.",
         "- Start-up before round 1 (SuperLink, simulation engine, Ray): "
         f"{fed['startup_seconds']:.1f} s; round 1 (Ray actors start, data loads once per actor): "
         f"{fed['round_seconds'][0]:.1f} s.",
@@ -154,7 +202,7 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict]) -> 
     fig, ax = common.figure(figsize=(7, 4))
     rounds = np.arange(1, args.rounds + 1)
     for runtime, run in feds.items():
-        ax.plot(rounds, run["round_seconds"], marker="o", label=f"fedimb ({runtime})")
+        ax.plot(rounds, run["round_wall_seconds"], marker="o", label=f"fedimb ({runtime})")
     for p in plains:
         ax.plot(
             rounds, p["round_seconds"], marker="s", label=f"plain loop, {p['threads']} thread(s)"
@@ -182,7 +230,9 @@ def main() -> None:
     for threads in (1, 2):
         print(f"running the plain loop with {threads} thread(s) ...", flush=True)
         plains.append(run_plain(args, threads))
-    table = write_report(args, args.out, feds, plains)
+    print("running Flower alone (flower_floor.py) ...", flush=True)
+    floor = run_floor(args, model_floats(args))
+    table = write_report(args, args.out, feds, plains, floor)
     print(table.read_text())
     print(table)
 

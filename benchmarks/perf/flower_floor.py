@@ -1,10 +1,13 @@
 """Flower's own start-up floor for a simulation: the same launch as ``fedimb`` (a SuperLink
 in simulation mode, ``flwr run --stream``, Ray, one actor per CPU) running
 ``floor_app/``, a Flower App with fedimb's messages (a properties query to every node,
-then a small model to every node per round) and no work: no torch, no data, no model.
-Prints the App's ``round N/`` lines as they arrive; :mod:`startup` times it beside fedimb.
+then a model of ``--model-floats`` zeros to every node and back per round) and no work: no
+torch, no data, no training. Prints the App's ``round N/ ... seconds=S`` lines as they
+arrive; :mod:`startup` times its start-up beside fedimb's, :mod:`fedavg_loop` its rounds
+(``--prompt-replies``: replies collected as fedimb's ServerApp collects them).
 
-    python benchmarks/perf/flower_floor.py [--nodes 20] [--rounds 2]
+    python benchmarks/perf/flower_floor.py [--nodes 20] [--rounds 2] [--model-floats 7840]
+                                           [--prompt-replies]
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ def main() -> int:
     )
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--model-floats", type=int, default=7840, help="size of the model sent")
+    parser.add_argument(
+        "--prompt-replies",
+        action="store_true",
+        help="collect the replies as fedimb's ServerApp does (its PromptGrid)",
+    )
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory() as workdir,
@@ -43,7 +52,12 @@ def main() -> int:
                 APP,
                 connection,
                 home,
-                run_config={"num-rounds": args.rounds},
+                run_config={
+                    "num-rounds": args.rounds,
+                    "num-nodes": args.nodes,
+                    "model-floats": args.model_floats,
+                    "prompt-replies": args.prompt_replies,
+                },
                 federation_config={"num-supernodes": args.nodes, "client-resources-num-cpus": 1},
                 on_line=lambda line: print(line, flush=True),
             )

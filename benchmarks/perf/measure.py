@@ -75,6 +75,18 @@ def per_round(run_dir: Path, split: str, metric: str) -> dict[int, float]:
     }
 
 
+def round_wall_seconds(run_dir: Path) -> list[float]:
+    """Each round's wall clock (rounds >= 1): the time from the record of the round before
+    to its own (round 1: its own seconds). Where the central test of round t runs while
+    round t+1's clients train (the simulation), a round's own ``seconds`` include its
+    test, which the next round's overlap: summed, they count that test twice; the time
+    between records counts it once."""
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    records = [e for e in map(json.loads, lines) if e["event"] == "round" and e["round"] > 0]
+    elapsed = [float(e["elapsed"]) for e in records]
+    return [float(records[0]["seconds"])] + [b - a for a, b in zip(elapsed, elapsed[1:])]
+
+
 def run_measured(overrides: list[str], runs_dir: Path) -> dict:
     """One ``fedimb`` run; its round times, traffic, peak memory and summary."""
     start = time.perf_counter()
@@ -91,6 +103,7 @@ def run_measured(overrides: list[str], runs_dir: Path) -> dict:
     rounds = sorted(seconds)
     return {
         "round_seconds": [seconds[r] for r in rounds],
+        "round_wall_seconds": round_wall_seconds(run_dir),
         "bytes_up": [per_round(run_dir, "comm", "bytes_up").get(r, 0.0) for r in rounds],
         "bytes_down": [per_round(run_dir, "comm", "bytes_down").get(r, 0.0) for r in rounds],
         "succeeded": [per_round(run_dir, "clients", "succeeded").get(r, 0.0) for r in rounds],

@@ -95,6 +95,16 @@ def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHe
     )
 
 
+def use_torch_threads(cfg: DictConfig) -> None:
+    """This process's torch threads: ``runtime.torch_threads`` (0: torch's default, one per
+    core). The simulation's ServerApp shares the machine with actors that hold every core,
+    and with two threads of its own on 2 cores CReFF's server-side training ran 3x slower
+    than with one (docs/benchmarks/performance.md)."""
+    threads = int(cfg.runtime.get("torch_threads") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+
+
 def resolve_device(cfg: DictConfig) -> torch.device:
     """``device=auto``: CUDA where torch sees a device, else the CPU. Called in the
     process that computes (each ClientApp process or Ray actor, the ServerApp), never

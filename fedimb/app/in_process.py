@@ -20,7 +20,6 @@ import time
 import weakref
 from collections.abc import Callable
 
-import torch
 from flwr.app import Context, RecordDict
 from flwr.common import Code, GetPropertiesRes, Status
 from flwr.server.client_proxy import ClientProxy
@@ -211,11 +210,10 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
     runtimes, so server and clients see exactly what they would see there."""
     import traceback
 
+    from fedimb.app.build import use_torch_threads
     from fedimb.app.server_app import build_server
 
-    threads = int(cfg.runtime.get("torch_threads") or 0)
-    if threads:
-        torch.set_num_threads(threads)
+    use_torch_threads(cfg)
     run_config = {"config": transport.encode(cfg)}
     with _server_output_to(_LineWriter(on_line, sys.stdout)):
         try:

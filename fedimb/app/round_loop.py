@@ -11,11 +11,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol, cast
 
 from flwr.common import Parameters, ndarrays_to_parameters, parameters_to_ndarrays
-from flwr.server import Server, SimpleClientManager
+from flwr.server import SimpleClientManager
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
 from fedimb.app import checkpoint, phases
+from fedimb.app.clients_in_turn import ClientsInTurn
 from fedimb.core import events
 
 if TYPE_CHECKING:  # the run's data and model: the loop only hands the strategy's run around
@@ -51,7 +52,7 @@ class RoundStrategy(Protocol):
     def load_state_dict(self, state: dict) -> None: ...
 
 
-class FedImbServer(Server):
+class FedImbServer(ClientsInTurn):
     """Runs rounds like Flower's ``Server.fit`` and emits a structured event after the
     initial evaluation (round 0), after every round, and at the end. After every round
     it checkpoints; with ``resume=true`` it continues after the last checkpointed round

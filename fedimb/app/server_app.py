@@ -11,6 +11,7 @@ from flwr.server.compat import start_grid
 from flwr.serverapp import Grid
 
 from fedimb.app import components, faults, transport
+from fedimb.app.build import use_torch_threads
 from fedimb.app.private_strategy import with_privacy
 from fedimb.app.prompt_grid import IN_MEMORY_POLL_INTERVAL, REPLY_POLL_INTERVAL, PromptGrid
 from fedimb.app.round_loop import FedImbServer
@@ -62,6 +63,7 @@ def main(grid: Grid, context: Context) -> None:
     """Flower's compatibility loop (``start_grid``) over :class:`PromptGrid`."""
     parts = server_fn(context)
     server = cast(FedImbServer, parts.server)
+    use_torch_threads(server.strategy.run.cfg)
     in_memory = server.strategy.run.cfg.runtime.name == "simulation"
     interval = IN_MEMORY_POLL_INTERVAL if in_memory else REPLY_POLL_INTERVAL
     try:
