@@ -265,7 +265,7 @@ TIME_BARS = {
     "perf_methods": (
         (7, 7.5),
         {
-            "fedimb (Flower simulation)": "fedimb s/round (rounds 2+)",
+            "fedimb (Flower simulation)": "fedimb s/round (rounds 2+, wall clock)",
             "the same rounds in one process": "one process s/round",
         },
         {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: seconds per round"},

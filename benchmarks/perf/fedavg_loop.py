@@ -1,16 +1,20 @@
 """FedAvg in fedimb (Flower simulation, and ``runtime=in_process``) against a plain
-single-process PyTorch loop.
+single-process PyTorch loop, and against Flower alone.
 
 Both sides run the identical local training — same model initialisation, partition,
 mini-batch order, optimiser and steps (``fedimb.core.training.train_epochs``) — so the
 difference is the framework: Flower messaging, Ray actors, serialisation (simulation),
 or only fedimb's own server loop, checks and records (in-process, 2 torch threads like
-the fastest plain loop).
+the fastest plain loop). Flower alone (:mod:`flower_floor`) sends the same messages
+with no work in them: what Flower's engine costs a round whatever runs on it. Each of
+``--repeats`` calls runs every row once in turn (this machine's speed drifts by 10–20%
+from minute to minute); the table gives the median and the range.
 
 Writes ``<out>/perf_fedavg.md`` (table) and ``<out>/perf_fedavg.png`` (time per round), and the
 table with its notes to ``docs/tables/perf_fedavg.md`` (docs/benchmarks/performance.md).
 
-    python benchmarks/perf/fedavg_loop.py [--rounds 6] [--clients 20] [--out results/perf]
+    python benchmarks/perf/fedavg_loop.py [--rounds 6] [--clients 20] [--repeats 3]
+                                          [--out results/perf]
 """
 
 from __future__ import annotations
@@ -66,6 +70,13 @@ RUNTIMES = {
         ["runtime=in_process", "runtime.torch_threads=2"],
     ),
     "simulation": ("fedimb (Flower simulation, 1 thread per client)", []),
+}
+#: the table's rows: fedimb's runtimes, the plain loops and Flower's floor
+ROW_NAMES = {
+    **{runtime: name for runtime, (name, _) in RUNTIMES.items()},
+    "plain-1": "plain loop, 1 torch thread",
+    "plain-2": "plain loop, 2 torch threads",
+    "floor": "Flower alone: the same messages, no work (`flower_floor.py`)",
 }
 
 
@@ -126,74 +137,75 @@ def run_floor(args: argparse.Namespace, floats: int) -> dict:
     return {"round_seconds": seconds, "floats": floats}
 
 
-def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict], floor: dict) -> Path:
-    fed = feds["simulation"]
-    steady = {
-        runtime: float(np.mean(run["round_wall_seconds"][1:])) for runtime, run in feds.items()
-    }
-    best_plain = min(plains, key=lambda p: np.mean(p["round_seconds"][1:]))
-    steady_plain = float(np.mean(best_plain["round_seconds"][1:]))
+def steady_of(run: dict) -> float:
+    """A run's mean seconds per round from round 2 on (wall clock for fedimb's runs)."""
+    return float(np.mean(run.get("round_wall_seconds", run["round_seconds"])[1:]))
+
+
+def spread(values: list[float]) -> str:
+    """``median (min–max)`` of the calls, or the one value."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{np.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
+
+
+def write_report(args, out: Path, calls: list[dict[str, dict]]) -> Path:
+    """The table over ``calls`` (one dict of runs per call: each fedimb runtime,
+    ``plain-1``, ``plain-2`` and ``floor``), medians over the calls with their range."""
+    steady = {name: [steady_of(call[name]) for call in calls] for name in calls[0]}
+    median = {name: float(np.median(values)) for name, values in steady.items()}
+    plain = min(("plain-1", "plain-2"), key=lambda name: median[name])
+    ratios = [steady_of(call["simulation"]) / steady_of(call[plain]) for call in calls]
+    first = {name: [call[name]["round_seconds"][0] for call in calls] for name in calls[0]}
+    fed = calls[0]["simulation"]
+    split = median["plain-1"] / ACTORS
     lines = [
         "# FedAvg: fedimb simulation vs a plain PyTorch loop",
         "",
         f"{args.clients} clients, all participating, 1 local epoch (B = 50, SGD), mnist5k, cnn28, "
-        f"{args.rounds} rounds, seed {args.seed}.",
+        f"{args.rounds} rounds, seed {args.seed}; {len(calls)} calls, each running every row "
+        "once in turn: the median over the calls, their range in brackets.",
         f"Machine: {platform.processor() or platform.machine()}, {psutil.cpu_count()} CPUs, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB; torch {torch.__version__}.",
         "",
         "| | seconds per round (rounds 2+, wall clock) | first round | final accuracy |",
         "|---|---|---|---|",
     ]
-    for runtime, run in feds.items():
+    for name in calls[0]:
+        accuracy = calls[0][name].get("final_accuracy")
         lines.append(
-            f"| {RUNTIMES[runtime][0]} | {steady[runtime]:.2f} | {run['round_seconds'][0]:.2f} | "
-            f"{run['final_accuracy']:.4f} |"
+            f"| {ROW_NAMES[name]} | {spread(steady[name])} | {spread(first[name])} | "
+            f"{'' if accuracy is None else f'{accuracy:.4f}'} |"
         )
-    for p in plains:
-        lines.append(
-            f"| plain loop, {p['threads']} torch thread(s) | {np.mean(p['round_seconds'][1:]):.2f} "
-            f"| {p['round_seconds'][0]:.2f} | {p['final_accuracy']:.4f} |"
-        )
-    floor_steady = float(np.mean(floor["round_seconds"][1:]))
-    lines.append(
-        f"| Flower alone: the same messages, no work (`flower_floor.py`) | {floor_steady:.2f} "
-        f"| {floor['round_seconds'][0]:.2f} | |"
-    )
-    one_thread = next(p for p in plains if p["threads"] == 1)
-    split = float(np.mean(one_thread["round_seconds"][1:])) / ACTORS
     lines += [
         "",
-        "- **Ratio fedimb (simulation) / fastest plain loop, rounds 2+: "
-        f"{steady['simulation'] / steady_plain:.2f}x** (target <= 1.15x).",
-        *(
-            f"- Ratio fedimb ({runtime}) / fastest plain loop, rounds 2+: "
-            f"{steady[runtime] / steady_plain:.2f}x."
-            for runtime in feds
-            if runtime != "simulation"
-        ),
+        f"- **Ratio fedimb (simulation) / fastest plain loop, rounds 2+: "
+        f"{median['simulation'] / median[plain]:.2f}x** (target <= 1.15x); call by call "
+        + ", ".join(f"{r:.2f}x" for r in ratios)
+        + ".",
+        f"- Ratio fedimb (in_process) / fastest plain loop, rounds 2+: "
+        f"{median['in_process'] / median[plain]:.2f}x.",
         f"- Flower alone, with the {args.clients} messages of a round (a model of "
-        f"{floor['floats']:,} values each way, replies collected as fedimb collects them) and "
-        f"no work: {floor_steady:.2f} s a round. The 1-thread training split over the "
-        f"simulation's {ACTORS} actors ({split:.2f} s) plus that floor is "
-        f"{(split + floor_steady) / steady_plain:.2f}x the fastest plain loop; the rest, "
-        f"{steady['simulation'] - split - floor_steady:.2f} s a round, is fedimb's (its "
-        "aggregation and checks, the central test that overlaps the next round's training) and "
-        "the actors' contention for the cores.",
+        f"{calls[0]['floor']['floats']:,} values each way, replies collected as fedimb collects "
+        f"them) and no work: {median['floor']:.2f} s a round. The 1-thread training split over "
+        f"the simulation's {ACTORS} actors ({split:.2f} s) plus that floor is "
+        f"{(split + median['floor']) / median[plain]:.2f}x the fastest plain loop; the rest, "
+        f"{median['simulation'] - split - median['floor']:.2f} s a round, is fedimb's server "
+        "(its aggregation and checks, and the central test, which runs while the next round's "
+        "clients train and so takes cores from them) and the actors' contention for the cores.",
         "- Seconds per round are the wall clock between two round records; a simulation "
         "round's own recorded seconds, which include its central test while the next round "
-        f"trains, average {float(np.mean(fed['round_seconds'][1:])):.2f} s.",
+        f"trains, average {float(np.mean(fed['round_seconds'][1:])):.2f} s (first call).",
         "- Start-up before round 1 (SuperLink, simulation engine, Ray): "
         f"{fed['startup_seconds']:.1f} s; round 1 (Ray actors start, data loads once per actor): "
-        f"{fed['round_seconds'][0]:.1f} s.",
+        f"{fed['round_seconds'][0]:.1f} s (first call).",
         f"- Peak memory of all fedimb processes (PSS, sampled every {MEMORY_INTERVAL:g} s): "
-        + ", ".join(f"{run['peak_memory_mb']:.0f} MiB ({runtime})" for runtime, run in feds.items())
-        + ".",
-        "- Wall time of the whole `fedimb` command: "
-        + ", ".join(f"{run['wall_seconds']:.1f} s ({runtime})" for runtime, run in feds.items())
-        + ".",
+        + ", ".join(f"{calls[0][name]['peak_memory_mb']:.0f} MiB ({name})" for name in RUNTIMES)
+        + " (first call).",
         "",
         "Command: `python benchmarks/perf/fedavg_loop.py "
-        f"--rounds {args.rounds} --clients {args.clients} --seed {args.seed}`",
+        f"--rounds {args.rounds} --clients {args.clients} --seed {args.seed} "
+        f"--repeats {len(calls)}`",
     ]
     table = out / "perf_fedavg.md"
     table.write_text("\n".join(lines) + "\n")
@@ -201,15 +213,15 @@ def write_report(args, out: Path, feds: dict[str, dict], plains: list[dict], flo
 
     fig, ax = common.figure(figsize=(7, 4))
     rounds = np.arange(1, args.rounds + 1)
-    for runtime, run in feds.items():
-        ax.plot(rounds, run["round_wall_seconds"], marker="o", label=f"fedimb ({runtime})")
-    for p in plains:
-        ax.plot(
-            rounds, p["round_seconds"], marker="s", label=f"plain loop, {p['threads']} thread(s)"
+    for name in calls[0]:
+        per_round = np.median(
+            [call[name].get("round_wall_seconds", call[name]["round_seconds"]) for call in calls],
+            axis=0,
         )
-    ax.set(xlabel="round", ylabel="seconds", title="FedAvg time per round")
+        ax.plot(rounds, per_round, marker="o", label=ROW_NAMES[name].replace("`", ""))
+    ax.set(xlabel="round", ylabel="seconds (median over the calls)", title="FedAvg time per round")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=7)
     common.save_figure(fig, out / "perf_fedavg.png")
     return table
 
@@ -219,20 +231,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="calls, each running every row once in turn"
+    )
     parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    feds = {}
-    for runtime in RUNTIMES:
-        print(f"running fedimb ({runtime}) ...", flush=True)
-        feds[runtime] = run_fedimb(args, args.out, runtime)
-    plains = []
-    for threads in (1, 2):
-        print(f"running the plain loop with {threads} thread(s) ...", flush=True)
-        plains.append(run_plain(args, threads))
-    print("running Flower alone (flower_floor.py) ...", flush=True)
-    floor = run_floor(args, model_floats(args))
-    table = write_report(args, args.out, feds, plains, floor)
+    floats = model_floats(args)
+    calls = []
+    for call in range(1, args.repeats + 1):
+        runs: dict[str, dict] = {}
+        for runtime in RUNTIMES:
+            print(f"call {call}: fedimb ({runtime}) ...", flush=True)
+            runs[runtime] = run_fedimb(args, args.out, runtime)
+        for threads in (1, 2):
+            print(f"call {call}: the plain loop with {threads} thread(s) ...", flush=True)
+            runs[f"plain-{threads}"] = run_plain(args, threads)
+        print(f"call {call}: Flower alone (flower_floor.py) ...", flush=True)
+        runs["floor"] = run_floor(args, floats)
+        calls.append(runs)
+    table = write_report(args, args.out, calls)
     print(table.read_text())
     print(table)
 
