@@ -20,6 +20,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
+from fedimb.cli.run_events import read_events
 from fedimb.cli.run_files import read_metrics_csv
 
 #: seconds between memory samples. Reading PSS costs about 40 ms of CPU per ~1 GB
@@ -81,8 +82,8 @@ def round_wall_seconds(run_dir: Path) -> list[float]:
     round t+1's clients train (the simulation), a round's own ``seconds`` include its
     test, which the next round's overlap: summed, they count that test twice; the time
     between records counts it once."""
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    records = [e for e in map(json.loads, lines) if e["event"] == "round" and e["round"] > 0]
+    events = read_events(run_dir / "events.jsonl")
+    records = [e for e in events if e["event"] == "round" and e["round"] > 0]
     elapsed = [float(e["elapsed"]) for e in records]
     return [float(records[0]["seconds"])] + [b - a for a, b in zip(elapsed, elapsed[1:])]
 

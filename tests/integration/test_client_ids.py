@@ -9,11 +9,11 @@ nodes lent to the 4 clients instruction by instruction (``runtime.nodes=2``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from fedimb.cli.run_events import read_events
 from tests.conftest import finish_fedimb, start_fedimb
 from tests.integration.test_front_end import round_scores
 
@@ -63,8 +63,7 @@ def run_both(tmp_path, *runtime: str, pooled: bool = False) -> None:
 
 def nodes_connected(run_dir: Path) -> int:
     """The nodes connected when the run's round 1 began (its ``nodes`` event)."""
-    lines = (run_dir / "events.jsonl").read_text().splitlines()
-    (event,) = [e for e in map(json.loads, lines) if e["event"] == "nodes"]
+    (event,) = [e for e in read_events(run_dir / "events.jsonl") if e["event"] == "nodes"]
     assert event["clients"] == 4
     return int(event["connected"])
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fedimb.cli.run_events import read_events
 from tests.conftest import finish_fedimb, run_fedimb, start_fedimb
 
 pytestmark = pytest.mark.slow
@@ -57,8 +58,8 @@ def test_server_killed_mid_run_resumes_with_identical_results(
     assert "continue it with: fedimb resume" in result.stderr
     run_dir = Path(result.stderr.strip().split("fedimb resume ")[-1])
     assert not json.loads((run_dir / "summary.json").read_text())["completed"]
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert [(e["connected"], e["clients"]) for e in events if e["event"] == "nodes"] == [(2, 3)]
+    nodes = [e for e in read_events(run_dir / "events.jsonl") if e["event"] == "nodes"]
+    assert [(e["connected"], e["clients"]) for e in nodes] == [(2, 3)]
 
     resumed = run_fedimb("resume", str(run_dir), timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -77,8 +78,8 @@ def test_server_killed_mid_run_resumes_with_identical_results(
     ref_dir = Path(reference.stdout.strip().splitlines()[-1])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["completed"] and summary["rounds"] == 4
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert [e["connected"] for e in events if e["event"] == "nodes"] == [2, 2]  # and resumed
+    nodes = [e for e in read_events(run_dir / "events.jsonl") if e["event"] == "nodes"]
+    assert [e["connected"] for e in nodes] == [2, 2]  # and resumed
 
     def test_metrics(folder: Path) -> dict[tuple[str, str], float]:
         with open(folder / "metrics.csv") as fh:
