@@ -24,7 +24,7 @@ from fedimb.app.seeds import train_seed
 from fedimb.core.data.stats import label_counts
 from fedimb.core.dropout import Availability, availability_from_config
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
-from fedimb.core.training import evaluate_model, predict, score_logits
+from fedimb.core.training import evaluate_model, evaluate_predictions, predict_classes
 
 
 @dataclass
@@ -119,8 +119,7 @@ class ServerRun:
             self._local_model = self.new_model().to(self.device)
         set_weights(self._local_model, weights)
         x = torch.from_numpy(self.data.dataset.x_test).to(self.device)
-        logits = predict(self._local_model, x, int(self.cfg.evaluation.batch_size))
-        return logits.argmax(dim=1).cpu().numpy()
+        return predict_classes(self._local_model, x, int(self.cfg.evaluation.batch_size))
 
     @cached_property
     def empty_clients(self) -> frozenset[int]:
@@ -190,11 +189,12 @@ class ServerRun:
         else:
             x, y = as_tensors(dataset.x_test, dataset.y_test)
         model = model.to(self.device)
-        logits = predict(model, x.to(self.device), int(self.cfg.evaluation.batch_size))
+        metrics, predicted = evaluate_predictions(
+            model, x.to(self.device), y, self.num_classes, int(self.cfg.evaluation.batch_size)
+        )
         if split == "test" and own_model:
-            kept = [np.array(w, copy=True) for w in weights]
-            self._tested = (kept, logits.argmax(dim=1).cpu().numpy())
-        return score_logits(logits, y.to(self.device), self.num_classes)
+            self._tested = ([np.array(w, copy=True) for w in weights], predicted)
+        return metrics
 
 
 def same_weights(a: list[np.ndarray], b: list[np.ndarray]) -> bool:

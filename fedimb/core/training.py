@@ -187,6 +187,16 @@ def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.
     return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
 
 
+@torch.no_grad()
+def predict_classes(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> np.ndarray:
+    """The classes ``model`` predicts on ``x``, batch by batch (no logits held at once)."""
+    model.eval()
+    predicted = torch.empty(len(x), dtype=torch.int64, device=x.device)
+    for start in range(0, len(x), batch_size):
+        predicted[start : start + batch_size] = model(x[start : start + batch_size]).argmax(dim=1)
+    return predicted.cpu().numpy()
+
+
 def train_head(
     model: EncoderHeadNet,
     x: torch.Tensor,
@@ -208,16 +218,32 @@ def evaluate_model(
 ) -> dict[str, object]:
     """Loss, accuracy, macro-F1 and per-class recall of ``model`` on ``(x, y)``; the
     labels may stay on the CPU while the model and inputs are on a GPU."""
-    return score_logits(predict(model, x, batch_size), y, num_classes)
+    return evaluate_predictions(model, x, y, num_classes, batch_size)[0]
 
 
-def score_logits(logits: torch.Tensor, y: torch.Tensor, num_classes: int) -> dict[str, object]:
-    """:func:`evaluate_model`'s metrics of logits already computed."""
-    loss = float(nn.functional.cross_entropy(logits, y.to(logits.device)))
-    metrics = classification_metrics(
-        y.cpu().numpy(), logits.argmax(dim=1).cpu().numpy(), num_classes
-    )
-    return {"loss": loss, **metrics}
+@torch.no_grad()
+def evaluate_predictions(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, batch_size: int = 1000
+) -> tuple[dict[str, object], np.ndarray]:
+    """:func:`evaluate_model`'s metrics and the predicted classes, in one pass batch by
+    batch: a large test set's logits are never held at once (4.5 million samples at
+    100,000 Synthetic devices). The cross-entropy of a batch is logsumexp(z) - z_y, summed
+    in float64: equal to ``nn.functional.cross_entropy`` to float32 rounding, and 3x faster
+    on the CPU with few classes."""
+    model.eval()
+    y = y.to(x.device)
+    total = torch.zeros((), dtype=torch.float64, device=x.device)
+    predicted = torch.empty(len(x), dtype=torch.int64, device=x.device)
+    for start in range(0, len(x), batch_size):
+        logits = model(x[start : start + batch_size])
+        labels = y[start : start + batch_size]
+        target = logits.gather(1, labels[:, None])[:, 0]
+        total += (torch.logsumexp(logits, dim=1) - target).sum(dtype=torch.float64)
+        predicted[start : start + batch_size] = logits.argmax(dim=1)
+    classes = predicted.cpu().numpy()
+    loss = float(total) / len(x) if len(x) else float("nan")
+    metrics = classification_metrics(y.cpu().numpy(), classes, num_classes)
+    return {"loss": loss, **metrics}, classes
 
 
 def seeded_generator(*keys: int) -> torch.Generator:

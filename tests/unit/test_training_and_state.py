@@ -16,8 +16,10 @@ from fedimb.core.training import (
     TrainConfig,
     batch_indices,
     evaluate_model,
+    evaluate_predictions,
     make_optimizer,
     predict,
+    predict_classes,
     seeded_generator,
     train_epochs,
 )
@@ -160,6 +162,21 @@ def test_predict_batches_match_full():
     model = nn.Linear(3, 4)
     x = torch.randn(25, 3)
     torch.testing.assert_close(predict(model, x, batch_size=7), model(x).detach())
+
+
+def test_evaluation_in_batches_matches_the_whole_set_at_once():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 4)
+    x, y = torch.randn(25, 3), torch.randint(0, 4, (25,))
+    logits = model(x).detach()
+    metrics, classes = evaluate_predictions(model, x, y, 4, batch_size=7)
+    assert metrics["loss"] == pytest.approx(float(nn.functional.cross_entropy(logits, y)), rel=1e-6)
+    np.testing.assert_array_equal(classes, logits.argmax(dim=1).numpy())
+    np.testing.assert_array_equal(predict_classes(model, x, batch_size=7), classes)
+    assert metrics["accuracy"] == pytest.approx(float((classes == y.numpy()).mean()))
+    whole = evaluate_model(model, x, y, 4, batch_size=25)
+    assert whole["loss"] == pytest.approx(metrics["loss"])
+    assert whole["recall"] == metrics["recall"]
 
 
 # ----------------------------------------------------------------------- state
