@@ -109,7 +109,7 @@ class ServerRun:
 
     def test_predictions(self, weights: list[np.ndarray]) -> np.ndarray:
         """The classes ``weights`` predict on the test set: those of the server's test of
-        the same weights where it ran (the local evaluation follows it; 1.4 s at 100,000
+        the same weights where it ran (the local evaluation follows it; 0.8–1.0 s at 100,000
         Synthetic devices), else from a pass with a model of its own (the central test of
         the previous round may still run on the evaluation model)."""
         tested = self._tested
