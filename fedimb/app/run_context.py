@@ -24,7 +24,7 @@ from fedimb.app.seeds import train_seed
 from fedimb.core.data.stats import label_counts
 from fedimb.core.dropout import Availability, availability_from_config
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
-from fedimb.core.training import evaluate_model, evaluate_predictions, predict_classes
+from fedimb.core.training import evaluate_model, evaluate_predictions
 
 
 @dataclass
@@ -118,8 +118,10 @@ class ServerRun:
         if self._local_model is None:
             self._local_model = self.new_model().to(self.device)
         set_weights(self._local_model, weights)
-        x = torch.from_numpy(self.data.dataset.x_test).to(self.device)
-        return predict_classes(self._local_model, x, int(self.cfg.evaluation.batch_size))
+        x, y = as_tensors(self.data.dataset.x_test, self.data.dataset.y_test)
+        batch_size = int(self.cfg.evaluation.batch_size)
+        model = self._local_model
+        return evaluate_predictions(model, x.to(self.device), y, self.num_classes, batch_size)[1]
 
     @cached_property
     def empty_clients(self) -> frozenset[int]:

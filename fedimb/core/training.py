@@ -187,16 +187,6 @@ def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.
     return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)])
 
 
-@torch.no_grad()
-def predict_classes(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> np.ndarray:
-    """The classes ``model`` predicts on ``x``, batch by batch (no logits held at once)."""
-    model.eval()
-    predicted = torch.empty(len(x), dtype=torch.int64, device=x.device)
-    for start in range(0, len(x), batch_size):
-        predicted[start : start + batch_size] = model(x[start : start + batch_size]).argmax(dim=1)
-    return predicted.cpu().numpy()
-
-
 def train_head(
     model: EncoderHeadNet,
     x: torch.Tensor,
