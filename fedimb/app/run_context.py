@@ -117,11 +117,7 @@ class ServerRun:
             return tested[1]
         if self._local_model is None:
             self._local_model = self.new_model().to(self.device)
-        set_weights(self._local_model, weights)
-        x, y = as_tensors(self.data.dataset.x_test, self.data.dataset.y_test)
-        batch_size = int(self.cfg.evaluation.batch_size)
-        model = self._local_model
-        return evaluate_predictions(model, x.to(self.device), y, self.num_classes, batch_size)[1]
+        return self._score(self._local_model, weights, "test")[1]
 
     @cached_property
     def empty_clients(self) -> frozenset[int]:
@@ -183,6 +179,16 @@ class ServerRun:
             if self._eval_model is None:
                 self._eval_model = self.new_model().to(self.device)
             model = self._eval_model
+        metrics, predicted = self._score(model, weights, split)
+        if split == "test" and own_model:
+            self._tested = ([np.array(w, copy=True) for w in weights], predicted)
+        return metrics
+
+    def _score(
+        self, model: EncoderHeadNet, weights: list[np.ndarray], split: str
+    ) -> tuple[dict[str, object], np.ndarray]:
+        """``weights`` loaded into ``model`` and scored on ``split`` in one pass: the
+        metrics and the predicted classes."""
         set_weights(model, weights)
         dataset = self.data.dataset
         if split == "validation":
@@ -191,12 +197,8 @@ class ServerRun:
         else:
             x, y = as_tensors(dataset.x_test, dataset.y_test)
         model = model.to(self.device)
-        metrics, predicted = evaluate_predictions(
-            model, x.to(self.device), y, self.num_classes, int(self.cfg.evaluation.batch_size)
-        )
-        if split == "test" and own_model:
-            self._tested = ([np.array(w, copy=True) for w in weights], predicted)
-        return metrics
+        batch_size = int(self.cfg.evaluation.batch_size)
+        return evaluate_predictions(model, x.to(self.device), y, self.num_classes, batch_size)
 
 
 def same_weights(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
