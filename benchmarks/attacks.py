@@ -10,8 +10,8 @@ every round (``fault.kind=<attack>``, see fedimb/app/attacks.py) under the metho
 and the same run with client 1 failing outright (``fault.kind=raise``). A row is judged:
 
 - *survived*: the attacked run exited 0;
-- *counted*: the run's rounds count the attacker (rejected, errors or clients left out of
-  a method's plan > 0), or a registry refusal is in its events;
+- *counted*: the run's rounds count the attacker (rejected, errors, bounded or clients
+  left out of a method's plan > 0), or a registry refusal is in its events;
 - *unharmed*: its final accuracy is at most 1 point below that of the run in which client
   1 fails (higher is no harm: an attacker left out of a plan may still train honestly),
   and, for the forged event, neither the forged accuracy nor the forged artifact reached
@@ -180,6 +180,7 @@ class RunSummary:
     best_accuracy: float | None = None
     rejected: int = 0  # over all rounds
     errors: int = 0
+    bounded: int = 0  # accepted, with a reported number cut to its bound
     left_out: int = 0  # clients a method left out of its plan (invalid label counts)
     refusals: int = 0  # events saying a registry refused a claim
     forged_artifact: bool = False  # the run folder holds the forged artifact
@@ -201,7 +202,14 @@ class Cell:
 def judge(row: str, runtime: str, attacked: RunSummary, reference: RunSummary) -> Cell:
     """The three verdicts of one cell, from its run and its reference run (client 1 failing)."""
     survived = attacked.exit_code == 0
-    counted = attacked.rejected + attacked.errors + attacked.left_out + attacked.refusals > 0
+    counted = (
+        attacked.rejected
+        + attacked.errors
+        + attacked.bounded
+        + attacked.left_out
+        + attacked.refusals
+        > 0
+    )
     close = (
         survived
         and attacked.final_accuracy is not None
@@ -273,6 +281,7 @@ def summarise(run_dir: Path | None, exit_code: int, stderr: str) -> RunSummary:
         best_accuracy=summary.get("best_accuracy"),
         rejected=sum(int(c.get("rejected") or 0) for c in clients),
         errors=sum(int(c.get("errors") or 0) for c in clients),
+        bounded=sum(int(c.get("bounded") or 0) for c in clients),
         left_out=sum(
             int((e.get("extra") or {}).get("clients_left_out") or 0) for e in last.values()
         ),

@@ -37,7 +37,14 @@ PAYLOADS = protocol.BASE_PAYLOADS + (
     PayloadSpec(RETRAINED_WEIGHT, DOWN, "float", (NUM_CLASSES, FEATURE_DIM)),
     PayloadSpec(RETRAINED_BIAS, DOWN, "float", (NUM_CLASSES,)),
     PayloadSpec(
-        GRADIENT_CLASSES, UP, "integer", ("k",), nonnegative=True, bound=MAX_CLASS, required=True
+        GRADIENT_CLASSES,
+        UP,
+        "integer",
+        ("k",),
+        nonnegative=True,
+        bound=MAX_CLASS,
+        required=True,
+        unique=True,  # one row per class: a repeated class would count twice in g_c
     ),
     PayloadSpec(GRADIENT_WEIGHTS, UP, "float", ("k", NUM_CLASSES, FEATURE_DIM), required=True),
     # d CE / d bias is a mean of softmax(z) − onehot(y): every entry lies in [−1, 1]

@@ -39,7 +39,14 @@ PROTOTYPE_VECTORS = f"{PROTOTYPES}_vectors"
 PROTOTYPE_COUNTS = f"{PROTOTYPES}_counts"
 PAYLOADS = protocol.BASE_PAYLOADS + (
     PayloadSpec(
-        PROTOTYPE_CLASSES, UP, "integer", ("k",), nonnegative=True, bound=MAX_CLASS, required=True
+        PROTOTYPE_CLASSES,
+        UP,
+        "integer",
+        ("k",),
+        nonnegative=True,
+        bound=MAX_CLASS,
+        required=True,
+        unique=True,  # one prototype per class: a repeated class would be counted twice
     ),
     PayloadSpec(PROTOTYPE_VECTORS, UP, "float", ("k", FEATURE_DIM), required=True),
     PayloadSpec(

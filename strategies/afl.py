@@ -41,7 +41,7 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
         weights = self.aggregation_weights(updates, weights)
         new = self.average_models([u.arrays for u in updates], weights)
         gradient = np.zeros_like(self.mixture)
-        gradient[pids] = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
+        gradient[pids] = self.bounded_losses(updates, protocol.INITIAL_LOSS)
         ascent = self.mixture + self.lambda_lr * gradient
         mixture = project_simplex(ascent) if np.all(np.isfinite(ascent)) else ascent
         if np.all(np.isfinite(mixture)):  # λ weighs every later round: never adopt NaN/Inf

@@ -99,9 +99,7 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
         if not statistics:
             self.round_log.note("no client statistics: the classifier is not calibrated")
             return None
-        mean, covariance, counts = pooled_moments(
-            *([s[name] for s in statistics] for name in STATISTICS)
-        )
+        mean, covariance, counts = pooled_moments(*self.bounded_statistics(statistics))
         rng = np.random.default_rng(np.random.SeedSequence([self.run.seed, server_round]))
         features, labels = sample_virtual_features(
             mean, covariance, counts, self.virtual_per_class, rng
@@ -109,13 +107,37 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
         log["virtual_features"] = len(labels)
         if self.run.reads_test:
             log["uncalibrated_accuracy"] = self.run.evaluate(weights)[protocol.ACCURACY]
-        return self.retrain_head(weights, features, labels, self.calibration, server_round)
+        calibrated = self.retrain_head(weights, features, labels, self.calibration, server_round)
+        return calibrated if self.validated(weights, calibrated, "the calibrated model") else None
+
+    def bounded_statistics(
+        self, statistics: dict[int, dict[str, np.ndarray]]
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+        """The clients' means, covariances and counts, each class's mean and covariance
+        of a client at most ``influence.ratio`` times the median norm of the other
+        clients holding that class: one client's class mean of 1e9 would otherwise set
+        the pooled mean of eq. 2 and the calibrated head predict that class alone."""
+        pids = sorted(statistics)
+        means = [statistics[p][STATISTICS[0]].astype(np.float64) for p in pids]
+        covariances = [statistics[p][STATISTICS[1]].astype(np.float64) for p in pids]
+        counts = [statistics[p][STATISTICS[2]] for p in pids]
+        for c in range(len(counts[0]) if counts else 0):
+            holders = [i for i in range(len(pids)) if counts[i][c] > 0]
+            holder_pids = [pids[i] for i in holders]
+            for arrays, what in ((means, "mean"), (covariances, "covariance")):
+                kept = self.bounded_vectors(
+                    holder_pids, [arrays[i][c] for i in holders], f"class_{what} of class {c}"
+                )
+                for i, value in zip(holders, kept):
+                    arrays[i][c] = value
+        return means, covariances, counts
 
     def client_statistics(
         self, server_round: int, weights: list[np.ndarray]
-    ) -> list[dict[str, np.ndarray]]:
-        """Every connected client's moments of eq. 1 under ``weights``, those that
-        match their declaration and are plausible covariances; the others left out."""
+    ) -> dict[int, dict[str, np.ndarray]]:
+        """Every connected client's moments of eq. 1 under ``weights`` (by partition id),
+        those that match their declaration and are plausible covariances; the others left
+        out."""
         question = {
             **self.fit_config(server_round),
             **payload.pack({CALIBRATION_MODEL: flatten_weights(weights)}),
@@ -124,7 +146,8 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
         answers = self.registry.query(pids, question)
         self.round_log.bytes_down += payload.nbytes(question) * len(pids)
         self.round_log.bytes_up += sum(payload.nbytes(a) for a in answers.values())
-        valid, problems = [], {}
+        valid: dict[int, dict[str, np.ndarray]] = {}
+        problems = {}
         for pid, answer in sorted(answers.items()):
             try:
                 problem = self.check_answer(answer, answer.get(protocol.NUM_EXAMPLES), STATISTICS)
@@ -135,7 +158,7 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
             if problem:
                 problems[pid] = problem
             else:
-                valid.append({name: arrays[name] for name in STATISTICS})
+                valid[pid] = {name: arrays[name] for name in STATISTICS}
         if problems:
             pid, problem = next(iter(problems.items()))
             self.round_log.note(

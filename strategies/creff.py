@@ -22,6 +22,8 @@ Every round:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
@@ -40,6 +42,9 @@ from fedimb.core.errors import at_least
 from strategies.base import ClientUpdate
 from strategies.base.averaging import AveragingStrategy
 from strategies.base.feature_retraining import FeatureRetraining, HeadTraining
+
+#: :meth:`strategies.base.InfluenceBounds.bounded_vectors`: (clients, arrays, what) -> arrays
+BoundVectors = Callable[[list[int], list[np.ndarray], str], list[np.ndarray]]
 
 #: the server phase the matching of the federated features is timed as
 MATCH_PHASE = "match_features"
@@ -91,17 +96,27 @@ def match_features(
     return f.detach().numpy().copy(), float(loss.detach())
 
 
-def class_gradient_means(updates: list[ClientUpdate]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """g_c per class: the uniform mean of the clients' real feature gradients of class c."""
-    sums: dict[int, list] = {}
+def class_gradient_means(
+    updates: list[ClientUpdate], bounded: BoundVectors | None = None
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """g_c per class: the uniform mean of the clients' real feature gradients of class c,
+    each client's g_W first bounded against the others' of that class by ``bounded``
+    (:meth:`strategies.base.InfluenceBounds.bounded_vectors`; g_b lies in [−1, 1] by its
+    declaration)."""
+    by_class: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {}
     for u in updates:
         arrays = u.payload
         for c, gw, gb in zip(
             arrays[GRADIENT_CLASSES], arrays[GRADIENT_WEIGHTS], arrays[GRADIENT_BIASES]
         ):
-            entry = sums.setdefault(int(c), [0.0, 0.0, 0])
-            entry[0], entry[1], entry[2] = entry[0] + gw, entry[1] + gb, entry[2] + 1
-    return {c: (gw / n, gb / n) for c, (gw, gb, n) in sums.items()}
+            by_class.setdefault(int(c), []).append((u.partition_id, gw, gb))
+    means = {}
+    for c, rows in sorted(by_class.items()):
+        pids, weights, biases = zip(*rows)
+        if bounded is not None:
+            weights = tuple(bounded(list(pids), list(weights), f"feature gradient of class {c}"))
+        means[c] = (sum(weights) / len(rows), sum(biases) / len(rows))
+    return means
 
 
 class CReFFStrategy(FeatureRetraining, AveragingStrategy):
@@ -167,7 +182,7 @@ class CReFFStrategy(FeatureRetraining, AveragingStrategy):
         new_weights = super().aggregate(server_round, updates)
         if new_weights is None:
             return None
-        targets = class_gradient_means(updates)
+        targets = class_gradient_means(updates, self.bounded_vectors)
         weight, bias = self.retrained_head or self.initial_head
         with self.accounting.phase(MATCH_PHASE):
             features, loss = match_features(
@@ -184,7 +199,10 @@ class CReFFStrategy(FeatureRetraining, AveragingStrategy):
         fresh = self.with_head(new_weights, self.initial_head)
         retrained = self.retrain_head(fresh, features, self.labels(), self.retraining, server_round)
         head = [retrained[i] for i in self.head_indices]
-        if self.adoptable(head, "the re-trained classifier"):
+        current = self.with_head(new_weights, self.retrained_head or self.initial_head)
+        if self.adoptable(head, "the re-trained classifier") and self.validated(
+            current, self.with_head(new_weights, head), "the re-trained classifier"
+        ):
             self.retrained_head = head
         self.round_log.extra.update(matching_loss=loss, matched_classes=len(targets))
         return new_weights

@@ -81,7 +81,9 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         )
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
-        losses = np.array([float(u.metrics[self.loss_key]) for u in updates])
+        losses = self.bounded_losses(updates, self.loss_key)
+        if self.loss_key == protocol.TRAIN_LOSS:  # a loss_at=received loss was checked exactly
+            losses = self.bounded_by_received_loss(updates, losses, self.loss_key)
         sigma = float(losses.std())
         q = (
             self.q

@@ -51,7 +51,7 @@ class QFFLStrategy(PersonalEvaluation, BaseStrategy):
         )
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
-        losses = [float(u.metrics[protocol.INITIAL_LOSS]) for u in updates]
+        losses = list(self.bounded_losses(updates, protocol.INITIAL_LOSS))
         if self.update == "qfedavg":
             return qffl_update(
                 self.current_weights,

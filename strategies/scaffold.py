@@ -97,15 +97,12 @@ class ScaffoldStrategy(BaseStrategy):
                 else value.astype(g.dtype)
             )
         shares = self.control_shares(updates)
+        deltas = self.bounded_control_deltas(updates)
         self.adopt_control(
             [
                 (
                     self.control[j]
-                    + sum(
-                        w
-                        * u.payload[protocol.indexed(protocol.CONTROL_DELTA, j)].astype(np.float64)
-                        for w, u in zip(shares, updates)
-                    )
+                    + sum(w * delta[j].astype(np.float64) for w, delta in zip(shares, deltas))
                 ).astype(np.float32)
                 for j in range(len(self.control))
             ]
@@ -114,6 +111,23 @@ class ScaffoldStrategy(BaseStrategy):
             np.sqrt(sum(float((c.astype(np.float64) ** 2).sum()) for c in self.control))
         )
         return new
+
+    def bounded_control_deltas(self, updates: list[ClientUpdate]) -> list[list[np.ndarray]]:
+        """Each client's Δc_i (all layers), its L2 norm at most ``influence.ratio`` times
+        the others' median: a delta within the declared bound (1e6) is finite but would
+        still move c, which every client adds to each gradient step."""
+        count = len(self.control)
+        deltas = [
+            [u.payload[protocol.indexed(protocol.CONTROL_DELTA, j)] for j in range(count)]
+            for u in updates
+        ]
+        flat = [np.concatenate([d.ravel() for d in delta]) for delta in deltas]
+        bounded = self.bounded_vectors([u.partition_id for u in updates], flat, "control_delta")
+        out = []
+        for vector, delta in zip(bounded, deltas):
+            sizes = np.cumsum([d.size for d in delta])[:-1]
+            out.append([p.reshape(d.shape) for p, d in zip(np.split(vector, sizes), delta)])
+        return out
 
     def adopt_control(self, control: list[np.ndarray]) -> None:
         """The new server control variate, unless it is not finite: it is broadcast to

@@ -207,15 +207,17 @@ def check_normalize(cfg: DictConfig) -> None:
 
 
 def check_aggregation(cfg: DictConfig) -> None:
-    """``aggregation``: its settings, and whether the method's server step can use them.
-    A strategy's ``robust_aggregation`` (a value, or a function of its method.strategy
-    settings) says so: ``any`` (default) every rule and clipping; ``clip`` only the
-    method's own weighted mean, with clipping (its weights are the method); ``none``
-    neither (its server step is no average of the client models)."""
+    """``aggregation`` and ``influence``: their settings, and whether the method's server
+    step can use the rule. A strategy's ``robust_aggregation`` (a value, or a function of
+    its method.strategy settings) says so: ``any`` (default) every rule and clipping;
+    ``clip`` only the method's own weighted mean, with clipping (its weights are the
+    method); ``none`` neither (its server step is no average of the client models)."""
     from fedimb.core import robust
+    from fedimb.core.influence import InfluenceSettings
 
     settings = robust.RobustSettings.from_config(cfg.get("aggregation"))
     robust.check(settings, int(cfg.num_clients))
+    InfluenceSettings.from_config(cfg.get("influence")).check()
     _, strategy_cls = method_classes(cfg)
     support = getattr(strategy_cls, "robust_aggregation", "any")
     if callable(support):

@@ -68,10 +68,17 @@ def eta_seconds(round_seconds: list[float], remaining: int) -> float | None:
     return sum(steady) / len(steady) * remaining
 
 
+#: what may have happened to accepted clients, by the round record's key
+ACCEPTED_BUT = {"bounded": "bounded", "set_aside": "set aside"}
+
+
 def clients_outcome(clients: dict[str, int]) -> str:
     """``9 ok, 11 dropped, 1 failed`` (:data:`CLIENT_OUTCOMES`; none dropped or failed: not
     named)."""
     counts = {label: count(clients) for label, count in CLIENT_OUTCOMES.items()}
+    # of the accepted: clients with a reported number cut to its bound, and clients the
+    # robust rule set aside (left out or down-weighted)
+    counts.update({label: clients.get(key, 0) for key, label in ACCEPTED_BUT.items()})
     return ", ".join(f"{n} {label}" for label, n in counts.items() if n or label == "ok")
 
 

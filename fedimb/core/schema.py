@@ -43,7 +43,8 @@ class PayloadSpec:
     ``bound``: the largest magnitude of any entry (a number or a size the run knows);
     ``total``: what the entries must sum to (``num_examples``, or e.g. 1.0 for a
     distribution, to a relative 1e-4); ``required``: every reply must carry it (a
-    ``<j>`` pattern: once per trainable parameter)."""
+    ``<j>`` pattern: once per trainable parameter); ``unique``: no entry repeated (an
+    array of class indices whose rows stand for those classes)."""
 
     name: str
     direction: str
@@ -53,6 +54,7 @@ class PayloadSpec:
     bound: float | str | None = None
     total: float | str | None = None
     required: bool = False
+    unique: bool = False  # no value twice (rows that stand for classes)
 
     def matches(self, name: str) -> int | None:
         """The ``<j>`` of ``name`` under this spec (0 for a plain name), or None."""
@@ -127,6 +129,8 @@ def check_array(
     bound = size_of(spec.bound, sizes)
     if bound is not None and values.size and np.abs(values).max() > bound:
         return f"payload '{name}' holds values beyond {bound:g}"
+    if spec.unique and np.unique(values).size != values.size:
+        return f"payload '{name}' repeats a value"
     total = size_of(spec.total, sizes)
     exact = spec.kind == "integer"  # counts add up exactly; float sums to a relative 1e-4
     if total is not None and not np.isclose(values.sum(), total, rtol=0 if exact else 1e-4, atol=0):

@@ -28,6 +28,8 @@ class AggregationHost(Protocol):
     run: ServerRun
     round_log: RoundLog
     current_weights: list[np.ndarray] | None
+    #: the round's accepted updates (the clients a robust rule's choices name)
+    round_updates: list[ClientUpdate]
     #: T of ``normalize=latent_cosine``, None without contribution normalisation
     normalize_temperature: float | None
 
@@ -54,6 +56,7 @@ class Aggregation:
         at least ``min_successful_clients``) the method's :meth:`aggregate`; the global
         model stays where too few updates arrive or the aggregate is not finite."""
         updates = self.accept_updates(results, failures)
+        self.round_updates = updates
         check_workers_alive(server_round, failures, len(results))
         minimum = int(self.run.cfg.get("min_successful_clients", 1))
         if len(updates) < minimum:
@@ -115,11 +118,27 @@ class Aggregation:
         """The client models combined by the configured ``aggregation`` rule (default: the
         weighted mean, unchanged), each update first clipped where ``max_update_norm`` says;
         None (and a note why) when the round has too few updates for the rule, so that the
-        previous global model stays. Every method that averages client models calls this."""
+        previous global model stays. The clients the rule sets aside (left out, clipped or
+        down-weighted) are counted in the round's record and named in a note; its buckets
+        are drawn from the run's seed and the round. Every method that averages client
+        models calls this."""
         settings = robust.RobustSettings.from_config(self.run.cfg.get("aggregation"))
-        new, reason = robust.combine(arrays_list, weights, self.current_weights, settings)
+        seed = np.random.SeedSequence([self.run.seed, self.round_log.round]).generate_state(1)[0]
+        new, reason, aside = robust.combine_recorded(
+            arrays_list, weights, self.current_weights, settings, rng_seed=int(seed)
+        )
         if new is None:
             self.round_log.note(reason)
+        # the rule's indices back to clients: a model that is an accepted update's arrays
+        pid_of = {id(u.arrays): u.partition_id for u in self.round_updates}
+        set_aside = sorted(
+            {pid_of[id(arrays_list[i])] for i in aside if id(arrays_list[i]) in pid_of}
+        )
+        if set_aside:
+            self.round_log.set_aside.update(set_aside)
+            self.round_log.note(
+                f"aggregation={settings.name} set aside client(s) {', '.join(map(str, set_aside))}"
+            )
         return new
 
     def contribution_weighted(self: AggregationHost, base: np.ndarray, latents, ids) -> np.ndarray:

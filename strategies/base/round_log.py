@@ -47,6 +47,10 @@ class RoundLog:
     errors: int = 0
     rejected: int = 0
     nonfinite: int = 0  # of the rejected: updates with NaN or Inf values (a diverging client)
+    #: accepted clients a reported number of which was cut to its bound (:meth:`bound`)
+    bounded: set[int] = field(default_factory=set)
+    #: accepted clients the robust rule left out of the aggregate or down-weighted
+    set_aside: set[int] = field(default_factory=set)
     bytes_down: int = 0
     bytes_up: int = 0
     weight_diversity: float | None = None
@@ -78,6 +82,12 @@ class RoundLog:
         if len(self.messages) < 10:
             self.messages.append(message)
 
+    def bound(self, pid: int, what: str) -> None:
+        """Client ``pid``'s reported ``what`` was cut to its bound: counted once per client
+        and round (``clients.bounded``), each cut noted like a rejection."""
+        self.bounded.add(int(pid))
+        self.note(f"client {pid}: {what}")
+
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "round": self.round,
@@ -98,6 +108,8 @@ class RoundLog:
                     "rejected": self.rejected,
                     "nonfinite": self.nonfinite,
                     "failures": self.failures,
+                    "bounded": len(self.bounded),
+                    "set_aside": len(self.set_aside),
                 },
                 "bytes": {"down": self.bytes_down, "up": self.bytes_up},
                 "weight_diversity": self.weight_diversity,
@@ -112,6 +124,9 @@ class RoundLog:
                 str(pid): {k: round(v, 4) for k, v in t.items()}
                 for pid, t in sorted(self.client_timing.items())
             }
+        who = {"bounded": self.bounded, "set_aside": self.set_aside}
+        if any(who.values()):  # which clients, beside the counts
+            record["influence"] = {k: sorted(ids) for k, ids in who.items() if ids}
         if self.extra:
             record["extra"] = self.extra
         if self.local:

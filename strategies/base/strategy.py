@@ -33,6 +33,7 @@ from fedimb.core.training import TRAIN_KEYS
 from strategies.base.accounting import RoundAccounting
 from strategies.base.aggregation import Aggregation
 from strategies.base.evaluation import Evaluation
+from strategies.base.influence import InfluenceBounds
 from strategies.base.payload_checks import PayloadChecks
 from strategies.base.replies import FitFailures, FitReplies
 from strategies.base.round_log import RoundLog
@@ -40,7 +41,15 @@ from strategies.base.sampling import ClientSampling
 from strategies.base.updates import Layout, UpdateChecks
 
 
-class BaseStrategy(ClientSampling, Evaluation, Aggregation, UpdateChecks, PayloadChecks, Strategy):
+class BaseStrategy(
+    ClientSampling,
+    Evaluation,
+    Aggregation,
+    UpdateChecks,
+    InfluenceBounds,
+    PayloadChecks,
+    Strategy,
+):
     """Shared server behaviour of every fedimb method.
 
     Sampling is seeded and done over partition ids; the availability model (dropout)
@@ -73,6 +82,7 @@ class BaseStrategy(ClientSampling, Evaluation, Aggregation, UpdateChecks, Payloa
         if clash:
             raise ValueError(f"method.client must not redefine training settings {sorted(clash)}")
         self.current_weights: list[np.ndarray] | None = None
+        self.round_updates: list = []  # the accepted updates of the round being aggregated
         normalize = cfg.get("normalize") or {}
         self.normalize_temperature = (
             float(normalize["temperature"]) if normalize.get("name") == "latent_cosine" else None
@@ -81,6 +91,8 @@ class BaseStrategy(ClientSampling, Evaluation, Aggregation, UpdateChecks, Payloa
         self.accounting = RoundAccounting(self.round_log)
         #: per client, the shape and dtype of every array it was sent this round
         self.sent_layouts: dict[int, Layout] = {}
+        #: per client, the model it was sent this round (its update is measured from it)
+        self.sent_models: dict[int, list[np.ndarray]] = {}
         self.clients_discovered = False
         self._payload_sizes: dict[str, object] | None = None
 
@@ -168,18 +180,19 @@ class BaseStrategy(ClientSampling, Evaluation, Aggregation, UpdateChecks, Payloa
         self, instructions: dict[int, FitIns]
     ) -> list[tuple[ClientProxy, FitIns]]:
         """Each client's instruction addressed to its node, counted as sent, and the
-        layout of the model each client receives kept for checking its update (each
+        model each client receives kept for checking and bounding its update (each
         distinct model decoded once)."""
-        self.sent_layouts = {}
+        self.sent_layouts, self.sent_models = {}, {}
+        model_of: dict[int, list[np.ndarray]] = {}
         layout_of: dict[int, Layout] = {}
         out = []
         for pid, ins in instructions.items():
             key = id(ins.parameters)
-            if key not in layout_of:
-                layout_of[key] = [
-                    (a.shape, a.dtype) for a in parameters_to_ndarrays(ins.parameters)
-                ]
+            if key not in model_of:
+                model_of[key] = parameters_to_ndarrays(ins.parameters)
+                layout_of[key] = [(a.shape, a.dtype) for a in model_of[key]]
             self.sent_layouts[pid] = layout_of[key]
+            self.sent_models[pid] = model_of[key]
             self.accounting.count_sent(ins)
             out.append((self.registry.proxy(pid), ins))
         return out

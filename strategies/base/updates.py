@@ -109,6 +109,8 @@ class UpdatesHost(Protocol):
     ) -> str | None: ...
     def check_num_examples(self, pid: int, num_examples: Any) -> str | None: ...
     def training_size(self, pid: int) -> int: ...
+    def bound_update_norms(self, updates: list[ClientUpdate]) -> None: ...
+    def bounded_num_examples(self, pid: int, num_examples: int) -> int: ...
     def check_payloads(
         self, named: dict[str, np.ndarray], num_examples: int | None = None
     ) -> str | None: ...
@@ -147,6 +149,8 @@ class UpdateChecks:
                 continue
             updates.append(update)
         self.round_log.succeeded = len(updates)
+        if len(updates) > 1:
+            self.bound_update_norms(updates)
         return updates
 
     def in_partition_order(
@@ -170,7 +174,10 @@ class UpdateChecks:
         except Exception as err:
             return f"undecodable parameters ({err})"
         problem = self.check_update(pid, arrays, res)
-        return problem or ClientUpdate(int(pid), arrays, int(res.num_examples), metrics)
+        if problem:
+            return problem
+        num_examples = self.bounded_num_examples(int(pid), int(res.num_examples))
+        return ClientUpdate(int(pid), arrays, num_examples, metrics)
 
     def check_update(
         self: UpdatesHost, pid: int | None, arrays: list[np.ndarray], res: FitRes

@@ -190,7 +190,13 @@ def grpfed_updates(fed, pids_losses_shifts):
 
 def test_lambda_over_all_clients_keeps_the_rest_on_the_global_model():
     fed = InProcessFederation(
-        ["method=grpfed", *COMMON, "method.strategy.lambda_over=all", "method.strategy.q0=1"]
+        [
+            "method=grpfed",
+            *COMMON,
+            "method.strategy.lambda_over=all",
+            "method.strategy.q0=1",
+            "influence.loss_ratio=null",  # hand-made losses above the received model's
+        ]
     )
     s = fed.strategy
     s.current_weights = parameters_to_ndarrays(fed.parameters)
@@ -205,7 +211,9 @@ def test_lambda_over_all_clients_keeps_the_rest_on_the_global_model():
 
 
 def test_q_bounds_clip_eq_2():
-    fed = InProcessFederation(["method=grpfed", *COMMON, "method.strategy.q_max=10.2"])
+    fed = InProcessFederation(
+        ["method=grpfed", *COMMON, "method.strategy.q_max=10.2", "influence.loss_ratio=null"]
+    )
     s = fed.strategy
     s.current_weights = parameters_to_ndarrays(fed.parameters)
     s.sigma = 0.5  # the new losses 1 and 3 have sigma 1: eq. 2 gives 10 + 0.5 * 0.5 / 0.75 = 10.33

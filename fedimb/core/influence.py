@@ -1,0 +1,111 @@
+"""Bounded influence: each number a client reports is bounded relative to the others'
+before it weighs that client or feeds a server step (pure numpy, no Flower imports).
+
+A client's value is compared with the median of the *other* clients' values (the
+leave-one-out median), so that one client cannot move its own reference, and two honest
+clients are enough to bound a third. A value more than ``ratio`` times that median is cut
+down to it (:func:`bound_above`); a loss, which weighs a client through a power that may be
+negative (GRP-FED's adaptive q), is kept within ``[median / ratio, median * ratio]``
+(:func:`bound_within`). Each function returns the bounded values and the indices it cut,
+so that the caller counts them. With fewer than two values, or where the others' median
+is zero, there is nothing to compare against, and nothing is cut.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fedimb.core.errors import ConfigError
+
+#: numbers, one per client
+Values = Sequence[float] | np.ndarray
+
+
+def others_medians(values: Values) -> np.ndarray:
+    """For each value, the median of all the other values (NaN where there is no other)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size < 2:
+        return np.full(v.shape, np.nan)
+    return np.array([np.median(np.delete(v, i)) for i in range(v.size)])
+
+
+def references(values: Values, floor: float = 0.0) -> np.ndarray:
+    """What each value is compared with: the others' median, or ``floor`` where that is
+    larger (NaN where there are no others)."""
+    reference = others_medians(values)
+    return np.where(np.isnan(reference), np.nan, np.maximum(reference, floor))
+
+
+def bound_above(values: Values, ratio: float, floor: float = 0.0) -> tuple[np.ndarray, list[int]]:
+    """Each value at most ``ratio`` times its reference (:func:`references`: the others'
+    median, at least ``floor``); the indices cut."""
+    v = np.asarray(values, dtype=np.float64)
+    ceiling = ratio * references(v, floor)
+    cut = [i for i in range(v.size) if ceiling[i] > 0 and v[i] > ceiling[i]]
+    out = v.copy()
+    out[cut] = ceiling[cut]
+    return out, cut
+
+
+def bound_within(values: Values, ratio: float) -> tuple[np.ndarray, list[int]]:
+    """Each positive value within a factor ``ratio`` of the median of the others, on
+    either side; the indices cut."""
+    v = np.asarray(values, dtype=np.float64)
+    reference = others_medians(v)
+    high, low = ratio * reference, reference / ratio
+    cut = [i for i in range(v.size) if reference[i] > 0 and not low[i] <= v[i] <= high[i]]
+    out = v.copy()
+    out[cut] = np.clip(v[cut], low[cut], high[cut])
+    return out, cut
+
+
+def bound_norms(
+    vectors: Sequence[np.ndarray], ratio: float
+) -> tuple[list[np.ndarray], list[int], np.ndarray]:
+    """Each vector scaled down to at most ``ratio`` times the median of the others' L2
+    norms (its direction kept); the bounded vectors, the indices cut and every vector's
+    norm before the cut. Norms are taken in float64 and each vector keeps its dtype."""
+    norms = np.array([float(np.linalg.norm(np.asarray(x, dtype=np.float64))) for x in vectors])
+    bounded, cut = bound_above(norms, ratio)
+    out = list(vectors)
+    for i in cut:
+        x = np.asarray(vectors[i])
+        out[i] = (x.astype(np.float64) * (bounded[i] / norms[i])).astype(x.dtype)
+    return out, cut, norms
+
+
+@dataclass(frozen=True)
+class InfluenceSettings:
+    """The ``influence`` section: ``ratio`` bounds what a client reports that grows with
+    its weight or its pull (own-data sample counts, update norms, control deltas,
+    statistics and gradients) at that many times the others' median; ``loss_ratio``
+    keeps reported losses within that factor of it. None switches a bound off."""
+
+    ratio: float | None = None
+    loss_ratio: float | None = None
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any] | None) -> InfluenceSettings:
+        """The settings of ``section`` (conf/config.yaml holds the defaults); a missing
+        key, as in a run folder from before the bounds, bounds nothing."""
+        section = section or {}
+        return cls(ratio=section.get("ratio"), loss_ratio=section.get("loss_ratio"))
+
+    def check(self) -> None:
+        """One-line :class:`ConfigError` for a bound that is not a number > 1 or null."""
+        for name in ("ratio", "loss_ratio"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value > 1
+            ):
+                raise ConfigError(f"influence.{name} must be a number > 1 or null, got {value!r}")

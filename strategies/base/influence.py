@@ -1,0 +1,243 @@
+"""Bounded influence (a part of :class:`strategies.base.BaseStrategy`): what a client
+reports that the server cannot check against its own data is bounded relative to the
+round's other clients before it weighs that client or feeds a server step
+(:mod:`fedimb.core.influence`, the ``influence`` settings). Each cut is counted in the
+round's record (``clients.bounded``, the clients in ``influence.bounded``) and noted like
+a rejection; the largest ratio to the others' median each bound saw is kept in the
+round's ``extra`` (``influence.<what>``), so that a run shows how close its honest
+clients came to a bound.
+
+Bounded here: the update w_client − w_sent of every client (its L2 norm, ``ratio``), the
+sample count of a device with its own data (``ratio`` times the others' sizes), a loss a
+method weighs with where the server cannot recompute it (a device's with its own data:
+``loss_ratio``; GRP-FED's training loss: ``loss_ratio`` times the loss of the model the
+client was sent).
+Methods bound their own statistics with :meth:`InfluenceBounds.bounded_vectors`, and a
+server step that re-trains or calibrates keeps its result only where
+:meth:`InfluenceBounds.validated` allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from fedimb.app.registry import ClientRegistry
+from fedimb.app.run_context import ServerRun
+from fedimb.core import protocol
+from fedimb.core.influence import (
+    InfluenceSettings,
+    bound_above,
+    bound_norms,
+    bound_within,
+    references,
+)
+from fedimb.core.robust import clip_update
+from strategies.base.round_log import ClientUpdate, RoundLog
+
+
+class InfluenceHost(Protocol):
+    """What :class:`InfluenceBounds` reads of the strategy it is part of."""
+
+    run: ServerRun
+    registry: ClientRegistry
+    round_log: RoundLog
+    current_weights: list[np.ndarray] | None
+    #: per client, the model it was sent this round
+    sent_models: dict[int, list[np.ndarray]]
+
+    @property
+    def influence(self) -> InfluenceSettings: ...
+    def record_ratio(self, what: str, values: np.ndarray, two_sided: bool = False) -> None: ...
+
+
+def _update_norm(arrays: Sequence[np.ndarray], sent: Sequence[np.ndarray]) -> float:
+    squared = sum(
+        float(np.sum((a.astype(np.float64) - s) ** 2))
+        for a, s in zip(arrays, sent)
+        if np.issubdtype(a.dtype, np.floating)
+    )
+    return float(np.sqrt(squared))
+
+
+class InfluenceBounds:
+    """The base strategy's bounds on what clients report."""
+
+    @property
+    def influence(self: InfluenceHost) -> InfluenceSettings:
+        return InfluenceSettings.from_config(self.run.cfg.get("influence"))
+
+    def record_ratio(
+        self: InfluenceHost, what: str, values: np.ndarray, two_sided=False, floor: float = 0.0
+    ) -> None:
+        """``influence.<what>`` in the round's extra: the largest ratio of a client's
+        value to its reference (the others' median, at least ``floor``; either way up
+        where ``two_sided``)."""
+        reference = references(values, floor)
+        known = np.isfinite(reference) & (reference > 0)
+        if not known.any():
+            return
+        ratios = values[known] / reference[known]
+        if two_sided:
+            ratios = np.maximum(ratios, 1.0 / np.maximum(ratios, 1e-300))
+        self.round_log.extra[f"influence.{what}"] = float(ratios.max())
+
+    def bound_update_norms(self: InfluenceHost, updates: list[ClientUpdate]) -> None:
+        """Each update's w_client − w_sent scaled down, in place, to at most ``ratio``
+        times the others' median norm or the sent model's norm, whichever is larger: a
+        model of 1e19 values (finite, within the float checks) would otherwise make the
+        next global model 1e16 and every honest client after it non-finite. The model's
+        norm is the floor because honest update norms differ by more than the others' do
+        under label skew: a client with many samples takes many more steps (on dir01,
+        up to 43 times the others' median)."""
+        ratio = self.influence.ratio
+        norms = np.array(
+            [_update_norm(u.arrays, self.sent_models[u.partition_id]) for u in updates]
+        )
+        sent = {id(m): m for m in (self.sent_models[u.partition_id] for u in updates)}
+        floor = float(np.median([_update_norm(m, [0.0] * len(m)) for m in sent.values()]))
+        self.record_ratio("update_norm", norms, floor=floor)
+        if ratio is None:
+            return
+        bounded, cut = bound_above(norms, ratio, floor)
+        for i in cut:
+            u = updates[i]
+            u.arrays = clip_update(u.arrays, self.sent_models[u.partition_id], float(bounded[i]))
+            self.round_log.bound(
+                u.partition_id,
+                f"update norm {norms[i]:.3g} cut to {bounded[i]:.3g} "
+                f"({ratio:g}x the others' median or the model's norm)",
+            )
+
+    def bounded_num_examples(self: InfluenceHost, pid: int, num_examples: int) -> int:
+        """A device's sample count (it brought its own data, so the server cannot count
+        it) at most ``ratio`` times the median of the other clients' sizes (their
+        partitions, or what the other devices announced); a partition's client reports
+        at most what the server counted, which :meth:`check_num_examples` checks."""
+        ratio = self.influence.ratio
+        if ratio is None or not self.registry.has_own_data(pid):
+            return num_examples
+        others = [p for p in self.registry.partition_ids() if p != pid]
+        sizes = [
+            self.registry.info(p).num_examples
+            if self.registry.has_own_data(p)
+            else int(self.run.data.partition.counts[p].sum())
+            for p in others
+        ]
+        if not sizes:
+            return num_examples
+        ceiling = int(ratio * float(np.median(sizes)))
+        if num_examples <= ceiling:
+            return num_examples
+        self.round_log.bound(
+            pid, f"num_examples {num_examples:,} cut to {ceiling:,} ({ratio:g}x the others' median)"
+        )
+        return ceiling
+
+    def bounded_losses(self: InfluenceHost, updates: list[ClientUpdate], key: str) -> np.ndarray:
+        """The losses ``key`` the updates report, a device's with its own data (the
+        server holds no data to check it against) kept within ``loss_ratio`` of the
+        others' median: a loss weighs its client through a power (F^q, q = 10: 1.25
+        times the loss is ~9 times the weight). The other clients' losses are checked
+        against the server's own computation (:meth:`check_reported_loss`,
+        :meth:`bounded_by_received_loss`)."""
+        losses = np.array([float(u.metrics[key]) for u in updates])
+        self.record_ratio(f"{key}", losses, two_sided=True)
+        ratio = self.influence.loss_ratio
+        if ratio is None:
+            return losses
+        bounded, cut = bound_within(losses, ratio)
+        out = losses.copy()
+        for i in cut:
+            pid = updates[i].partition_id
+            if not self.registry.has_own_data(pid):
+                continue
+            out[i] = bounded[i]
+            self.round_log.bound(
+                pid,
+                f"{key} {losses[i]:.4g} bounded to {bounded[i]:.4g} "
+                f"(within {ratio:g}x the others' median)",
+            )
+        return out
+
+    def bounded_by_received_loss(
+        self: InfluenceHost, updates: list[ClientUpdate], losses: np.ndarray, key: str
+    ) -> np.ndarray:
+        """Training losses (``key``) each at most ``loss_ratio`` times the loss of the
+        model the client was sent, on its training data, which the server computes where
+        it holds that data. Training usually lowers the loss it starts from, but not
+        always: at a high learning rate an honest client's mean training loss rose to 2.3
+        times it (GRP-FED, pathological), so the bound leaves that much room. A loss
+        inflated within it (1.25 times: ~9 times the weight under F^q, q = 10) is not
+        found; ``loss_at=received`` checks the loss exactly. Off, with the other loss
+        bound, where ``influence.loss_ratio`` is null."""
+        out = np.array(losses, dtype=np.float64)
+        ratio = self.influence.loss_ratio
+        if ratio is None:  # loss bounds off
+            return out
+        received = {}
+        for i, u in enumerate(updates):
+            pid = u.partition_id
+            if self.registry.has_own_data(pid):
+                continue
+            sent = self.sent_models.get(pid) or self.current_weights
+            received[i] = self.run.client_training_loss(sent, pid)
+        if received:
+            self.round_log.extra[f"influence.{key}_to_received"] = max(
+                out[i] / loss for i, loss in received.items()
+            )
+        for i, loss in received.items():
+            if out[i] > ratio * loss:
+                self.round_log.bound(
+                    updates[i].partition_id,
+                    f"{key} {out[i]:.4g} cut to {ratio * loss:.4g}, {ratio:g}x the loss "
+                    "of the model it was sent",
+                )
+                out[i] = ratio * loss
+        return out
+
+    def bounded_vectors(
+        self: InfluenceHost, pids: Sequence[int], vectors: Sequence[np.ndarray], what: str
+    ) -> list[np.ndarray]:
+        """Arrays the clients ``pids`` report for one server step (a class's mean, its
+        covariance, a gradient), each scaled down to at most ``ratio`` times the median of
+        the others' L2 norms."""
+        ratio = self.influence.ratio
+        norms = np.array([float(np.linalg.norm(np.asarray(v, dtype=np.float64))) for v in vectors])
+        self.record_ratio(what.split(" ")[0], norms)
+        if ratio is None:
+            return list(vectors)
+        bounded, cut, norms = bound_norms(vectors, ratio)
+        for i in cut:
+            self.round_log.bound(
+                pids[i],
+                f"{what} of norm {norms[i]:.3g} cut to {ratio:g}x the others' median",
+            )
+        return bounded
+
+    def validated(
+        self: InfluenceHost, before: list[np.ndarray], after: list[np.ndarray], what: str
+    ) -> bool:
+        """Whether a server step's result ``after`` may replace ``before``: always without
+        a validation share; with one, where it does not score lower on it (a step fed by
+        clients' statistics is only as good as they are). The two scores go into the
+        round's extra (``<what>.validation_before`` / ``_after``)."""
+        if not self.run.has_validation:
+            return True
+        scores = [
+            float(self.run.evaluate(w, split="validation")[protocol.ACCURACY])
+            for w in (before, after)
+        ]
+        key = what.replace(" ", "_")
+        self.round_log.extra.update(
+            {f"{key}.validation_before": scores[0], f"{key}.validation_after": scores[1]}
+        )
+        if scores[1] >= scores[0]:
+            return True
+        self.round_log.note(
+            f"{what} scores {scores[1]:.4f} on the validation share, below the "
+            f"{scores[0]:.4f} of the model it would replace: not adopted"
+        )
+        return False
