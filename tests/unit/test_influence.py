@@ -273,3 +273,22 @@ def test_a_server_step_scoring_below_the_model_it_replaces_is_not_adopted():
         < (extra["the_calibrated_model.validation_before"])
     )
     assert any("below the" in m and "not adopted" in m for m in strategy.round_log.messages)
+
+
+def test_rebafl_prototypes_far_longer_than_the_others_are_cut():
+    fed = federation("method=rebafl")
+    sent = started(fed)
+    replies = [honest_reply(fed, sent, pid) for pid in (0, 1, 2)]
+    arrays = unpacked(replies[2][1].metrics)
+    replies[2] = tampered(replies[2], prototypes_vectors=arrays["prototypes_vectors"] * 1e6)
+    fed.strategy.aggregate_fit(1, replies, [])
+    assert fed.strategy.round_log.bounded == {2}
+    honest_norm = max(
+        float(np.linalg.norm(v))
+        for _, res in replies[:2]
+        for v in unpacked(res.metrics)["prototypes_vectors"]
+    )
+    assert all(
+        np.linalg.norm(p) <= fed.strategy.influence.ratio * honest_norm
+        for p in fed.strategy.prototypes.values()
+    )
