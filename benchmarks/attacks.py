@@ -168,6 +168,28 @@ ROWS = {
         "a scaled sign-flipped update (scale 10), aggregation=median",
         ("fault.kind=sign_flip", "aggregation=median"),
     ),
+    # well-formed, honest-looking updates that no check can count: only their harm is judged
+    "label_flip": Row(
+        "training on flipped labels y -> C - 1 - y (uncountable: not counted is expected)",
+        ("fault.kind=label_flip",),
+    ),
+    "alie": Row(
+        "ALIE: mean - z_max std of the honest updates (omniscient; uncountable)",
+        ("fault.kind=alie",),
+    ),
+    "alie_median": Row(
+        "ALIE (omniscient; uncountable), aggregation=median",
+        ("fault.kind=alie", "aggregation=median"),
+    ),
+    "ipm": Row(
+        "IPM: -0.1 x the honest updates' mean (omniscient; uncountable)",
+        ("fault.kind=ipm",),
+    ),
+    "ipm_krum": Row(
+        "IPM, epsilon 0.1 (omniscient; uncountable), aggregation=krum over 6 clients "
+        "(Krum needs 2f + 3 updates: 5 without the attacker)",
+        ("fault.kind=ipm", "aggregation=krum", "num_clients=6"),
+    ),
 }
 
 

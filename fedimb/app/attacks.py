@@ -11,6 +11,12 @@ round).
 ``sign_flip`` and ``loss_skew``, ``fault.claim`` the partition id ``claim_partition``
 reports (``none``: no id at all). Each function below is pure, so a test checks the
 crafted value without a run.
+
+Three attacks of the Byzantine-robustness literature answer with honest-looking values:
+``label_flip`` trains honestly on flipped labels (the client wrapper
+:class:`~fedimb.app.faulty_clients.LabelFlippingClient`); ``alie`` and ``ipm`` send models
+crafted from the round's honest updates, made on the server by omniscient attackers
+(:mod:`fedimb.app.omniscient_attacks`; ``fault.scale``: ALIE's z, IPM's ε).
 """
 
 from __future__ import annotations
@@ -39,7 +45,11 @@ FIT_KINDS = (
 )
 #: attacks on the answer to the server's properties query
 PROPERTIES_KINDS = ("astraea_counts", "fedconcat_counts", "claim_partition")
-KINDS = FIT_KINDS + PROPERTIES_KINDS
+#: attacks on the training data: the client trains honestly on poisoned labels
+DATA_KINDS = ("label_flip",)
+#: attacks the server makes for the attackers from the round's honest updates
+OMNISCIENT_KINDS = ("alie", "ipm")
+KINDS = FIT_KINDS + PROPERTIES_KINDS + DATA_KINDS + OMNISCIENT_KINDS
 
 #: the forms of the attacks that have several; the first is the default
 VARIANTS = {
@@ -49,7 +59,7 @@ VARIANTS = {
     "fedconcat_counts": ("shape", "missing"),
 }
 #: ``fault.scale`` when left null
-DEFAULT_SCALE = {"sign_flip": 10.0, "loss_skew": 1.25}
+DEFAULT_SCALE = {"sign_flip": 10.0, "loss_skew": 1.25, "ipm": 0.1}  # alie: z_max of the round
 #: the methods an attack makes sense for (absent: every method)
 METHODS = {
     "huge_loss": ("qffl", "afl", "grpfed", "grpfed_tuned"),
@@ -221,10 +231,28 @@ def settings(fault: DictConfig) -> tuple[str, float, object]:
     )
 
 
-def check(fault: DictConfig, method: str | None = None, normalize: str | None = None) -> None:
-    """One-line errors for an attack that has no such form, or that the run's method never
-    gives the chance to make."""
+def check(
+    fault: DictConfig,
+    method: str | None = None,
+    normalize: str | None = None,
+    num_clients: int | None = None,
+) -> None:
+    """One-line errors for an attack that has no such form, or that the run's method (or
+    its ``num_clients``) never gives the chance to make."""
     kind = str(fault.kind)
+    clients = set(fault.get("clients") or [])
+    if kind in DATA_KINDS and (fault.get("rounds") or fault.get("scale") is not None):
+        raise ConfigError(
+            f"fault.kind={kind} poisons the attackers' labels in every round and has no "
+            "factor: leave fault.rounds empty and fault.scale null"
+        )
+    if kind == "alie" and fault.get("scale") is None and num_clients is not None:
+        f = len({c for c in clients if c < num_clients})
+        if f >= num_clients // 2 + 1:
+            raise ConfigError(
+                f"fault.kind=alie: z_max needs the attackers a minority, got {f} of "
+                f"{num_clients} clients; set fault.scale (z) or name fewer fault.clients"
+            )
     variant = fault.get("variant")
     if variant is not None and str(variant) not in VARIANTS.get(kind, ()):
         forms = ", ".join(VARIANTS.get(kind, ())) or "none (leave it null)"

@@ -9,8 +9,10 @@ injects the crafted-client attacks of :mod:`fedimb.app.attacks`. Off by default
 
 A fault is a wrapper that the runtimes install only where the configuration asks for
 one: :func:`client_factory` puts a misbehaving client (:mod:`fedimb.app.faulty_clients`)
-in front of the method's, :func:`server_class` picks a round loop that raises. The
-round loop and the client's construction have no fault branch.
+in front of the method's, :func:`server_class` picks a round loop that raises, or one
+whose strategy receives the omniscient attackers' crafted models
+(:mod:`fedimb.app.omniscient_attacks`). The round loop and the client's construction
+have no fault branch.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from flwr.client import NumPyClient
 from omegaconf import DictConfig
 
 from fedimb.app import attacks
-from fedimb.app.faulty_clients import AttackingClient, FaultyClient
+from fedimb.app.faulty_clients import AttackingClient, FaultyClient, LabelFlippingClient
+from fedimb.app.omniscient_attacks import OmniscientServer
 from fedimb.app.phases import PhaseClock
 from fedimb.app.round_loop import FedImbServer
 from fedimb.core.errors import ConfigError
 
 KINDS = ("none", "raise", "nan", "shape", "payload", "hang", "server") + attacks.KINDS
+#: the kinds that leave every client as it is (the server misbehaves, or attacks for them)
+SERVER_KINDS = ("none", "server") + attacks.OMNISCIENT_KINDS
 
 
 def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
@@ -41,7 +46,10 @@ def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
             raise ConfigError(f"fault.{key} must be a list of integers >= 0, got {values!r}")
     if cfg is not None:
         attacks.check(
-            fault, str(cfg.method.get("name")), str((cfg.get("normalize") or {}).get("name"))
+            fault,
+            str(cfg.method.get("name")),
+            str((cfg.get("normalize") or {}).get("name")),
+            int(cfg.num_clients) if cfg.get("num_clients") is not None else None,
         )
     else:
         attacks.check(fault)
@@ -54,7 +62,7 @@ def client_factory(cfg: DictConfig, factory: ClientFactory) -> ClientFactory:
     """``factory`` itself, or where the run injects a fault or an attack into clients, a
     factory whose clients :func:`inject` wraps."""
     fault = cfg.get("fault")
-    if fault is None or fault.kind in ("none", "server"):
+    if fault is None or fault.kind in SERVER_KINDS:
         return factory
 
     def faulty_factory(
@@ -67,11 +75,15 @@ def client_factory(cfg: DictConfig, factory: ClientFactory) -> ClientFactory:
 
 def inject(cfg: DictConfig, pid: int, client: NumPyClient) -> NumPyClient:
     """``client``, wrapped in a :class:`~fedimb.app.faulty_clients.FaultyClient` (or an
-    :class:`~fedimb.app.faulty_clients.AttackingClient`) when the run injects a fault into it."""
+    :class:`~fedimb.app.faulty_clients.AttackingClient`, a
+    :class:`~fedimb.app.faulty_clients.LabelFlippingClient`) when the run injects a fault
+    into it."""
     fault = cfg.get("fault")
-    if fault is None or fault.kind in ("none", "server") or pid not in set(fault.clients or []):
+    if fault is None or fault.kind in SERVER_KINDS or pid not in set(fault.clients or []):
         return client
     rounds = frozenset(fault.rounds or [])
+    if fault.kind in attacks.DATA_KINDS:
+        return LabelFlippingClient(client, str(fault.kind), pid, rounds)
     if fault.kind in attacks.KINDS:
         return AttackingClient(client, str(fault.kind), pid, rounds, *attacks.settings(fault))
     return FaultyClient(client, str(fault.kind), pid, rounds, float(fault.hang_seconds))
@@ -92,6 +104,11 @@ class FaultyServer(FedImbServer):
 
 def server_class(cfg: DictConfig) -> type[FedImbServer]:
     """The round loop the run's configuration asks for: :class:`FaultyServer` where it
-    injects ``fault.kind=server``, else :class:`~fedimb.app.round_loop.FedImbServer`."""
+    injects ``fault.kind=server``, :class:`~fedimb.app.omniscient_attacks.OmniscientServer`
+    where it asks for ``alie`` or ``ipm``, else :class:`~fedimb.app.round_loop.FedImbServer`."""
     fault = cfg.get("fault")
-    return FaultyServer if fault is not None and fault.kind == "server" else FedImbServer
+    if fault is not None and fault.kind == "server":
+        return FaultyServer
+    if fault is not None and fault.kind in attacks.OMNISCIENT_KINDS:
+        return OmniscientServer
+    return FedImbServer

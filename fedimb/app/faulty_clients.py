@@ -4,6 +4,7 @@ misbehaves as its ``kind`` says and passes everything else to the method's clien
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -86,6 +87,60 @@ class AttackingClient(WrappedClient):
             num_examples,
             dict(metrics),
         )
+
+
+def flipped_labels(labels, num_classes: int):
+    """The label-flipping map y -> C − 1 − y (C classes; numpy arrays and torch tensors):
+    the label-flipping attack of Fang et al., "Local Model Poisoning Attacks to
+    Byzantine-Robust Federated Learning" (USENIX Security 2020), also used as a baseline by
+    Tolpegin et al., "Data Poisoning Attacks Against Federated Learning Systems" (ESORICS
+    2020), whose own attack flips one source class to one target class instead."""
+    return num_classes - 1 - labels
+
+
+def label_flipped(data):
+    """A client's :class:`~fedimb.core.data.client_data.ClientData` with its training
+    labels flipped (:func:`flipped_labels`) and its label counts those of the flipped
+    labels: its local test labels, and the labels tensor the process's other clients
+    share, are left as they were (the flipped tensor is a copy)."""
+    y = data.y.clone()
+    y[data.indices] = flipped_labels(y[data.indices], data.num_classes)
+    counts = np.asarray(data.label_counts)[::-1].copy()  # the map permutes the classes
+    return dataclasses.replace(data, y=y, label_counts=counts)
+
+
+class LabelFlippingClient(WrappedClient):
+    """A method's client trained on flipped labels (``fault.kind=label_flip``): an honest
+    client in every other way, whose data was poisoned. Its data is flipped once, when
+    the wrapper is made (:func:`label_flipped`; a client is made for each message), so
+    every hook of the method sees the flipped labels and their counts, in every round
+    (the federated evaluation on the client's training split too; its local test split
+    keeps its labels). The label counts it reports in its properties answer are those of
+    its real data: the map permutes the classes, so the counts (and FedConcat's label
+    distribution) of the flipped labels, reversed."""
+
+    def __init__(self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int]):
+        super().__init__(inner, kind, pid, rounds)
+        data = getattr(inner, "data", None)
+        if data is None or not hasattr(data, "indices"):
+            raise TypeError(
+                f"fault.kind={kind} needs a client that holds its data as ClientData "
+                f"(clients.base.BaseClient), got {type(inner).__name__}"
+            )
+        inner.data = label_flipped(data)  # type: ignore[attr-defined]
+
+    def get_properties(self, config):
+        props = self.inner.get_properties(config)
+        arrays = payload.unpack(props)
+        real = {
+            name: np.flip(arrays[name], axis=-1).copy()
+            for name in (protocol.LABEL_COUNTS, protocol.LABEL_DISTRIBUTION)
+            if name in arrays
+        }
+        return {**props, **payload.pack(real)} if real else props
+
+    def fit(self, parameters, config):
+        return self.inner.fit(parameters, config)
 
 
 class FaultyClient(WrappedClient):

@@ -4,17 +4,23 @@ the runs' summaries (benchmarks/attacks.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
+import torch
 from flwr.client import NumPyClient
 from omegaconf import OmegaConf
 
 from benchmarks.attacks import ROWS, Cell, RunSummary, judge, summarise
 from fedimb.app import attacks, config, faults
-from fedimb.app.faulty_clients import AttackingClient
+from fedimb.app import omniscient_attacks as omniscient
+from fedimb.app.faulty_clients import AttackingClient, LabelFlippingClient, flipped_labels
+from fedimb.app.omniscient_attacks import OmniscientServer, OmniscientStrategy
+from fedimb.app.round_loop import FedImbServer
 from fedimb.core import events, payload, protocol
+from fedimb.core.data.client_data import ClientData
 from fedimb.core.errors import ConfigError
 
 RECEIVED = [
@@ -365,3 +371,347 @@ def test_byzantine_table_and_unknown_rules_skipped(tmp_path, capsys):
         for k in (0, 1, 2)
     ]
     assert "| krum (f=1) | 0.9000 | 0.8000 | failed |" in matrix_lines({}, flips)
+
+
+# -------------------------------------------- label flipping, ALIE and IPM (Byzantine-robust)
+Z_5_1 = 0.2533471031357997  # Φ⁻¹(0.6): n = 5 updates, f = 1 attacker, s = ⌊3.5⌋ − 1 = 2
+
+
+def test_alie_z_max_is_the_papers():
+    from scipy.stats import norm
+
+    assert omniscient.alie_z(5, 1) == pytest.approx(norm.ppf(0.6), abs=1e-12)
+    assert omniscient.alie_z(5, 1) == pytest.approx(Z_5_1, abs=1e-6)
+    assert omniscient.alie_z(3, 1) == pytest.approx(norm.ppf(2 / 3), abs=1e-12)  # s = 1
+    assert omniscient.alie_z(4, 1) == 0.0  # s = 2: (4 − 2)/4 = 0.5
+    assert omniscient.alie_z(10, 2) == pytest.approx(Z_5_1, abs=1e-12)  # s = 6 − 2: Φ⁻¹(6/10)
+    for n, f in ((3, 2), (4, 3), (5, 0)):  # attackers a majority, or none
+        with pytest.raises(ValueError, match="set fault.scale"):
+            omniscient.alie_z(n, f)
+
+
+#: four honest updates of two arrays each, made by hand
+HONEST_UPDATES = [
+    [np.array([1.0, 10.0]), np.array([[0.0]])],
+    [np.array([2.0, 20.0]), np.array([[2.0]])],
+    [np.array([3.0, 30.0]), np.array([[4.0]])],
+    [np.array([4.0, 40.0]), np.array([[6.0]])],
+]
+
+
+def test_alie_update_is_mean_minus_z_std():
+    crafted = omniscient.alie_update(HONEST_UPDATES, num_attackers=1)  # n = 5: z = Φ⁻¹(0.6)
+    s = np.sqrt(5 / 3)  # sample std of 1, 2, 3, 4 (squared deviations 2.25 + .25 + .25 + 2.25)
+    np.testing.assert_allclose(crafted[0], [2.5 - Z_5_1 * s, 25.0 - Z_5_1 * 10 * s], atol=1e-6)
+    np.testing.assert_allclose(crafted[1], [[3.0 - Z_5_1 * np.sqrt(20 / 3)]], atol=1e-6)
+    assert crafted[1].shape == (1, 1)
+    fixed = omniscient.alie_update(HONEST_UPDATES, num_attackers=1, z=2.0)  # fault.scale
+    np.testing.assert_allclose(fixed[0], [2.5 - 2 * s, 25.0 - 20 * s], atol=1e-12)
+    alone = omniscient.alie_update(HONEST_UPDATES[:1], num_attackers=1)  # σ of one update: 0
+    np.testing.assert_array_equal(alone[0], [1.0, 10.0])
+
+
+def test_ipm_update_is_minus_epsilon_times_the_mean():
+    crafted = omniscient.ipm_update(HONEST_UPDATES, 0.1)
+    np.testing.assert_allclose(crafted[0], [-0.25, -2.5], atol=1e-12)
+    np.testing.assert_allclose(crafted[1], [[-0.3]], atol=1e-12)
+    np.testing.assert_allclose(
+        omniscient.ipm_update([[np.array([1.0, 2.0])], [np.array([3.0, -4.0])]], 10.0)[0],
+        [-20.0, 10.0],
+    )
+
+
+def test_the_label_flip_map():
+    assert list(flipped_labels(np.arange(10), 10)) == list(range(9, -1, -1))
+    assert list(flipped_labels(np.array([0, 2, 1]), 3)) == [2, 0, 1]
+    y = np.array([4, 0, 3, 3])
+    assert np.array_equal(flipped_labels(flipped_labels(y, 5), 5), y)  # an involution
+    assert flipped_labels(torch.tensor([0, 1]), 2).tolist() == [1, 0]
+
+
+class HoldsData(NumPyClient):
+    """A client with ClientData whose properties answer counts its data as a method would:
+    from the counts it was given (the base client) and from its labels (Astraea's plan)."""
+
+    def __init__(self, data: ClientData):
+        self.data = data
+
+    def get_properties(self, config):
+        from_labels = np.bincount(self.data.y[self.data.indices].numpy(), minlength=3)
+        return {
+            protocol.PARTITION_ID: 1,
+            **payload.pack(
+                {protocol.LABEL_COUNTS: self.data.label_counts, "from_labels": from_labels}
+            ),
+        }
+
+
+def test_label_flipping_client_trains_on_flipped_labels_and_reports_the_real_counts():
+    y = torch.tensor([0, 0, 1, 2, 2, 2, 1])
+    data = ClientData(
+        partition_id=1,
+        x=torch.zeros(7, 2),
+        y=y,
+        indices=torch.tensor([0, 1, 2, 3, 4]),
+        num_classes=3,
+        label_counts=np.array([2, 1, 2]),
+        test_indices=torch.tensor([5, 6]),
+    )
+    inner = HoldsData(data)
+    client = faults.inject(fault_cfg(kind="label_flip"), 1, inner)
+    assert isinstance(client, LabelFlippingClient) and client.inner is inner
+    assert inner.data.y.tolist() == [2, 2, 1, 0, 0, 2, 1]  # the local test split keeps its own
+    assert y.tolist() == [0, 0, 1, 2, 2, 2, 1]  # the shared labels tensor is not touched
+    assert list(inner.data.label_counts) == [2, 1, 2][::-1]  # counts of the flipped labels
+    props = client.get_properties({})
+    assert list(payload.unpack(props)[protocol.LABEL_COUNTS]) == [2, 1, 2]  # the real ones
+    assert props[protocol.PARTITION_ID] == 1
+    with pytest.raises(TypeError, match="needs a client that holds its data as ClientData"):
+        faults.inject(fault_cfg(kind="label_flip"), 1, Honest())
+
+
+def test_label_flip_reports_counts_computed_from_the_labels_unflipped():
+    """A method that counts its (flipped) labels itself, as Astraea's plan does: the
+    answer is still the real data's."""
+    data = ClientData(1, torch.zeros(4, 1), torch.tensor([0, 0, 0, 1]), torch.arange(4), 3, None)
+    inner = HoldsData(dataclasses.replace(data, label_counts=np.array([3, 1, 0])))
+    client = LabelFlippingClient(inner, "label_flip", 1, frozenset())
+    arrays = payload.unpack(client.get_properties({}))
+    assert list(inner.data.y) == [2, 2, 2, 1]
+    assert list(arrays[protocol.LABEL_COUNTS]) == [3, 1, 0]
+
+
+def honest_factory(cfg, context, pid, clock=None):
+    return Honest()
+
+
+def test_the_omniscient_attacks_wrap_the_server_only():
+    for kind in ("alie", "ipm"):
+        cfg = fault_cfg(kind=kind)
+        assert faults.server_class(cfg) is OmniscientServer
+        assert faults.client_factory(cfg, honest_factory) is honest_factory
+        assert isinstance(faults.inject(cfg, 1, Honest()), Honest)  # the attacker trains honestly
+    assert faults.server_class(fault_cfg(kind="label_flip")) is FedImbServer
+    assert faults.server_class(fault_cfg(kind="sign_flip")) is FedImbServer
+
+
+class Registry:
+    def partition_of(self, proxy):
+        return int(proxy.cid)
+
+
+class Log:
+    def __init__(self):
+        self.messages = []
+
+    def note(self, message):
+        self.messages.append(message)
+
+
+class StubStrategy:
+    """What :class:`OmniscientStrategy` reads of a method's strategy, and what reached it."""
+
+    def __init__(self, sent):
+        self.registry = Registry()
+        self.sent_models = sent
+        self.round_log = Log()
+        self.received = None
+
+    def aggregate_fit(self, server_round, results, failures):
+        self.received = results
+        return None, {}
+
+
+class Proxy:
+    def __init__(self, pid):
+        self.cid = str(pid)
+
+
+SENT = [np.full(2, 1.0, dtype=np.float32), np.array(7, dtype=np.int64)]
+
+
+def reply(pid: int, weights, n: int = 10, metrics=None):
+    from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
+
+    return Proxy(pid), FitRes(
+        Status(Code.OK, "ok"), ndarrays_to_parameters(weights), n, dict(metrics or {"m": pid})
+    )
+
+
+def omniscient_round(kind: str, replies, scale=None, rounds=(), server_round=1):
+    stub = StubStrategy({pid: SENT for pid in range(5)})
+    fault = OmegaConf.create(
+        {"kind": kind, "clients": [1, 3], "rounds": list(rounds), "scale": scale}
+    )
+    OmniscientStrategy(stub, fault).aggregate_fit(server_round, replies, [])
+    return stub, {int(p.cid): r for p, r in stub.received}
+
+
+def honest_replies():
+    return [
+        reply(0, [np.array([2.0, 3.0], dtype=np.float32), np.array(8)]),  # update (1, 2)
+        reply(1, [np.array([9.0, 9.0], dtype=np.float32), np.array(9)], n=33, metrics={"x": 1}),
+        reply(2, [np.array([4.0, -1.0], dtype=np.float32), np.array(8)]),  # update (3, -2)
+        reply(3, [np.array([5.0, 5.0], dtype=np.float32), np.array(9)], n=44),
+        reply(4, [np.zeros(3, dtype=np.float32), np.array(8)]),  # another layout: left out
+    ]
+
+
+def test_omniscient_attackers_replies_are_replaced_by_the_crafted_models():
+    from flwr.common import parameters_to_ndarrays
+
+    replies = honest_replies()
+    stub, got = omniscient_round("ipm", replies)  # ε = 0.1; honest mean (2, 0)
+    for pid in (1, 3):
+        weights = parameters_to_ndarrays(got[pid].parameters)
+        np.testing.assert_allclose(weights[0], [1.0 - 0.2, 1.0], atol=1e-7)
+        assert weights[0].dtype == np.float32 and weights[1] == 9  # its own integer array
+    assert (got[1].num_examples, got[1].metrics, got[3].num_examples) == (33, {"x": 1}, 44)
+    assert all(got[pid] is replies[pid][1] for pid in (0, 2, 4))  # the others as they came
+    # ALIE from the same two honest updates: n = 4, f = 2, s = 4 // 2 + 1 − 2 = 1, z = Φ⁻¹(3/4)
+    _, got = omniscient_round("alie", honest_replies())
+    from scipy.stats import norm
+
+    std = np.array([np.sqrt(2), np.sqrt(8)])  # sample std of (1, 3) and (2, −2)
+    expected = 1.0 + np.array([2.0, 0.0]) - norm.ppf(0.75) * std
+    np.testing.assert_allclose(parameters_to_ndarrays(got[3].parameters)[0], expected, atol=1e-6)
+
+
+def test_omniscient_attack_keeps_its_rounds_and_needs_an_honest_update():
+    from flwr.common import parameters_to_ndarrays
+
+    replies = honest_replies()
+    _, got = omniscient_round("ipm", replies, rounds=[2], server_round=1)
+    assert got[1] is replies[1][1]  # not an attack round: as it came
+    _, got = omniscient_round("ipm", replies, scale=10.0, rounds=[2], server_round=2)
+    np.testing.assert_allclose(parameters_to_ndarrays(got[1].parameters)[0], [-19.0, 1.0])
+    stub, got = omniscient_round("alie", [replies[1], replies[3], replies[4]])
+    assert got[1] is replies[1][1] and "no honest update" in stub.round_log.messages[0]
+
+
+def test_an_alie_run_sends_the_crafted_model_to_the_strategy(monkeypatch):
+    """Digits, 5 clients, client 1 attacking with ALIE in process: what reaches the method's
+    strategy from client 1 is μ − z·σ of the four honest updates of the round, z = Φ⁻¹(0.6)."""
+    from flwr.common import parameters_to_ndarrays
+
+    from fedimb.app.in_process import InProcessFederation
+
+    fed = InProcessFederation(
+        [
+            "dataset=digits",
+            "num_clients=5",
+            "num_rounds=2",
+            "runtime=in_process",
+            "partition=iid",
+            "dropout=none",
+            "train.local_epochs=1",
+            "fault.kind=alie",
+            "fault.clients=[1]",
+        ]
+    )
+    assert isinstance(fed.server, OmniscientServer)
+    method_strategy = fed.strategy.inner
+    aggregate, seen = method_strategy.aggregate_fit, {}
+
+    def recorded(server_round, results, failures):
+        seen[server_round] = (list(results), dict(method_strategy.sent_models))
+        return aggregate(server_round, results, failures)
+
+    monkeypatch.setattr(method_strategy, "aggregate_fit", recorded)
+    for server_round in (1, 2):
+        record = fed.round(server_round)
+        assert record["clients"]["succeeded"] == 5 and record["clients"]["rejected"] == 0
+        results, sent = seen[server_round]
+        by_pid = {
+            fed.strategy.registry.partition_of(p): (r, parameters_to_ndarrays(r.parameters))
+            for p, r in results
+        }
+        assert sorted(by_pid) == [0, 1, 2, 3, 4]
+        honest = np.stack(
+            [np.concatenate([w.ravel() for w in by_pid[pid][1]]) for pid in (0, 2, 3, 4)]
+        ).astype(np.float64)
+        received = np.concatenate([w.ravel() for w in sent[1]]).astype(np.float64)
+        update = honest - received
+        expected = received + update.mean(axis=0) - Z_5_1 * update.std(axis=0, ddof=1)
+        attacker, weights = by_pid[1]
+        got = np.concatenate([w.ravel() for w in weights]).astype(np.float64)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+        assert not np.allclose(got, honest.mean(axis=0), atol=1e-6)  # not an honest model
+        assert attacker.num_examples == int(fed.run.client_label_counts(1).sum())
+
+
+@pytest.mark.parametrize(
+    "overrides,words",
+    [
+        (
+            ["fault.kind=label_flip", "fault.clients=[1]", "fault.rounds=[2]"],
+            "fault.kind=label_flip poisons the attackers' labels in every round",
+        ),
+        (
+            ["fault.kind=label_flip", "fault.clients=[1]", "fault.scale=2"],
+            "leave fault.rounds empty and fault.scale null",
+        ),
+        (
+            ["fault.kind=alie", "num_clients=3", "fault.clients=[0,1]"],
+            "fault.kind=alie: z_max needs the attackers a minority, got 2 of 3 clients",
+        ),
+        (["fault.kind=alie", "fault.variant=x"], "fault.variant of fault.kind=alie"),
+        (["fault.kind=ipm", "fault.scale=0"], "fault.scale must be a finite number > 0"),
+    ],
+)
+def test_bad_byzantine_attack_settings_are_one_line_errors(overrides, words):
+    with pytest.raises(ConfigError) as info:
+        config.compose(overrides)
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_byzantine_attack_settings_that_make_sense_compose():
+    for overrides in (
+        ["fault.kind=label_flip", "fault.clients=[1]"],
+        ["fault.kind=alie", "num_clients=3", "fault.clients=[1]"],
+        ["fault.kind=alie", "num_clients=3", "fault.clients=[0,1]", "fault.scale=1.5"],
+        ["fault.kind=ipm", "fault.clients=[1,2]", "fault.scale=10"],
+    ):
+        assert config.compose(overrides).fault.kind == overrides[0].split("=")[1]
+    assert attacks.DEFAULT_SCALE["ipm"] == omniscient.IPM_EPSILON == 0.1
+
+
+def test_a_label_flipping_client_of_a_run_trains_as_on_flipped_data():
+    """Digits in process, client 1 flipping: it trains exactly as the method's client does
+    on labels flipped by hand, not as on its own, and answers with its real label counts."""
+    from flwr.common import parameters_to_ndarrays
+
+    from fedimb.app.client_app import make_client
+    from fedimb.app.in_process import InProcessFederation
+
+    fed = InProcessFederation(
+        [
+            "dataset=digits",
+            "num_clients=3",
+            "num_rounds=1",
+            "partition=iid",
+            "dropout=none",
+            "train.local_epochs=1",
+            "fault.kind=label_flip",
+            "fault.clients=[1]",
+        ]
+    )
+    node = fed.nodes[1]
+    attacker, honest = fed.client(node), make_client(fed.cfg, node.context, 1)
+    assert isinstance(attacker, LabelFlippingClient)
+    by_hand = make_client(fed.cfg, node.context, 1)
+    y = by_hand.data.y.clone()
+    y[by_hand.data.indices] = by_hand.data.num_classes - 1 - y[by_hand.data.indices]
+    by_hand.data = dataclasses.replace(by_hand.data, y=y)
+    real = payload.unpack(honest.get_properties({}))[protocol.LABEL_COUNTS]
+    assert np.array_equal(payload.unpack(attacker.get_properties({}))[protocol.LABEL_COUNTS], real)
+    assert np.array_equal(real, fed.run.client_label_counts(1))
+    fed.strategy.begin_round(1)
+    parameters, fit_config = parameters_to_ndarrays(fed.parameters), fed.strategy.fit_config(1)
+    flipped, n, _ = attacker.fit(parameters, fit_config)
+    expected, _, _ = by_hand.fit(parameters, fit_config)
+    own, n_own, _ = honest.fit(parameters, fit_config)
+    assert n == n_own == int(real.sum())
+    for a, b in zip(flipped, expected):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    assert not all(np.allclose(a, b, atol=1e-4) for a, b in zip(flipped, own))
