@@ -81,12 +81,15 @@ def bound_norms(
 
 @dataclass(frozen=True)
 class InfluenceSettings:
-    """The ``influence`` section: ``ratio`` bounds what a client reports that grows with
-    its weight or its pull (own-data sample counts, update norms, control deltas,
-    statistics and gradients) at that many times the others' median; ``loss_ratio``
-    keeps reported losses within that factor of it. None switches a bound off."""
+    """The ``influence`` section: ``ratio`` bounds what a client reports that sets its
+    weight or feeds a server step (own-data sample counts, class statistics, prototypes,
+    feature gradients) at that many times the others' median; ``update_ratio`` bounds
+    what grows with the local steps a client takes (its update, SCAFFOLD's control
+    delta), which differs more between honest clients; ``loss_ratio`` keeps reported
+    losses within that factor. None switches a bound off."""
 
     ratio: float | None = None
+    update_ratio: float | None = None
     loss_ratio: float | None = None
 
     @classmethod
@@ -94,11 +97,15 @@ class InfluenceSettings:
         """The settings of ``section`` (conf/config.yaml holds the defaults); a missing
         key, as in a run folder from before the bounds, bounds nothing."""
         section = section or {}
-        return cls(ratio=section.get("ratio"), loss_ratio=section.get("loss_ratio"))
+        return cls(
+            ratio=section.get("ratio"),
+            update_ratio=section.get("update_ratio"),
+            loss_ratio=section.get("loss_ratio"),
+        )
 
     def check(self) -> None:
         """One-line :class:`ConfigError` for a bound that is not a number > 1 or null."""
-        for name in ("ratio", "loss_ratio"):
+        for name in ("ratio", "update_ratio", "loss_ratio"):
             value = getattr(self, name)
             if value is None:
                 continue

@@ -7,8 +7,9 @@ a rejection; the largest ratio to the others' median each bound saw is kept in t
 round's ``extra`` (``influence.<what>``), so that a run shows how close its honest
 clients came to a bound.
 
-Bounded here: the update w_client − w_sent of every client (its L2 norm, ``ratio``), the
-sample count of a device with its own data (``ratio`` times the others' sizes), a loss a
+Bounded here: the update w_client − w_sent of every client (its L2 norm,
+``update_ratio``), the sample count of a device with its own data (``ratio`` times the
+others' sizes), a loss a
 method weighs with where the server cannot recompute it (a device's with its own data:
 ``loss_ratio``; GRP-FED's training loss: ``loss_ratio`` times the loss of the model the
 client was sent).
@@ -85,14 +86,14 @@ class InfluenceBounds:
         self.round_log.extra[f"influence.{what}"] = float(ratios.max())
 
     def bound_update_norms(self: InfluenceHost, updates: list[ClientUpdate]) -> None:
-        """Each update's w_client − w_sent scaled down, in place, to at most ``ratio``
-        times the others' median norm or the sent model's norm, whichever is larger: a
-        model of 1e19 values (finite, within the float checks) would otherwise make the
-        next global model 1e16 and every honest client after it non-finite. The model's
-        norm is the floor because honest update norms differ by more than the others' do
-        under label skew: a client with many samples takes many more steps (on dir01,
-        up to 43 times the others' median)."""
-        ratio = self.influence.ratio
+        """Each update's w_client − w_sent scaled down, in place, to at most
+        ``update_ratio`` times the others' median norm or the sent model's norm, whichever
+        is larger: a model of 1e19 values (finite, within the float checks) would
+        otherwise make the next global model 1e16 and every honest client after it
+        non-finite. The model's norm is the floor because honest update norms differ by
+        more than the others' do under label skew: a client with many samples takes many
+        more steps (on dir01, up to 43 times the others' median)."""
+        ratio = self.influence.update_ratio
         norms = np.array(
             [_update_norm(u.arrays, self.sent_models[u.partition_id]) for u in updates]
         )
@@ -199,12 +200,17 @@ class InfluenceBounds:
         return out
 
     def bounded_vectors(
-        self: InfluenceHost, pids: Sequence[int], vectors: Sequence[np.ndarray], what: str
+        self: InfluenceHost,
+        pids: Sequence[int],
+        vectors: Sequence[np.ndarray],
+        what: str,
+        steps: bool = False,
     ) -> list[np.ndarray]:
         """Arrays the clients ``pids`` report for one server step (a class's mean, its
         covariance, a gradient), each scaled down to at most ``ratio`` times the median of
-        the others' L2 norms."""
-        ratio = self.influence.ratio
+        the others' L2 norms; ``update_ratio`` for arrays that grow with the local steps
+        taken (``steps``: a control delta)."""
+        ratio = self.influence.update_ratio if steps else self.influence.ratio
         norms = np.array([float(np.linalg.norm(np.asarray(v, dtype=np.float64))) for v in vectors])
         self.record_ratio(what.split(" ")[0], norms)
         if ratio is None:

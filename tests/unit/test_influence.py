@@ -113,7 +113,7 @@ def test_honest_sizes_and_updates_are_not_bounded():
     ]
     strategy.aggregate_fit(1, results, [])
     assert strategy.round_record()["clients"]["bounded"] == 0
-    assert strategy.round_log.extra["influence.update_norm"] < strategy.influence.ratio
+    assert strategy.round_log.extra["influence.update_norm"] < strategy.influence.update_ratio
 
 
 def test_weights_of_1e19_are_cut_and_counted_and_the_honest_stay_finite():
@@ -128,8 +128,8 @@ def test_weights_of_1e19_are_cut_and_counted_and_the_honest_stay_finite():
     new, _ = strategy.aggregate_fit(1, results, [])
     merged = parameters_to_ndarrays(new)
     assert strategy.round_log.bounded == {2} and strategy.round_log.rejected == 0
-    # the attacker's update is cut to 10x the others' median norm (~2,600 over ~17,000
-    # values: ~20 a value), so the average stays within a few tens, not 1e19
+    # the attacker's update is cut to update_ratio (10) times the others' median norm
+    # (~2,600 over ~17,000 values: ~20 a value), so the average stays within a few tens
     assert max(float(np.abs(m).max()) for m in merged) < 100
     assert any("update norm" in m and "cut to" in m for m in strategy.round_log.messages)
 
@@ -292,3 +292,26 @@ def test_rebafl_prototypes_far_longer_than_the_others_are_cut():
         np.linalg.norm(p) <= fed.strategy.influence.ratio * honest_norm
         for p in fed.strategy.prototypes.values()
     )
+
+
+def test_a_robust_rule_records_the_clients_it_set_aside():
+    strategy, nodes, base = started_round(
+        "aggregation=multikrum", "aggregation.max_attackers=1", num_clients=5
+    )
+    values = [1.0, 1.1, 0.9, 1.05, -30.0]  # client 4 far from the others
+    results = [
+        (nodes[pid], fit_result(honest(base, v), size_of(strategy, pid)))
+        for pid, v in enumerate(values)
+    ]
+    strategy.aggregate_fit(1, results, [])
+    record = strategy.round_record()
+    assert record["clients"]["set_aside"] == 1 and record["influence"]["set_aside"] == [4]
+    assert any("aggregation=multikrum set aside client(s) 4" in m for m in record["messages"])
+
+
+def test_the_progress_line_shows_bounded_and_set_aside_clients():
+    from fedimb.cli.run_progress import clients_outcome
+
+    clients = {"succeeded": 9, "dropped": 0, "errors": 0, "rejected": 1, "bounded": 1}
+    assert clients_outcome(clients) == "9 ok, 1 failed, 1 bounded"
+    assert clients_outcome({"succeeded": 5, "set_aside": 2}) == "5 ok, 2 set aside"
