@@ -15,7 +15,7 @@ round on average (``clients.set_aside`` less the attackers), the cost of the rul
 
 Writes results/byzantine_skew/table.json and .md, the docs table ``byzantine_skew.md``
 and its figure; finished runs are reused, so a second call with more attacks or rules
-adds to the table.
+adds to the table (``--table-only`` writes them from the runs measured so far).
 """
 
 from __future__ import annotations
@@ -167,11 +167,14 @@ def main() -> None:
     parser.add_argument("--attacks", default="sign_flip:0,1,2,4")
     parser.add_argument("--rules", default=",".join(RULES))
     parser.add_argument("--max-attackers", type=int, default=4)
+    parser.add_argument(
+        "--table-only", action="store_true", help="write the tables from the runs measured so far"
+    )
     args = parser.parse_args()
     setups = args.setups.split(",")
     path = OUT / "table.json"
     rows = json.loads(path.read_text()) if path.is_file() else []
-    for spec in args.attacks.split(" "):
+    for spec in [] if args.table_only else args.attacks.split(" "):
         attack, counts = spec.split(":")
         for setup in setups:
             for rule in args.rules.split(","):

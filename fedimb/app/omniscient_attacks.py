@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
@@ -42,13 +41,12 @@ from flwr.server.strategy import Strategy
 from omegaconf import DictConfig
 
 from fedimb.app.round_loop import FedImbServer
+from fedimb.app.wrapped_strategy import WrappedStrategy
 
 logger = logging.getLogger(__name__)
 
 #: ``fault.scale`` of ``ipm`` when left null (``alie``'s null scale: z = z_max)
 IPM_EPSILON = 0.1
-#: the attributes :class:`OmniscientStrategy` keeps for itself; every other is the strategy's
-_OWN = frozenset({"inner", "kind", "attackers", "rounds", "scale"})
 
 Update = Sequence[np.ndarray]  # one client's update, array by array
 
@@ -132,15 +130,17 @@ def _crafted_model(sent: list[np.ndarray], update: list[np.ndarray], own: FitRes
     return crafted
 
 
-class OmniscientStrategy(Strategy):
+class OmniscientStrategy(WrappedStrategy):
     """The run's strategy (``inner``) behind an omniscient attack: its ``aggregate_fit``
     receives the attackers' replies replaced by the crafted models (:meth:`crafted`);
     every other hook and attribute, read or set, is the strategy's."""
 
+    own = frozenset({"inner", "kind", "attackers", "rounds", "scale"})
+
     def __init__(self, inner: Strategy, fault: DictConfig):
         kind = str(fault.kind)
         scale = fault.get("scale")
-        object.__setattr__(self, "inner", inner)
+        super().__init__(inner)
         object.__setattr__(self, "kind", kind)
         object.__setattr__(self, "attackers", frozenset(int(c) for c in fault.clients or []))
         object.__setattr__(self, "rounds", frozenset(int(r) for r in fault.rounds or []))
@@ -150,35 +150,11 @@ class OmniscientStrategy(Strategy):
             float(scale) if scale is not None else (IPM_EPSILON if kind == "ipm" else None),
         )
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _OWN:
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self.inner, name, value)
-
     def __repr__(self) -> str:
         return f"fault.kind={self.kind} (clients {sorted(self.attackers)}) around {self.inner!r}"
 
-    def initialize_parameters(self, client_manager):
-        return self.inner.initialize_parameters(client_manager)
-
-    def configure_fit(self, server_round, parameters, client_manager):
-        return self.inner.configure_fit(server_round, parameters, client_manager)
-
     def aggregate_fit(self, server_round, results, failures):
         return self.inner.aggregate_fit(server_round, self.crafted(server_round, results), failures)
-
-    def configure_evaluate(self, server_round, parameters, client_manager):
-        return self.inner.configure_evaluate(server_round, parameters, client_manager)
-
-    def aggregate_evaluate(self, server_round, results, failures):
-        return self.inner.aggregate_evaluate(server_round, results, failures)
-
-    def evaluate(self, server_round, parameters):
-        return self.inner.evaluate(server_round, parameters)
 
     def crafted(
         self, server_round: int, results: list[tuple[ClientProxy, FitRes]]

@@ -30,9 +30,9 @@ from flwr.supercore.differential_privacy import KEY_NORM_BIT, compute_stdv
 from omegaconf import DictConfig
 
 from fedimb.app import privacy
+from fedimb.app.wrapped_strategy import WrappedStrategy
 
 #: the attributes :class:`PrivateStrategy` keeps for itself; every other goes to the method's
-_OWN = frozenset({"inner", "wrapper", "variant"})
 #: the checkpoint key of an adaptive wrapper's current clipping norm
 CLIPPING_NORM_STATE = "privacy_clipping_norm"
 
@@ -104,7 +104,7 @@ def with_privacy(strategy: Strategy, cfg: DictConfig) -> Strategy:
     return PrivateStrategy(strategy, flower_wrapper(strategy, cfg), privacy.privacy_name(cfg))
 
 
-class PrivateStrategy(Strategy):
+class PrivateStrategy(WrappedStrategy):
     """The method's strategy (``inner``) with Flower's DP ``wrapper`` around its fit step.
 
     Flower's fit hooks go through the wrapper; evaluation goes straight to the method's
@@ -116,27 +116,17 @@ class PrivateStrategy(Strategy):
     noised model; and the round's record reports the clipping norm and the noise's
     standard deviation (``extra``: ``privacy.clipping_norm``, ``privacy.noise_std``)."""
 
+    own = frozenset({"inner", "wrapper", "variant"})
+
     def __init__(self, inner: Strategy, wrapper: Strategy, variant: str):
-        object.__setattr__(self, "inner", inner)
+        super().__init__(inner)
         object.__setattr__(self, "wrapper", wrapper)
         object.__setattr__(self, "variant", variant)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _OWN:
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self.inner, name, value)
 
     def __repr__(self) -> str:
         return f"{self.wrapper!r} around {self.inner!r}"
 
     # ------------------------------------------------------------- Flower's hooks
-    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
-        return self.inner.initialize_parameters(client_manager)
-
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
@@ -171,15 +161,6 @@ class PrivateStrategy(Strategy):
             self.wrapper.num_sampled_clients,  # type: ignore[attr-defined]
         )
         return parameters, metrics
-
-    def configure_evaluate(self, server_round: int, parameters: Parameters, client_manager):
-        return self.inner.configure_evaluate(server_round, parameters, client_manager)
-
-    def aggregate_evaluate(self, server_round: int, results, failures):
-        return self.inner.aggregate_evaluate(server_round, results, failures)
-
-    def evaluate(self, server_round: int, parameters: Parameters):
-        return self.inner.evaluate(server_round, parameters)
 
     # ----------------------------------------------------------- fedimb's additions
     def state_dict(self) -> dict[str, Any]:

@@ -13,12 +13,22 @@ from benchmarks.attacks import ROWS, one_cell
 from tests.integration.matrix_federation import MatrixFederation
 
 #: rows whose attack is well-formed, so no check can count it: under the mean it must do
-#: its harm (the injection works, the study's baseline); a robust rule must absorb it
-UNCOUNTABLE = {"sign_flip": False, "sign_flip_median": True}  # row -> unharmed
+#: its harm (the injection works, the study's baseline); a robust rule must absorb it.
+#: ALIE's small step costs less than a point on 3 IID clients: no harm under the mean either
+UNCOUNTABLE = {  # row -> unharmed
+    "sign_flip": False,
+    "sign_flip_median": True,
+    "label_flip": False,
+    "alie": True,
+    "alie_median": True,
+    "ipm": False,
+    "ipm_krum": True,
+}
 #: attacks fedimb does not stop yet, each with why; a cell that starts passing fails (strict)
 UNDEFENDED = {
     "loss_skew_grpfed": "GRP-FED's default loss is measured during local training, so the server "
-    "cannot recompute it (loss_at=received is checked)"
+    "bounds it only at influence.loss_ratio times the received model's loss, which a loss "
+    "1.25x the honest one stays within (loss_at=received is checked exactly)"
 }
 CELLS = [
     pytest.param(
