@@ -315,3 +315,17 @@ def test_the_progress_line_shows_bounded_and_set_aside_clients():
     clients = {"succeeded": 9, "dropped": 0, "errors": 0, "rejected": 1, "bounded": 1}
     assert clients_outcome(clients) == "9 ok, 1 failed, 1 bounded"
     assert clients_outcome({"succeeded": 5, "set_aside": 2}) == "5 ok, 2 set aside"
+
+
+def test_fednova_local_steps_beyond_what_the_samples_allow_are_cut():
+    # before: tau of 1e9 made tau_eff ~5e8, scaling every other client's update by it
+    fed = federation("method=fednova")
+    sent = started(fed)
+    replies = [honest_reply(fed, sent, pid) for pid in (0, 1, 2)]
+    honest_steps = [float(res.metrics["local_steps"]) for _, res in replies]
+    proxy, res = replies[2]
+    replies[2] = (proxy, dataclasses.replace(res, metrics={**res.metrics, "local_steps": 1e9}))
+    fed.strategy.aggregate_fit(1, replies, [])
+    log = fed.strategy.round_log
+    assert log.bounded == {2} and any("local_steps 1,000,000,000 cut to" in m for m in log.messages)
+    assert log.extra["tau_eff_steps"] <= max(honest_steps)  # the honest clients' own steps
