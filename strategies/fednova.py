@@ -10,6 +10,7 @@ import math
 
 from fedimb.core import payload, protocol
 from fedimb.core.aggregate import fednova_normaliser, fednova_update
+from fedimb.core.training import TrainConfig
 from strategies.base import BaseStrategy, ClientUpdate
 
 
@@ -32,8 +33,8 @@ class FedNovaStrategy(BaseStrategy):
         A cut is counted (``clients.bounded``)."""
         reported = payload.scalars(update.metrics).get(protocol.LOCAL_STEPS, 0.0)
         steps = int(reported) if math.isfinite(reported) else 0
-        hp = self.train_hparams
-        most = int(hp["local_epochs"]) * math.ceil(update.num_examples / int(hp["batch_size"]))
+        hp = TrainConfig.from_mapping(self.train_hparams)
+        most = hp.local_epochs * math.ceil(update.num_examples / hp.batch_size)
         if steps > most:
             self.round_log.bound(
                 update.partition_id,
