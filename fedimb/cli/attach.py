@@ -7,14 +7,14 @@ and writes the rest of the run folder as :func:`fedimb.cli.launch.record_run` do
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from fedimb.cli.flower_run import SUPERLINK_RUN, deployment_cli, follower_for
 from fedimb.cli.launch import record_run
 from fedimb.cli.processes import FederationError
+from fedimb.cli.result_files import read_json, run_folder_config
 from fedimb.cli.run_events import EVENTS_FILE, read_events
 from fedimb.cli.run_folder import RunRecorder
 from fedimb.cli.run_folder_access import hold_run_folder, release_run_folder
@@ -27,17 +27,15 @@ def attach_experiment(run_dir: Path, overrides: list[str], echo: Echo = _echo) -
     or lost) to its end and fill in its run folder: the events it holds are not
     repeated. ``overrides`` may change ``runtime.*`` (a new address, certificates)."""
     run_dir = run_dir.resolve()
-    cfg = OmegaConf.merge(
-        OmegaConf.load(run_dir / "config.yaml"), OmegaConf.from_dotlist(overrides)
-    )
+    cfg = run_folder_config(run_dir, overrides)  # checked before any class it names is imported
     if cfg.runtime.name != "deployment":
         raise ConfigError(
             f"{run_dir} ran with runtime={cfg.runtime.name}: only a deployed run goes on without "
             f"its front end (continue it with: fedimb resume {run_dir})"
         )
     try:
-        run_id = int(json.loads((run_dir / SUPERLINK_RUN).read_text())["run_id"])
-    except (OSError, ValueError, KeyError, TypeError):
+        run_id = int(read_json(run_dir / SUPERLINK_RUN)["run_id"])
+    except (ValueError, KeyError, TypeError):
         raise ConfigError(
             f"{run_dir} names no Flower run ({SUPERLINK_RUN} is missing or unreadable): its run "
             f"never started on a SuperLink; start it again or continue it with: fedimb resume "

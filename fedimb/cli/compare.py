@@ -35,6 +35,7 @@ from fedimb.cli.compare_stats import (
 )
 from fedimb.cli.compare_tables import comparison_markdown
 from fedimb.cli.found_runs import FoundRuns, load_runs, setup_and_seed
+from fedimb.cli.result_files import finite_number
 from fedimb.cli.run_records import RunRecord
 from fedimb.core.errors import ConfigError
 
@@ -76,7 +77,8 @@ class MethodComparison:
     number for it left out), its mean and t interval (None without values), its difference
     to the reference with the Holm-adjusted p (None for the reference itself or without
     one), the variance split where its runs form a grid of seeds, and the mean over runs of
-    the last local evaluation's ``local_*`` summary fields."""
+    the last local evaluation's ``local_*`` summary fields. ``not_numbers`` counts the
+    runs whose ``metric`` is NaN or infinite: never averaged in, and said so."""
 
     label: str
     method: str
@@ -87,6 +89,7 @@ class MethodComparison:
     holm_p: float | None = None
     variance: VarianceSplit | None = None
     local: dict[str, float] = field(default_factory=dict)
+    not_numbers: int = 0
 
 
 @dataclass
@@ -99,10 +102,6 @@ class SetupComparison:
     reference: str | None
     methods: list[MethodComparison]
     against: str | None = None  # the reference asked for
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _varying(runs: list[RunRecord], keys: Iterable[str]) -> list[str]:
@@ -166,9 +165,9 @@ def rows_of(runs: list[RunRecord], searched: set[str]) -> dict[str, list[RunReco
 
 def check_metric(runs: list[RunRecord], metric: str) -> None:
     """A one-line error unless some run's summary has a number under ``metric``."""
-    if any(is_number(run.summary.get(metric)) for run in runs):
+    if any(finite_number(run.summary.get(metric)) for run in runs):
         return
-    numeric = sorted({k for run in runs for k, v in run.summary.items() if is_number(v)})
+    numeric = sorted({k for run in runs for k, v in run.summary.items() if finite_number(v)})
     raise ConfigError(
         f"no run's summary.json has a number under '{metric}' (--metric); "
         f"numeric fields: {', '.join(numeric)}"
@@ -193,7 +192,7 @@ def reference_method(runs: list[RunRecord], against: str | None) -> str | None:
 def method_row(label: str, runs: list[RunRecord], metric: str) -> MethodComparison:
     """A row's numbers, without the comparison to the reference."""
     values = {
-        seed_pair(r): float(r.summary[metric]) for r in runs if is_number(r.summary.get(metric))
+        seed_pair(r): float(r.summary[metric]) for r in runs if finite_number(r.summary.get(metric))
     }
     by_data_seed: dict[Any, list[float]] = {}
     for (data, _), value in values.items():
@@ -202,7 +201,7 @@ def method_row(label: str, runs: list[RunRecord], metric: str) -> MethodComparis
     local_keys = sorted({k for r in runs for k in r.summary if k.startswith("local_")})
     local = {}
     for key in local_keys:
-        found = [r.summary[key] for r in runs if is_number(r.summary.get(key))]
+        found = [r.summary[key] for r in runs if finite_number(r.summary.get(key))]
         if found:
             local[key] = sum(found) / len(found)
     return MethodComparison(
@@ -213,6 +212,10 @@ def method_row(label: str, runs: list[RunRecord], metric: str) -> MethodComparis
         t_interval(list(values.values())) if values else None,
         variance=variance_split(by_data_seed) if grid else None,
         local=local,
+        not_numbers=sum(
+            isinstance(r.summary.get(metric), float) and not finite_number(r.summary[metric])
+            for r in runs
+        ),
     )
 
 

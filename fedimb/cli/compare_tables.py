@@ -96,6 +96,8 @@ def _cells(row: MethodComparison, comparison: SetupComparison) -> list[str]:
             else f"n/a (n = {interval.n})"
         )
         cells = [str(interval.n), f"{interval.mean * scale:.2f}", bounds]
+    if row.not_numbers:  # NaN is never averaged in
+        cells[0] += f" ({row.not_numbers} not a number, left out)"
     if comparison.reference is None:
         return cells
     diff = row.difference

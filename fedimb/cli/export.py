@@ -84,7 +84,7 @@ def _utc(seconds: float | None) -> str | None:
 def run_columns(run: RunRecord, rerun: bool) -> dict[str, Any]:
     """The columns every row of one run repeats (see the module docstring)."""
     run_dir = Path(run.name)
-    config = run_config(run_dir)
+    config = run.config or run_config(run_dir)
     partition = config.get("partition") or {}
     columns: dict[str, Any] = {
         "run_id": run_identity(run_dir, config),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedimb.cli.export_table import read_table
+from fedimb.cli.result_files import MalformedFile, warn
 from fedimb.cli.run_records import RunRecord, run_folders
 
 #: what tells an exported table (``fedimb report <file>``) from a folder
@@ -75,11 +76,18 @@ class FoundRuns:
 def load_runs(inputs: Iterable[Path]) -> FoundRuns:
     """The completed runs in run or sweep folders (:func:`run_folders`) and in tables
     written by ``fedimb export``, each run id once (a run a table holds that a folder gave
-    already is a copy), with the reruns among them marked."""
+    already is a copy), with the reruns among them marked. A run with a malformed file is
+    left out (counted as not completed) with a warning naming the file and the field."""
     inputs = list(map(Path, inputs))
     tables = [p for p in inputs if p.suffix.lower() in TABLE_SUFFIXES and not p.is_dir()]
     folders = run_folders([p for p in inputs if p not in tables])
-    records = [RunRecord.from_folder(run) for run in folders.runs]
+    records, malformed = [], 0
+    for run in folders.runs:
+        try:
+            records.append(RunRecord.from_folder(run))
+        except MalformedFile as err:
+            warn(f"{err} (run left out)")
+            malformed += 1
     copies = len(folders.copies)
     seen = {record.identity for record in records}
     for table in tables:
@@ -89,4 +97,4 @@ def load_runs(inputs: Iterable[Path]) -> FoundRuns:
             else:
                 seen.add(record.identity)
                 records.append(record)
-    return FoundRuns(records, reruns_of(records), copies, folders.incomplete)
+    return FoundRuns(records, reruns_of(records), copies, folders.incomplete + malformed)

@@ -21,6 +21,7 @@ from fedimb.app.build import experiment_data
 from fedimb.cli.flower_run import SUPERLINK_RUN, run_flower
 from fedimb.cli.preflight import preflight
 from fedimb.cli.processes import FederationError, Interrupted
+from fedimb.cli.result_files import MalformedFile, read_summary
 from fedimb.cli.run_events import EVENTS_FILE
 from fedimb.cli.run_folder import RunRecorder
 from fedimb.cli.run_folder_access import (
@@ -183,7 +184,7 @@ def ended_unwritten(recorder: RunRecorder, run_dir: Path) -> bool:
     if recorder.end is None:
         return False
     try:
-        json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
+        read_summary(run_dir / "summary.json")
+    except MalformedFile:
         return True
     return False

@@ -184,7 +184,7 @@ def cuda_visibility() -> str:
     build = f"torch {torch.__version__} with CUDA {torch.version.cuda}"
     try:
         answer = subprocess.run(
-            [sys.executable, "-c", probe],
+            [sys.executable, "-P", "-c", probe],  # -P: not the working directory's modules
             capture_output=True,
             text=True,
             timeout=300,
@@ -222,6 +222,7 @@ def worker_arguments(runtime_api_address: str, node_pid: int) -> list[str]:
     """The command that starts a SuperNode's worker."""
     return [
         sys.executable,
+        "-P",  # the working directory stays off sys.path (see fedimb/__main__.py)
         "-m",
         "fedimb.cli.node_worker",
         "--runtime-api-address",

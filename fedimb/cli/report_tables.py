@@ -21,24 +21,32 @@ from typing import Any
 
 import numpy as np
 
+from fedimb.cli.result_files import finite_number
 from fedimb.cli.run_records import Run, RunRecord, as_record
 
 
-def mean_std(values: list[float], scale: float = 100.0, digits: int = 2) -> str:
+def mean_std(values: list[Any], scale: float = 100.0, digits: int = 2) -> str:
     """mean ± sample std of ``values`` x ``scale`` over those known ('-' when none is; the
-    value and "(n = 1)" when one is)."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    arr = np.asarray(values, dtype=np.float64) * scale
+    value and "(n = 1)" when one is). A NaN or a non-number is never averaged in: the
+    cell says how many were left out."""
+    known = [v for v in values if v is not None]
+    finite = [v for v in known if finite_number(v)]
+    left_out = (
+        f" ({len(known) - len(finite)} not a number, left out)" if len(finite) < len(known) else ""
+    )
+    if not finite:
+        return "-" + left_out
+    arr = np.asarray(finite, dtype=np.float64) * scale
     if len(arr) == 1:  # one value has no spread: "± 0.00" would claim one
-        return f"{arr[0]:.{digits}f} (n = 1)"
-    return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1):.{digits}f}"
+        return f"{arr[0]:.{digits}f} (n = 1){left_out}"
+    return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1):.{digits}f}{left_out}"
 
 
-def _percent(value: float | None) -> str:
+def _percent(value: Any) -> str:
     """A fraction as a percentage with two decimals ('-' when unknown)."""
-    return "-" if value is None else f"{100 * value:.2f}"
+    if value is None:
+        return "-"
+    return f"{100 * value:.2f}" if finite_number(value) else "not a number"
 
 
 def group_runs(run_dirs: list[Run]) -> tuple[dict[str, list[Run]], dict[str, str]]:
@@ -141,7 +149,12 @@ def comparison_table(
     groups = records_of(groups)
     summaries = {label: [r.summary for r in runs] for label, runs in groups.items()}
     target = next(
-        (s["target_accuracy"] for v in summaries.values() for s in v if s.get("target_accuracy")),
+        (
+            s["target_accuracy"]
+            for v in summaries.values()
+            for s in v
+            if finite_number(s.get("target_accuracy")) and s["target_accuracy"] > 0
+        ),
         None,
     )
     scores = {label: [own_scores(r) for r in runs] for label, runs in groups.items()}
@@ -160,12 +173,14 @@ def comparison_table(
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for label, runs in groups.items():
         done = summaries[label]
-        row = f"| {label} | {len(runs)} | {mean_std([s['final_accuracy'] for s in done])} |"
+        row = f"| {label} | {len(runs)} | {mean_std([s.get('final_accuracy') for s in done])} |"
         if validated:
             row += f" {mean_std([s.get('selected_test_accuracy') for s in done])} |"
-        row += f" {mean_std([s['final_macro_f1'] for s in done])} |"
+        row += f" {mean_std([s.get('final_macro_f1') for s in done])} |"
         if target:
-            reached = [s["bytes_to_target"] for s in done if s.get("bytes_to_target") is not None]
+            reached = [
+                s["bytes_to_target"] for s in done if finite_number(s.get("bytes_to_target"))
+            ]
             row += f" {mean_std(reached, scale=1e-6, digits=1)} ({len(reached)}/{len(done)}) |"
         means = [extra_means(r, list(mean_keys)) for r in runs]
         for key in mean_keys:
@@ -196,12 +211,12 @@ def per_run_table(groups: dict[str, list[Run]], at_rounds: list[int] = ()) -> li
         for run in sorted(runs, key=lambda r: str(r.seed).zfill(9)):
             s = run.summary
             accuracy, loss = metric_curve(run), metric_curve(run, "loss")
-            row = f"| {label} | {run.seed} | {_percent(s['final_accuracy'])} |"
+            row = f"| {label} | {run.seed} | {_percent(s.get('final_accuracy'))} |"
             if validated:
                 best_round = s.get("validation_best_round")
                 row += f" {'-' if best_round is None else best_round} |"
                 row += f" {_percent(s.get('selected_test_accuracy'))} |"
-            row += f" {_percent(s['final_macro_f1'])} |"
+            row += f" {_percent(s.get('final_macro_f1'))} |"
             for r in at_rounds:
                 row += (
                     f" {100 * accuracy[r]:.2f} ({loss[r]:.4f}) |"

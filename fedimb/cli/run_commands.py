@@ -142,9 +142,7 @@ def run_folder_and_overrides(
 
 def resume_main(argv: list[str]) -> int:
     """Continue an interrupted run in its own folder from the ServerApp's last checkpoint."""
-    from omegaconf import OmegaConf
-
-    from fedimb.cli.launch import run_experiment
+    from fedimb.cli.result_files import run_folder_config
 
     run_dir, overrides = run_folder_and_overrides(
         argv,
@@ -153,10 +151,10 @@ def resume_main(argv: list[str]) -> int:
         "address, and switch off an injected fault (fault.*).",
         ("runtime.", "fault."),
     )
-    cfg = OmegaConf.merge(
-        OmegaConf.load(run_dir / "config.yaml"), OmegaConf.from_dotlist(overrides)
-    )
+    cfg = run_folder_config(run_dir, overrides)  # checked before any class it names is imported
     cfg.resume = True
+    from fedimb.cli.launch import run_experiment
+
     print(run_experiment(cfg, run_dir), flush=True)
     return 0
 

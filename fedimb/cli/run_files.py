@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fedimb.app.holdout import DEFAULTS
+from fedimb.cli.result_files import read_metrics_csv as read_metrics_csv  # benchmarks' import
 from fedimb.core.metrics import DISTRIBUTION_STATS
 
 #: the run folder's own files (without suffix), which no artifact may replace
@@ -145,14 +146,6 @@ def write_metrics_csv(path: Path, rounds: list[dict[str, Any]]) -> None:
         for r in rounds:
             for split, metric, value in metric_rows(r):
                 writer.writerow([r["round"], r.get("stage", ""), split, metric, f"{value:.10g}"])
-
-
-def read_metrics_csv(path: Path) -> list[dict[str, Any]]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        return [
-            {**row, "round": int(row["round"]), "value": float(row["value"])}
-            for row in csv.DictReader(fh)
-        ]
 
 
 #: a round's sampled clients by outcome, as the progress line and curves.png name them: ok,

@@ -10,13 +10,19 @@ output.root) and a second folder of a run id are copies, left out. A run's set-u
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fedimb.cli.run_files import read_metrics_csv, selection_scores
+from fedimb.cli.result_files import (
+    MalformedFile,
+    read_config,
+    read_metrics_csv,
+    read_summary,
+    warn,
+)
+from fedimb.cli.run_files import selection_scores
 from fedimb.core.errors import ConfigError
 
 # Settings that say where or how a run was executed, not what it computed.
@@ -44,7 +50,8 @@ TRACKER_STORES = ("mlartifacts", "mlruns", "tensorboard", "wandb")
 class RunFolders:
     """The completed run folders below some folders, one per run id (``runs``, in path
     order), the folders left out as copies of a run (``copies``) and how many folders
-    hold a run that did not complete or cannot be read (``incomplete``)."""
+    hold a run that did not complete or cannot be read (``incomplete``; a malformed one
+    with a warning naming its file and field)."""
 
     runs: list[Path]
     copies: list[Path]
@@ -62,22 +69,20 @@ def _in_tracker_store(run_dir: Path, below: Path) -> bool:
     return any(part in TRACKER_STORES for part in run_dir.relative_to(below).parts)
 
 
+def read_completed(run_dir: Path) -> dict[str, Any] | None:
+    """The run's config if its summary.json says it completed, else None; a
+    :class:`MalformedFile` if either cannot be read."""
+    if read_summary(run_dir / "summary.json").get("completed"):
+        return run_config(run_dir)
+    return None
+
+
 def completed_config(run_dir: Path) -> dict[str, Any] | None:
     """The run's config if its summary.json says it completed (None if not, or unreadable)."""
-    import yaml
-
     try:
-        if json.loads((run_dir / "summary.json").read_text()).get("completed"):
-            config = run_config(run_dir)
-            return config if isinstance(config, dict) else None
-    except (
-        OSError,
-        ValueError,
-        AttributeError,
-        yaml.YAMLError,
-    ):  # AttributeError: JSON that is no object
-        pass
-    return None
+        return read_completed(run_dir)
+    except MalformedFile:
+        return None
 
 
 def run_folders(folders: Iterable[Path]) -> RunFolders:
@@ -98,7 +103,13 @@ def run_folders(folders: Iterable[Path]) -> RunFolders:
             seen.add(summary.resolve())
             if _in_tracker_store(summary.parent, folder):
                 copies.add(summary.parent.resolve())
-            elif (config := completed_config(summary.parent)) is None:
+                continue
+            try:
+                config = read_completed(summary.parent)
+            except MalformedFile as err:
+                warn(f"{err} (run left out)")
+                config = None
+            if config is None:
                 incomplete += 1
             else:
                 same = by_id.setdefault(run_identity(summary.parent, config), [])
@@ -112,7 +123,7 @@ def run_folders(folders: Iterable[Path]) -> RunFolders:
 def _original(same: list[Path]) -> Path:
     """Of the folders of one run, the one its summary.json names, else the first."""
     for run_dir in same:
-        if str(run_dir) == read_summary(run_dir).get("run_dir"):
+        if str(run_dir) == read_summary(run_dir / "summary.json").get("run_dir"):
             return run_dir
     return same[0]
 
@@ -135,10 +146,8 @@ def flatten_config(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def run_config(run_dir: Path) -> dict[str, Any]:
-    """The run's ``config.yaml`` as a plain dict."""
-    import yaml
-
-    return yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    """The run's ``config.yaml`` as a plain dict (:func:`~fedimb.cli.result_files.read_config`)."""
+    return read_config(run_dir / "config.yaml")
 
 
 def setup_of(config: dict[str, Any]) -> dict[str, Any]:
@@ -162,11 +171,6 @@ def seed_of(config: dict[str, Any]) -> Any:
     return f"{seed} (data {data}, train {train})"
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
-    """The run's ``summary.json``."""
-    return json.loads((run_dir / "summary.json").read_text())
-
-
 @dataclass(eq=False)
 class RunRecord:
     """One run as the report needs it, whichever source it comes from (a run folder, or
@@ -183,18 +187,22 @@ class RunRecord:
     rows: list[dict[str, Any]]
     run_id: str = ""
     finished: float | None = None
+    config: dict[str, Any] = field(default_factory=dict)  # a run folder's config.yaml
 
     @classmethod
     def from_folder(cls, run_dir: Path) -> RunRecord:
+        """The run folder's record; a :class:`MalformedFile` names a file it cannot read."""
         config = run_config(run_dir)
+        summary = read_summary(run_dir / "summary.json", warn)
         return cls(
             str(run_dir),
             setup_of(config),
             seed_of(config),
-            read_summary(run_dir),
+            summary,
             read_metrics_csv(run_dir / "metrics.csv"),
             run_identity(run_dir, config),
             (run_dir / "summary.json").stat().st_mtime,
+            config,
         )
 
     @property
