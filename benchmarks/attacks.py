@@ -154,6 +154,11 @@ ROWS = {
         ("fault.kind=forged_event",),
         runtimes=DEPLOYED,
     ),
+    "forged_print": Row(
+        "a client printing, logging and raising a round event (accuracy 0.999) and an artifact",
+        ("fault.kind=forged_print",),
+        runtimes=DEPLOYED,
+    ),
     "loss_skew_qffl": Row("a loss 1.25x the honest one (q-FFL)", ("fault.kind=loss_skew",), "qffl"),
     "loss_skew_grpfed": Row(
         "a loss 1.25x the honest one (GRP-FED)", ("fault.kind=loss_skew",), "grpfed"
@@ -238,7 +243,7 @@ def judge(row: str, runtime: str, attacked: RunSummary, reference: RunSummary) -
         and reference.final_accuracy is not None
         and attacked.final_accuracy >= reference.final_accuracy - TOLERANCE
     )
-    if row == "forged_event":
+    if row in ("forged_event", "forged_print"):
         from fedimb.app.attacks import FORGED_ACCURACY
 
         close = close and attacked.best_accuracy != FORGED_ACCURACY and not attacked.forged_artifact

@@ -40,6 +40,7 @@ FIT_KINDS = (
     "prototype_count",
     "scaffold_huge",
     "forged_event",
+    "forged_print",
     "loss_skew",
     "sign_flip",
 )
@@ -216,6 +217,13 @@ def forged_message(pid: int, server_round: int) -> str:
     )
     forged_artifact = events.format_event("artifact", name=FORGED_ARTIFACT, data={"forged": True})
     return f"client {pid} fails\n{forged_round}\n{forged_artifact}\n"
+
+
+def forged_output(pid: int, server_round: int) -> list[str]:
+    """What ``forged_print`` prints and logs before it raises: the forged event lines,
+    whole and after a carriage return (a reader that splits at ``\\r`` sees a line start)."""
+    lines = forged_message(pid, server_round).splitlines()[1:]  # its two event lines
+    return lines + [f"client {pid} at 50%\r{line}" for line in lines]
 
 
 def settings(fault: DictConfig) -> tuple[str, float, object]:

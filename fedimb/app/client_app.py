@@ -21,7 +21,7 @@ from fedimb.app import build, components, faults, phases, transport
 from fedimb.app.build import resolve_device
 from fedimb.app.privacy_mods import privacy_mod
 from fedimb.app.runtime_rules import assigns_clients, client_state_kind
-from fedimb.core import protocol
+from fedimb.core import events, protocol
 from fedimb.core.client_state import client_state
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.datasets import dataset_info, load_dataset
@@ -233,7 +233,8 @@ class AssignedClient(Client):
                 f"the server assigned this node no client of the run (got {pid!r}): "
                 "runtime.client_ids=assigned needs a server that assigns them"
             )
-        return timed_client(self.cfg, self.node_context, pid, STARTUP)
+        with events.neutral_errors():  # see client_fn
+            return timed_client(self.cfg, self.node_context, pid, STARTUP)
 
     def get_properties(self, ins):
         return self._client(ins).get_properties(ins)
@@ -249,10 +250,14 @@ class AssignedClient(Client):
 
 
 def client_fn(context: Context) -> Client:
-    cfg = transport.from_run_config(context.run_config, check=False)  # the ServerApp checked it
-    if assigns_clients(cfg):
-        return AssignedClient(cfg, context)
-    return timed_client(cfg, context, partition_id_of(context, cfg), STARTUP)
+    """The node's client. A failure to make it is made safe for the server's log as the
+    client's own calls' are (:func:`fedimb.core.events.neutral_errors`): the simulation
+    logs its message in the ServerApp's process."""
+    with events.neutral_errors():
+        cfg = transport.from_run_config(context.run_config, check=False)  # the ServerApp checked it
+        if assigns_clients(cfg):
+            return AssignedClient(cfg, context)
+        return timed_client(cfg, context, partition_id_of(context, cfg), STARTUP)
 
 
 #: ``privacy_mod``: Flower's clipping mod where the run asks for client-side DP

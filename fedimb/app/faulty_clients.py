@@ -5,6 +5,7 @@ misbehaves as its ``kind`` says and passes everything else to the method's clien
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 
 import numpy as np
@@ -16,6 +17,7 @@ from fedimb.app.attacks import (
     crafted_fit,
     crafted_properties,
     forged_message,
+    forged_output,
 )
 from fedimb.core import payload, protocol
 
@@ -74,7 +76,11 @@ class AttackingClient(WrappedClient):
         server_round = int(config.get(protocol.SERVER_ROUND, 0))
         if self.kind not in FIT_KINDS or (self.rounds and server_round not in self.rounds):
             return self.inner.fit(parameters, config)
-        if self.kind == "forged_event":
+        if self.kind == "forged_print":  # print and log the forged events, then raise them
+            for line in forged_output(self.pid, server_round):
+                print(line, flush=True)
+                logging.getLogger(__name__).warning(line)
+        if self.kind in ("forged_event", "forged_print"):
             raise RuntimeError(forged_message(self.pid, server_round))
         received = [np.array(p, copy=True) for p in parameters]
         weights, num_examples, metrics = self.inner.fit(parameters, config)

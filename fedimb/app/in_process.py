@@ -29,7 +29,7 @@ from fedimb.app import config, faults, transport
 from fedimb.app.client_app import run_client, timed_client
 from fedimb.app.privacy_mods import Mod, client_mod, fit_through_mod
 from fedimb.app.private_strategy import with_privacy
-from fedimb.core import protocol
+from fedimb.core import events, protocol
 from fedimb.core.client_state import remove_state_folder
 
 OK = Status(code=Code.OK, message="ok")
@@ -145,8 +145,10 @@ class InProcessFederation:
 
 
 class _LineWriter(io.TextIOBase):
-    """A text stream that hands every complete line to ``on_line``, which itself prints
-    to ``console`` (the front end's progress lines must not come back here)."""
+    """A text stream that hands every complete line to ``on_line`` as plain text
+    (:func:`fedimb.core.events.plain_text`: what the process prints, a client's words
+    among them, is never an event), which itself prints to ``console`` (the front end's
+    progress lines must not come back here). :meth:`deliver` hands on a line as it is."""
 
     def __init__(self, on_line: Callable[[str], None], console):
         self.on_line = on_line
@@ -157,16 +159,16 @@ class _LineWriter(io.TextIOBase):
         lines = (self._pending + text).split("\n")
         self._pending = lines.pop()
         for line in lines:
-            self.emit(line)
+            self.deliver(events.plain_text(line))
         return len(text)
 
-    def emit(self, line: str) -> None:
+    def deliver(self, line: str) -> None:
         with contextlib.redirect_stdout(self.console):
             self.on_line(line)
 
     def flush_pending(self) -> None:
         if self._pending:
-            self.emit(self._pending)
+            self.deliver(events.plain_text(self._pending))
             self._pending = ""
 
 
@@ -177,14 +179,15 @@ class _LogToWriter(logging.Handler):
         self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.writer.emit(self.format(record))
+        self.writer.deliver(events.plain_text(self.format(record)))
 
 
 @contextlib.contextmanager
 def _server_output_to(writer: _LineWriter):
-    """What the server prints and logs (its events, Flower's and fedimb's log records)
-    goes to ``writer`` — as the ServerApp's output goes to ``flwr.log`` in the Flower
-    runtimes — instead of the console."""
+    """The run's events (:func:`fedimb.core.events.emit`, through its sink) and, as plain
+    text, what the process prints and logs (Flower's and fedimb's log records, a client's
+    prints) go to ``writer``, as the ServerApp's output goes to ``flwr.log`` in the
+    Flower runtimes, instead of the console."""
     loggers = [logging.getLogger(), logging.getLogger("flwr")]
     saved = [(lg, lg.handlers[:], lg.propagate) for lg in loggers]
     handler = _LogToWriter(writer)
@@ -192,7 +195,7 @@ def _server_output_to(writer: _LineWriter):
         for lg in loggers:
             lg.handlers = [handler] if lg.name == "root" else []
             lg.propagate = lg.name != "root"
-        with contextlib.redirect_stdout(writer):
+        with contextlib.redirect_stdout(writer), events.to_sink(writer.deliver):
             yield
     finally:
         for lg, handlers, propagate in saved:
@@ -202,8 +205,8 @@ def _server_output_to(writer: _LineWriter):
 
 def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=None) -> int:
     """Run the experiment ``cfg`` (``runtime=in_process``) with fedimb's round loop and
-    one in-process node per client; every line the server prints or logs (its events
-    among them) goes to ``on_line``. Returns 0, or 1 after reporting an error event.
+    one in-process node per client; its events and, as plain text, every line the process
+    prints or logs go to ``on_line``. Returns 0, or 1 after reporting an error event.
     ``strategy``: the run's strategy if the caller built it already (the front end does).
 
     The configuration makes the same round trip through the run config as in the Flower

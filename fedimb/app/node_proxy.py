@@ -12,7 +12,7 @@ from flwr.common import GetPropertiesIns
 from flwr.server.client_proxy import ClientProxy
 
 from fedimb.app.failure_reasons import describe_failure
-from fedimb.core import protocol
+from fedimb.core import events, protocol
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,10 @@ def ask_properties(
                 GetPropertiesIns(config=dict(config)), timeout=timeout, group_id=0
             )
         except Exception as err:  # a node that cannot answer is tried again later
-            log.warning("node %s did not answer a properties query: %s", proxy.cid, err)
+            # the node's words, made one line without the event tag (events.neutral)
+            log.warning(
+                "node %s did not answer a properties query: %s", proxy.cid, events.neutral(err)
+            )
             return describe_failure(err)
         return res.properties
 

@@ -16,6 +16,7 @@ from fedimb.app import faults
 from fedimb.app.components import import_class
 from fedimb.app.config_keys import DEFAULT_STRATEGY, group_choices, hydra_config
 from fedimb.app.holdout_rules import check_seeds_and_holdout
+from fedimb.app.limits import check_limits
 from fedimb.app.privacy import check_privacy
 from fedimb.app.runtime_rules import check_runtime
 from fedimb.app.search_space import check_search
@@ -48,12 +49,11 @@ def check_sections(cfg: DictConfig) -> None:
 
 
 def check_run_settings(cfg: DictConfig) -> None:
-    """The run's own top-level settings: sizes, sampling, device."""
+    """The run's own top-level settings: sizes (upper bounds: .limits), sampling, device."""
     for key in ("seed", "num_clients", "num_rounds"):
         require(is_int(cfg.get(key)), f"{key} must be an integer, got {cfg.get(key)!r}")
-    require(cfg.seed >= 0, f"seed must be >= 0, got {cfg.seed}")
-    require(cfg.num_clients >= 1, f"num_clients must be >= 1, got {cfg.num_clients}")
-    require(cfg.num_rounds >= 1, f"num_rounds must be >= 1, got {cfg.num_rounds}")
+    for key, least in (("seed", 0), ("num_clients", 1), ("num_rounds", 1)):
+        require(cfg[key] >= least, f"{key} must be >= {least}, got {cfg[key]}")
     require(
         is_number(cfg.fraction_fit) and 0 < cfg.fraction_fit <= 1,
         f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}",
@@ -285,6 +285,7 @@ def check_evaluation(cfg: DictConfig) -> None:
 CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_sections,
     check_run_settings,
+    check_limits,
     check_seeds_and_holdout,
     check_method,
     check_data_and_model,

@@ -69,6 +69,13 @@ def federation_config(cfg: DictConfig) -> dict[str, Any]:
     return federation
 
 
+#: the simulation's Ray leaves its actors' output in its own session logs
+#: (``/tmp/ray/session_latest/logs/worker-*``), out of the ServerApp's log stream, the
+#: events' channel: Ray would otherwise print a client's lines there, and text a client
+#: shapes (a carriage return, Ray's progress-bar lines) could start one with the event tag
+QUIET_ACTORS = {"init-args-log-to-driver": False}
+
+
 def simulation_env(cfg: DictConfig, home: Path) -> dict[str, str]:
     """The Flower processes' environment; ``runtime.ray_address`` reaches the simulation's
     ``ray.init`` as ``RAY_ADDRESS`` (Flower's backend config has no address)."""
@@ -177,7 +184,7 @@ def run_flower(cfg: DictConfig, run_dir: Path, recorder: RunRecorder, strategy) 
         run_args = cli.run_args(
             stage_app(cli.home / "app"),
             {"config": transport.encode(cfg)},
-            federation_config(cfg) if simulation else None,
+            {**federation_config(cfg), **QUIET_ACTORS} if simulation else None,
         )
         try:
             return follower.start(run_args)

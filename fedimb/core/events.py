@@ -1,7 +1,12 @@
 """Structured progress events from the ServerApp to the launching machine.
 
-The ServerApp prints one JSON line per event; ``flwr run --stream`` carries its log to
-the front end in both runtimes, which turns the events into the run folder's files.
+One channel that only :func:`emit` writes to. In the Flower runtimes it is the
+ServerApp's log stream, which ``flwr run --stream`` carries to the front end: the
+ServerApp prints one JSON line per event, and client code cannot write there (a deployed
+client is another machine; a simulated one a Ray actor whose output stays in Ray's logs).
+In process, :func:`emit` hands each event to the sink the runtime installs
+(:func:`to_sink`), and whatever the process prints or logs is plain text
+(:func:`plain_text`), never an event.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import math
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 TAG = "FEDIMB-EVENT "
@@ -36,15 +41,32 @@ def format_event(event: str, **fields: Any) -> str:
 
 
 _WRITE = threading.Lock()
+#: where :func:`emit` sends each event line instead of stdout (:func:`to_sink`)
+_sink: Callable[[str], None] | None = None
 
 
 def emit(event: str, **fields: Any) -> None:
-    """One line on stdout, written at once (a round's event may come from the round
-    loop's background thread while other threads log)."""
-    line = format_event(event, **fields) + "\n"
+    """One event, written at once (a round's event may come from the round loop's
+    background thread while other threads log): a line on stdout, or to the sink."""
+    line = format_event(event, **fields)
     with _WRITE:
-        sys.stdout.write(line)
+        if _sink is not None:
+            _sink(line)
+            return
+        sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def to_sink(sink: Callable[[str], None]) -> Iterator[None]:
+    """:func:`emit` hands each event line to ``sink`` while the block runs: the
+    in-process runtime's channel, which no text a client prints or logs can reach."""
+    global _sink
+    previous, _sink = _sink, sink
+    try:
+        yield
+    finally:
+        _sink = previous
 
 
 def emit_error(err: BaseException) -> None:
@@ -138,6 +160,12 @@ def neutral(text: object, limit: int = NEUTRAL_LIMIT) -> str:
     flat = _CONTROL.sub(" ", str(text)).strip()
     flat = _TAG_ANYWHERE.sub("FEDIMB_EVENT", flat)
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def plain_text(line: str) -> str:
+    """A line of output that :func:`emit` did not write (what a process prints or logs),
+    as log text: the tag defanged wherever it stands, so no reader takes it for an event."""
+    return _TAG_ANYWHERE.sub("FEDIMB_EVENT", line)
 
 
 @contextlib.contextmanager

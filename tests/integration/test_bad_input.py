@@ -22,6 +22,8 @@ CASES = [
     (["partition.classes_per_client=11"], "classes_per_client must be in [1, 10]", ""),
     (["dropout.p=1.5"], "dropout.p must lie in [0, 1]", ""),
     (["num_clients=0"], "num_clients must be >= 1", ""),
+    (["num_clients=1000000000"], "num_clients must be at most 1,000,000, got 1,000,000,000", ""),
+    ([f"seed={2**70}"], "seed must be at most 4,294,967,295", f"got {2**70:,}"),
     (["train.lr=0"], "train.lr must be > 0", ""),
     (["partition.samples_per_client=5000"], "lower partition.samples_per_client", ""),
     (["nosuchkey=1"], "unknown key 'nosuchkey'", ""),
