@@ -75,7 +75,7 @@ class InfluenceBounds:
     ) -> None:
         """``influence.<what>`` in the round's extra: the largest ratio of a client's
         value to its reference (the others' median, at least ``floor``; either way up
-        where ``two_sided``)."""
+        where ``two_sided``), over every call of the round (one per class, say)."""
         reference = references(values, floor)
         known = np.isfinite(reference) & (reference > 0)
         if not known.any():
@@ -83,7 +83,8 @@ class InfluenceBounds:
         ratios = values[known] / reference[known]
         if two_sided:
             ratios = np.maximum(ratios, 1.0 / np.maximum(ratios, 1e-300))
-        self.round_log.extra[f"influence.{what}"] = float(ratios.max())
+        key = f"influence.{what}"
+        self.round_log.extra[key] = max(float(ratios.max()), self.round_log.extra.get(key, 0.0))
 
     def bound_update_norms(self: InfluenceHost, updates: list[ClientUpdate]) -> None:
         """Each update's w_client − w_sent scaled down, in place, to at most
