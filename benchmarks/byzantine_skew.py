@@ -137,28 +137,15 @@ def table(rows: list[dict], setups: list[str], attack: str, counts: list[int]) -
     return lines
 
 
-def figure(rows: list[dict], setups: list[str], attack: str, counts: list[int]) -> None:
-    fig, axes = common.panels(len(setups), 5.0)
-    for ax, setup in zip(axes, setups):
-        for rule in RULES:
-            points = sorted(
-                (r["attackers"], r["final_accuracy"])
-                for r in rows
-                if r["setup"] == setup
-                and r["rule"] == rule
-                and r["attack"] == attack
-                and r["exit_code"] == 0
-            )
-            if points:
-                style = "--" if "buckets" in rule else "-"
-                ax.plot(*zip(*points), style, marker="o", label=rule)
-        ax.set(title=f"{setup}: {attack}", xlabel="attackers of 20", xticks=counts, ylim=(0, 1))
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("final test accuracy")
-    axes[-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(OUT / f"{attack}.png", dpi=110)
-    common.publish_figure(f"byzantine_skew_{attack}", fig)
+def publish_figure_data(rows: list[dict], attack: str) -> None:
+    """The points of ``attack``'s figure, drawn by :func:`benchmarks.figures.byzantine_skew`
+    (``docs/tables/data/byzantine_skew_<attack>_attackers.csv``)."""
+    points = [
+        {k: r[k] for k in ("setup", "rule", "attackers", "final_accuracy")}
+        for r in rows
+        if r["attack"] == attack and r["exit_code"] == 0
+    ]
+    common.publish_data(f"byzantine_skew_{attack}_attackers", points)
 
 
 def main() -> None:
@@ -191,7 +178,7 @@ def main() -> None:
         counts = sorted({r["attackers"] for r in rows if r["attack"] == attack})
         shown = [s for s in SETUPS if any(r["setup"] == s and r["attack"] == attack for r in rows)]
         lines += table(rows, shown, attack, counts)
-        figure(rows, shown, attack, counts)
+        publish_figure_data(rows, attack)
     lines += [
         f"Every run: `{' '.join(SHARED)}`, FedAvg's tuned learning rate of the set-up, "
         f"rules sized for {args.max_attackers} attackers (`aggregation.max_attackers`).",

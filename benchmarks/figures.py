@@ -679,6 +679,30 @@ def stability(rows):
 # -- the leaderboard -------------------------------------------------------------------------------
 
 
+@from_data("_attackers")
+def byzantine_skew(rows, subject: str):
+    """Final test accuracy against the number of attackers, one panel per set-up, one line
+    per robust rule (dashed: with buckets); rows of benchmarks/byzantine_skew.py."""
+    setups = list(dict.fromkeys(r["setup"] for r in rows))
+    fig, axes = canvas(1, len(setups), figsize=(5.0 * len(setups) + 1.6, 4), sharey=True)
+    for ax, setup in zip(np.atleast_1d(axes), setups):
+        for rule in dict.fromkeys(r["rule"] for r in rows):
+            points = sorted(
+                (int(r["attackers"]), float(r["final_accuracy"]))
+                for r in rows
+                if r["setup"] == setup and r["rule"] == rule and r["final_accuracy"]
+            )
+            if points:
+                style = "--" if "buckets" in rule else "-"
+                ax.plot(*zip(*points), style, marker="o", label=rule)
+        counts = sorted({int(r["attackers"]) for r in rows})
+        ax.set(title=f"{setup}: {subject}", xlabel="attackers of 20", xticks=counts, ylim=(0, 1))
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("final test accuracy")
+    np.atleast_1d(axes)[-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
 @from_data("leaderboard")
 def leaderboard(rows, subject: str):
     """Per set-up, each method's seed-paired difference to the reference (the first row)

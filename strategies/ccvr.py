@@ -114,7 +114,7 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
         self, statistics: dict[int, dict[str, np.ndarray]]
     ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
         """The clients' means, covariances and counts, each class's mean and covariance
-        of a client at most ``influence.ratio`` times the median norm of the other
+        of a client at most ``influence.statistic_ratio`` times the median norm of the other
         clients holding that class: one client's class mean of 1e9 would otherwise set
         the pooled mean of eq. 2 and the calibrated head predict that class alone."""
         pids = sorted(statistics)

@@ -52,7 +52,7 @@ class ReBaFLStrategy(BaseStrategy):
     def bounded_prototypes(
         self, pids: list[int], reported: list[tuple[dict[int, np.ndarray], dict[int, int]]]
     ) -> list[dict[int, np.ndarray]]:
-        """Each client's prototype of class c at most ``influence.ratio`` times the median
+        """Each client's prototype of class c at most ``influence.statistic_ratio`` times the median
         norm of the other clients' prototypes of c: a prototype far longer than the
         others' would set the class's global prototype, which every client then
         augments its features around."""

@@ -113,18 +113,16 @@ class ScaffoldStrategy(BaseStrategy):
         return new
 
     def bounded_control_deltas(self, updates: list[ClientUpdate]) -> list[list[np.ndarray]]:
-        """Each client's Δc_i (all layers), its L2 norm at most ``influence.update_ratio`` times
-        the others' median: a delta within the declared bound (1e6) is finite but would
-        still move c, which every client adds to each gradient step."""
+        """Each client's Δc_i (all layers), its L2 norm at most ``influence.statistic_ratio``
+        times the others' median: a delta within the declared bound (1e6) is finite but
+        would still move c, which every client adds to each gradient step."""
         count = len(self.control)
         deltas = [
             [u.payload[protocol.indexed(protocol.CONTROL_DELTA, j)] for j in range(count)]
             for u in updates
         ]
         flat = [np.concatenate([d.ravel() for d in delta]) for delta in deltas]
-        bounded = self.bounded_vectors(
-            [u.partition_id for u in updates], flat, "control_delta", steps=True
-        )
+        bounded = self.bounded_vectors([u.partition_id for u in updates], flat, "control_delta")
         out = []
         for vector, delta in zip(bounded, deltas):
             sizes = np.cumsum([d.size for d in delta])[:-1]

@@ -75,7 +75,8 @@ def events_of_last_attempt(run_dir: Path) -> int:
     """How many events of the run folder's newest attempt (from its last ``start``)
     events.jsonl holds: the ones a re-attached stream of that attempt repeats."""
     try:
-        events = [event["event"] for event in read_events(run_dir / EVENTS_FILE)]
+        # every event line counts, mistyped or not: the stream repeats them all
+        events = [event["event"] for event in read_events(run_dir / EVENTS_FILE, typed=False)]
     except OSError:
         return 0
     starts = [i for i, event in enumerate(events) if event == "start"]

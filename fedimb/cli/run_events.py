@@ -81,10 +81,13 @@ def event_problem(event: dict[str, Any]) -> str | None:
     return None
 
 
-def read_events(path: Path, warn: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def read_events(
+    path: Path, warn: Callable[[str], None] | None = None, typed: bool = True
+) -> list[dict[str, Any]]:
     """The events of a run folder's ``events.jsonl``; a damaged line (a write cut short
-    by a crash or a full disk, an edit) or a mistyped event (:func:`event_problem`) is
-    skipped, and ``warn`` gets one line saying how many were and where."""
+    by a crash or a full disk, an edit) or, where ``typed``, a mistyped event
+    (:func:`event_problem`) is skipped, and ``warn`` gets one line saying how many were
+    and where. ``typed=False`` keeps every event line, for counting them."""
     found, damaged = [], []
     for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
         try:
@@ -92,7 +95,7 @@ def read_events(path: Path, warn: Callable[[str], None] | None = None) -> list[d
         except (ValueError, RecursionError):
             event = None
         if isinstance(event, dict) and isinstance(event.get("event"), str):
-            problem = event_problem(event)
+            problem = event_problem(event) if typed else None
             if problem is None:
                 found.append(event)
             else:

@@ -17,12 +17,19 @@ from omegaconf import DictConfig
 
 def sweep_runs(sweep_dir: Path) -> tuple[int, int]:
     """(completed, failed) runs of a sweep: its job folders (each has Hydra's ``.hydra``)
-    whose ``summary.json`` says completed, and the others."""
-    from fedimb.cli.run_records import completed_config  # numpy: only when a sweep ends
+    whose ``summary.json`` says completed, and the others (a missing or malformed
+    summary.json counts as failed; ``fedimb report`` says why)."""
+    from fedimb.cli.result_files import MalformedFile, read_summary
+
+    def completed(job: Path) -> bool:
+        try:
+            return bool(read_summary(job / "summary.json").get("completed"))
+        except MalformedFile:
+            return False
 
     jobs = [p for p in sweep_dir.iterdir() if (p / ".hydra").is_dir()] if sweep_dir.is_dir() else []
-    completed = sum(completed_config(job) is not None for job in jobs)
-    return completed, len(jobs) - completed
+    done = sum(map(completed, jobs))
+    return done, len(jobs) - done
 
 
 def sweep_end_lines(sweep_dir: Path) -> list[str]:

@@ -81,15 +81,16 @@ def bound_norms(
 
 @dataclass(frozen=True)
 class InfluenceSettings:
-    """The ``influence`` section: ``ratio`` bounds what a client reports that sets its
-    weight or feeds a server step (own-data sample counts, class statistics, prototypes,
-    feature gradients) at that many times the others' median; ``update_ratio`` bounds
-    what grows with the local steps a client takes (its update, SCAFFOLD's control
-    delta), which differs more between honest clients; ``loss_ratio`` keeps reported
-    losses within that factor. None switches a bound off."""
+    """The ``influence`` section, each bound a factor on the others' median: ``ratio`` for
+    the sample count a device announces (honest sizes differ least), ``update_ratio`` for
+    update norms, ``statistic_ratio`` for what a server step reads per class or per
+    parameter (class statistics, prototypes, feature gradients, control deltas: honest
+    clients differ most there), ``loss_ratio`` for reported losses. None switches a
+    bound off."""
 
     ratio: float | None = None
     update_ratio: float | None = None
+    statistic_ratio: float | None = None
     loss_ratio: float | None = None
 
     @classmethod
@@ -100,12 +101,13 @@ class InfluenceSettings:
         return cls(
             ratio=section.get("ratio"),
             update_ratio=section.get("update_ratio"),
+            statistic_ratio=section.get("statistic_ratio"),
             loss_ratio=section.get("loss_ratio"),
         )
 
     def check(self) -> None:
         """One-line :class:`ConfigError` for a bound that is not a number > 1 or null."""
-        for name in ("ratio", "update_ratio", "loss_ratio"):
+        for name in ("ratio", "update_ratio", "statistic_ratio", "loss_ratio"):
             value = getattr(self, name)
             if value is None:
                 continue

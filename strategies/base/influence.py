@@ -13,7 +13,8 @@ others' sizes), a loss a
 method weighs with where the server cannot recompute it (a device's with its own data:
 ``loss_ratio``; GRP-FED's training loss: ``loss_ratio`` times the loss of the model the
 client was sent, or the round's median of those).
-Methods bound their own statistics with :meth:`InfluenceBounds.bounded_vectors`, and a
+Methods bound their own statistics with :meth:`InfluenceBounds.bounded_vectors`
+(``statistic_ratio``), and a
 server step that re-trains or calibrates keeps its result only where
 :meth:`InfluenceBounds.validated` allows.
 """
@@ -206,17 +207,12 @@ class InfluenceBounds:
         return out
 
     def bounded_vectors(
-        self: InfluenceHost,
-        pids: Sequence[int],
-        vectors: Sequence[np.ndarray],
-        what: str,
-        steps: bool = False,
+        self: InfluenceHost, pids: Sequence[int], vectors: Sequence[np.ndarray], what: str
     ) -> list[np.ndarray]:
         """Arrays the clients ``pids`` report for one server step (a class's mean, its
-        covariance, a gradient), each scaled down to at most ``ratio`` times the median of
-        the others' L2 norms; ``update_ratio`` for arrays that grow with the local steps
-        taken (``steps``: a control delta)."""
-        ratio = self.influence.update_ratio if steps else self.influence.ratio
+        covariance, a gradient, a control delta), each scaled down to at most
+        ``statistic_ratio`` times the median of the others' L2 norms."""
+        ratio = self.influence.statistic_ratio
         norms = np.array([float(np.linalg.norm(np.asarray(v, dtype=np.float64))) for v in vectors])
         self.record_ratio(what.split(" ")[0], norms)
         if ratio is None:

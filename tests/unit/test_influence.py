@@ -224,7 +224,9 @@ def test_ccvr_huge_finite_statistics_are_bounded_and_counted():
     means, covariances, counts = strategy.bounded_statistics(statistics)
     assert 3 in strategy.round_log.bounded
     honest_norm = max(np.linalg.norm(m, axis=1).max() for m in means[:3])
-    assert np.linalg.norm(means[3], axis=1).max() <= strategy.influence.ratio * honest_norm
+    assert (
+        np.linalg.norm(means[3], axis=1).max() <= strategy.influence.statistic_ratio * honest_norm
+    )
 
 
 def unpacked(answer):
@@ -290,7 +292,7 @@ def test_rebafl_prototypes_far_longer_than_the_others_are_cut():
         for v in unpacked(res.metrics)["prototypes_vectors"]
     )
     assert all(
-        np.linalg.norm(p) <= fed.strategy.influence.ratio * honest_norm
+        np.linalg.norm(p) <= fed.strategy.influence.statistic_ratio * honest_norm
         for p in fed.strategy.prototypes.values()
     )
 
