@@ -682,11 +682,15 @@ def stability(rows):
 @from_data("_attackers")
 def byzantine_skew(rows, subject: str):
     """Final test accuracy against the number of attackers, one panel per set-up, one line
-    per robust rule (dashed: with buckets); rows of benchmarks/byzantine_skew.py."""
+    per robust rule in the same colour on every panel (dashed: with buckets); rows of
+    benchmarks/byzantine_skew.py."""
     setups = list(dict.fromkeys(r["setup"] for r in rows))
-    fig, axes = canvas(1, len(setups), figsize=(5.0 * len(setups) + 1.6, 4), sharey=True)
-    for ax, setup in zip(np.atleast_1d(axes), setups):
-        for rule in dict.fromkeys(r["rule"] for r in rows):
+    rules = list(dict.fromkeys(r["rule"] for r in rows))
+    colours = dict(zip(rules, plt_colours(len(rules))))
+    fig, axes = canvas(1, len(setups), figsize=(4.6 * len(setups) + 1.8, 4), sharey=True)
+    axes = list(np.atleast_1d(axes))
+    for ax, setup in zip(axes, setups):
+        for rule in rules:
             points = sorted(
                 (int(r["attackers"]), float(r["final_accuracy"]))
                 for r in rows
@@ -694,13 +698,29 @@ def byzantine_skew(rows, subject: str):
             )
             if points:
                 style = "--" if "buckets" in rule else "-"
-                ax.plot(*zip(*points), style, marker="o", label=rule)
+                ax.plot(*zip(*points), style, marker="o", color=colours[rule], label=rule)
         counts = sorted({int(r["attackers"]) for r in rows})
-        ax.set(title=f"{setup}: {subject}", xlabel="attackers of 20", xticks=counts, ylim=(0, 1))
+        ax.set(title=setup, xlabel="attackers of 20", xticks=counts, ylim=(0, 1))
         ax.grid(alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel("final test accuracy")
-    np.atleast_1d(axes)[-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    axes[0].set_ylabel("final test accuracy")
+    handles = {h.get_label(): h for ax in axes for h in ax.get_lines()}
+    axes[-1].legend(
+        [handles[r] for r in rules if r in handles],
+        [r for r in rules if r in handles],
+        fontsize=7,
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+    )
+    fig.suptitle(subject.removeprefix("byzantine_skew_").replace("_", " "))
     return fig
+
+
+def plt_colours(count: int) -> list:
+    """``count`` distinct colours (matplotlib's tab20 for more than ten)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10" if count <= 10 else "tab20"]
+    return [cmap(i) for i in range(count)]
 
 
 @from_data("leaderboard")
