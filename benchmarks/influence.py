@@ -92,7 +92,7 @@ def main() -> None:
         "|---|---|" + "---:|" * (len(kinds) + 1),
     ]
     for r in rows:
-        cells = [f"{r[k]:.2f}" if k in r else "" for k in kinds]
+        cells = [f"{r[k]:.3g}" if k in r else "" for k in kinds]
         lines.append(
             f"| {r['setup']} | {r['method']} | " + " | ".join(cells) + f" | {int(r['bounded'])} |"
         )
