@@ -32,39 +32,25 @@ from omegaconf import DictConfig
 from fedimb.app import privacy
 from fedimb.app.wrapped_strategy import WrappedStrategy
 
-#: the attributes :class:`PrivateStrategy` keeps for itself; every other goes to the method's
 #: the checkpoint key of an adaptive wrapper's current clipping norm
 CLIPPING_NORM_STATE = "privacy_clipping_norm"
 
 
-class HeldBack(Strategy):
+class HeldBack(WrappedStrategy):
     """What Flower's wrapper wraps: the method's strategy, with the replies
     :class:`PrivateStrategy` kept out of the wrapper's clipping rejoined before the method
     aggregates. Those are updates of norm zero: there is nothing to clip, and Flower's
     clipping divides by the norm (``clip_inputs_inplace``), which would end the round."""
 
+    own = frozenset({"inner", "held"})
+
     def __init__(self, inner: Strategy):
-        self.inner = inner
+        super().__init__(inner)
         self.held: list[tuple[ClientProxy, FitRes]] = []
-
-    def initialize_parameters(self, client_manager):
-        return self.inner.initialize_parameters(client_manager)
-
-    def configure_fit(self, server_round, parameters, client_manager):
-        return self.inner.configure_fit(server_round, parameters, client_manager)
 
     def aggregate_fit(self, server_round, results, failures):
         held, self.held = self.held, []
         return self.inner.aggregate_fit(server_round, [*results, *held], failures)
-
-    def configure_evaluate(self, server_round, parameters, client_manager):
-        return self.inner.configure_evaluate(server_round, parameters, client_manager)
-
-    def aggregate_evaluate(self, server_round, results, failures):
-        return self.inner.aggregate_evaluate(server_round, results, failures)
-
-    def evaluate(self, server_round, parameters):
-        return self.inner.evaluate(server_round, parameters)
 
 
 def flower_wrapper(inner: Strategy, cfg: DictConfig) -> Strategy:

@@ -92,9 +92,9 @@ class InfluenceBounds:
         ``update_ratio`` times the others' median norm or the sent model's norm, whichever
         is larger: a model of 1e19 values (finite, within the float checks) would
         otherwise make the next global model 1e16 and every honest client after it
-        non-finite. The model's norm is the floor because honest update norms differ by
-        more than the others' do under label skew: a client with many samples takes many
-        more steps (on dir01, up to 43 times the others' median)."""
+        non-finite. The model's norm is the floor because honest update norms differ
+        widely under label skew: a client with many samples takes many more steps
+        (docs/faults.md#bounded-influence has the measurements)."""
         ratio = self.influence.update_ratio
         norms = np.array(
             [_update_norm(u.arrays, self.sent_models[u.partition_id]) for u in updates]
@@ -173,9 +173,9 @@ class InfluenceBounds:
         client was sent on that data, or the round's median of those losses where that is
         larger. Training usually lowers the loss it starts from, but not always: at a
         high learning rate an honest client whose classes the model already fits (a
-        received loss near 0) reported up to 15 times it (GRP-FED, dir01); the median
-        keeps such a client's room. A loss inflated within the bound (1.25 times: ~9
-        times the weight under F^q, q = 10) is not found; ``loss_at=received`` checks the
+        received loss near 0) reported many times it (docs/faults.md#bounded-influence);
+        the median keeps such a client's room. A loss inflated within the bound (1.25
+        times: ~9 times the weight under F^q, q = 10) is not found; ``loss_at=received`` checks the
         loss exactly. Off, with the other loss bound, where ``influence.loss_ratio`` is
         null."""
         out = np.array(losses, dtype=np.float64)
