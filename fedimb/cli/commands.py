@@ -18,6 +18,8 @@ run in :mod:`fedimb.cli.run_commands`, those that read finished runs in
 - ``fedimb export``: every completed run's metrics as one tidy Parquet or CSV table.
 - ``fedimb tune``: every method tuned with the same budget by Hydra's Optuna sweeper,
   on validation data (:mod:`fedimb.cli.tune`).
+- ``fedimb superlink``: ``flower-superlink`` that admits the listed SuperNode keys only
+  and answers its Control API to the operator only (:mod:`fedimb.cli.superlink`).
 - ``fedimb supernode``: ``flower-supernode`` with a warm ClientApp launcher
   (:mod:`fedimb.cli.supernode`, :mod:`fedimb.cli.node_worker`).
 - ``fedimb diagnose``: the label imbalance of a data set + partition, and which methods
@@ -57,6 +59,14 @@ def diagnose_main(argv: list[str]) -> int:
 def supernode_main(argv: list[str]) -> int:
     """flower-supernode ARGS with a warm ClientApp launcher (fedimb.cli.supernode)."""
     from fedimb.cli.supernode import supernode_main as start
+
+    return start(argv)
+
+
+def superlink_main(argv: list[str]) -> int:
+    """flower-superlink ARGS admitting only listed keys, gated to the operator
+    (fedimb.cli.superlink)."""
+    from fedimb.cli.superlink import superlink_main as start
 
     return start(argv)
 
@@ -124,6 +134,10 @@ SUBCOMMANDS = {
     ),
     "certs": Subcommand(
         certs_main, "CA, SuperLink certificate and SuperNode key pairs (secure deployment)"
+    ),
+    "superlink": Subcommand(
+        superlink_main,
+        "flower-superlink that admits only listed SuperNode keys, its Control API the operator's",
     ),
     "supernode": Subcommand(supernode_main, "flower-supernode with a warm ClientApp launcher"),
 }

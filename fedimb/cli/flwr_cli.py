@@ -14,11 +14,12 @@ import json
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedimb.cli.processes import executable, flower_env, toml_value
+from fedimb.cli.processes import FederationError, executable, flower_env, toml_value
 
 
 @contextlib.contextmanager
@@ -167,3 +168,32 @@ class FlwrCli:
 def online_count(nodes: list[dict]) -> int:
     """How many of ``nodes`` (:meth:`FlwrCli.list_supernodes`) are connected now."""
     return sum(node.get("status") == "online" for node in nodes)
+
+
+def register_node(
+    address: str, public_key: Path, root_certificates: Path | None, timeout: float = 60
+) -> None:
+    """``flwr supernode register`` of one public key at the SuperLink ``address``."""
+    with flwr_home(None) as (home, connection):
+        write_connection(
+            home,
+            connection,
+            address,
+            insecure=root_certificates is None,
+            root_certificates=str(root_certificates) if root_certificates else None,
+        )
+        cli = FlwrCli(connection, home, timeout=None)
+        deadline = time.monotonic() + timeout
+        while True:
+            result = cli.register_supernode(public_key)
+            if result is not None and result.returncode == 0:
+                return
+            if result is not None and "403 Forbidden" in result.stdout + result.stderr:
+                raise FederationError(
+                    f"{address} refused to register {public_key.name}: its Control API answers "
+                    "the operator's addresses only (fedimb superlink --operator)"
+                )
+            if time.monotonic() > deadline:
+                said = result.stdout.strip()[-300:] if result is not None else "flwr did not run"
+                raise FederationError(f"could not register {public_key.name}: {said}")
+            time.sleep(1)

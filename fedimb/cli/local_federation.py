@@ -3,8 +3,8 @@ its warm ClientApp launcher, :mod:`fedimb.cli.node_worker`).
 
 Used by ``fedimb local-federation`` (an experiment against real Flower processes in one
 command), by the deployment tests, and by benchmarks. With ``secure=True`` the SuperLink
-serves TLS with the certificates of :mod:`fedimb.cli.security` and admits only SuperNodes
-whose public keys were registered (``flwr supernode register``).
+serves TLS with the certificates of :mod:`fedimb.cli.security` and admits only the
+SuperNodes whose keys it made (``fedimb superlink --supernode-keys``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedimb.cli.flwr_cli import FlwrCli, flwr_home, online_count, write_connection
-from fedimb.cli.processes import FederationError, SuperLink, SuperNode, flower_env
+from fedimb.cli.flwr_cli import FlwrCli, flwr_home, online_count
+from fedimb.cli.processes import (
+    FederationError,
+    SuperLink,
+    SuperNode,
+    flower_env,
+    gated_superlink,
+)
 from fedimb.cli.security import make_certificates, make_node_keys
 
 
@@ -77,12 +83,10 @@ class LocalFederation:
                         str(self.certs / "server.pem"),
                         "--ssl-keyfile",
                         str(self.certs / "server.key"),
-                        "--enable-supernode-auth",
                     ],
+                    program=gated_superlink([public for _, public in keys]),
                 )
                 self.superlink.wait_ready(scheme="https", verify=str(self.certs / "ca.crt"))
-                for _, public in keys:
-                    register_node(self.address, public, self.root_certificates)
             else:
                 self.superlink = SuperLink(
                     self.workdir / "superlink.log", simulation=False, env=env
@@ -161,27 +165,3 @@ class LocalFederation:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def register_node(
-    address: str, public_key: Path, root_certificates: Path | None, timeout: float = 60
-) -> None:
-    """``flwr supernode register`` of one public key at the SuperLink ``address``."""
-    with flwr_home(None) as (home, connection):
-        write_connection(
-            home,
-            connection,
-            address,
-            insecure=root_certificates is None,
-            root_certificates=str(root_certificates) if root_certificates else None,
-        )
-        cli = FlwrCli(connection, home, timeout=None)
-        deadline = time.monotonic() + timeout
-        while True:
-            result = cli.register_supernode(public_key)
-            if result is not None and result.returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                said = result.stdout.strip()[-300:] if result is not None else "flwr did not run"
-                raise FederationError(f"could not register {public_key.name}: {said}")
-            time.sleep(1)

@@ -183,8 +183,14 @@ def supernode_arguments(
     return [*extra_args, "--superlink", superlink, "--port", str(port), "--node-config", node]
 
 
+def gated_superlink(public_keys: Sequence[Path]) -> list[str]:
+    """``fedimb superlink`` admitting ``public_keys`` only (:mod:`fedimb.cli.superlink`)."""
+    return [sys.executable, "-m", "fedimb", "superlink", "--supernode-keys", *map(str, public_keys)]
+
+
 class SuperLink(ManagedProcess):
-    """A ``flower-superlink`` on 127.0.0.1 (simulation or deployment mode)."""
+    """A ``flower-superlink`` (or the ``program`` given, e.g. :func:`gated_superlink`)
+    bound to ``bind``, 127.0.0.1 by default, in simulation or deployment mode."""
 
     def __init__(
         self,
@@ -194,11 +200,13 @@ class SuperLink(ManagedProcess):
         port: int | None = None,
         env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = ("--insecure",),
+        program: Sequence[str] = (),
+        bind: str = "127.0.0.1",
     ):
         self.port = port or free_port()
         args = [
-            executable("flower-superlink"),
-            *superlink_arguments("127.0.0.1", self.port, simulation, extra_args),
+            *(program or [executable("flower-superlink")]),
+            *superlink_arguments(bind, self.port, simulation, extra_args),
         ]
         super().__init__(args, log_path, env or flower_env())
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def certs_main(argv: list[str]) -> int:
-    from fedimb.cli.local_federation import register_node
+    from fedimb.cli.flwr_cli import register_node
     from fedimb.cli.security import make_certificates, make_node_keys
 
     parser = argparse.ArgumentParser(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import tomllib
 from pathlib import Path
 
@@ -102,9 +101,9 @@ def flags(args: list[str]) -> list[str]:
 
 def test_server_entrypoint_is_the_native_superlink_command():
     command = _entrypoint(DOCKER / "Dockerfile.server")
-    assert command[0] == "flower-superlink"
+    assert command[:2] == ["fedimb", "superlink"]  # Flower's, its Control API the operator's
     native = superlink_arguments("0.0.0.0", 9093, simulation=False, extra_args=[])
-    assert command[1 : 1 + len(native)] == native  # same flags, same order; then the state database
+    assert command[2 : 2 + len(native)] == native  # same flags, same order; then the state database
     steps = instructions(DOCKER / "Dockerfile.server")
     cmd = exec_form(next(rest for keyword, rest in steps if keyword == "CMD"))
     # secure by default: the TLS files and SuperNode authentication the native secure path uses
@@ -141,9 +140,20 @@ def test_compose_starts_a_secure_federation():
     nodes = {k: v for k, v in services.items() if k.startswith("supernode-")}
     assert "superlink" in services and len(nodes) >= 3
     assert services["superlink"]["build"]["dockerfile"] == "docker/Dockerfile.server"
-    assert "command" not in services["superlink"]  # the image's secure CMD (TLS + authentication)
-    registration = shlex.join(services["register"]["entrypoint"])
-    assert registration.startswith("fedimb certs") and "--register superlink:9093" in registration
+    superlink = services["superlink"]["command"]
+    assert flags(superlink) == [  # TLS, the operator's address, the keys it admits
+        "--ssl-ca-certfile",
+        "--ssl-certfile",
+        "--ssl-keyfile",
+        "--operator",
+        "--supernode-keys",
+    ]
+    listed = superlink[superlink.index("--supernode-keys") + 1 :]
+    assert listed == [f"/certs/node-{i}.pub" for i in range(len(nodes))]
+    mounted = [volume.split(":")[1] for volume in services["superlink"]["volumes"]]
+    assert set(listed) <= set(mounted)
+    gateway = compose["networks"]["default"]["ipam"]["config"][0]["gateway"]
+    assert superlink[superlink.index("--operator") + 1] == gateway  # the host's connections
     for i, (_name, node) in enumerate(sorted(nodes.items())):
         assert node["build"]["dockerfile"] == "docker/Dockerfile.edge"
         args = node["command"]
@@ -152,7 +162,7 @@ def test_compose_starts_a_secure_federation():
         assert args[args.index("--root-certificates") + 1] == "/certs/ca.crt"
         assert args[args.index("--auth-supernode-private-key") + 1] == f"/certs/node-{i}"
         assert f"partition-id={i}" in args[args.index("--node-config") + 1]
-        assert node["depends_on"]["register"]["condition"] == "service_completed_successfully"
+        assert node["depends_on"]["superlink"]["condition"] == "service_healthy"
     for service in services.values():
         image = service.get("image", "")
         assert image and not image.endswith(":latest") and ":" in image
@@ -167,7 +177,7 @@ def published_host(mapping: str) -> str:
 
 
 def test_compose_publishes_the_superlinks_port_on_loopback_only():
-    # the port serves the Control API too, which this Flower build does not authenticate
+    # the port serves the Control API too, which answers the operator's addresses only
     services = yaml.safe_load((DOCKER / "compose.yaml").read_text())["services"]
     published = {
         name: [published_host(str(p)) for p in service.get("ports", [])]
