@@ -6,7 +6,8 @@
                                  [--no-byzantine | --only-byzantine]
 
 Each row runs digits (IID, lr 0.1) over 3 clients for 3 rounds with client 1 attacking in
-every round (``fault.kind=<attack>``, see fedimb/app/attacks.py) under the method the attack needs,
+every round (``fault.kind=<attack>``, see fedimb/app/faults/attacks.py) under the method the attack
+needs,
 and the same run with client 1 failing outright (``fault.kind=raise``). A row is judged:
 
 - *survived*: the attacked run exited 0;
@@ -244,7 +245,7 @@ def judge(row: str, runtime: str, attacked: RunSummary, reference: RunSummary) -
         and attacked.final_accuracy >= reference.final_accuracy - TOLERANCE
     )
     if row in ("forged_event", "forged_print"):
-        from fedimb.app.attacks import FORGED_ACCURACY
+        from fedimb.app.faults.attacks import FORGED_ACCURACY
 
         close = close and attacked.best_accuracy != FORGED_ACCURACY and not attacked.forged_artifact
     return Cell(

@@ -8,7 +8,7 @@ Every run: FedAvg at the learning rate the leaderboard tuned for the set-up, 20 
 on mnist5k, 20 rounds of 2 local epochs, no dropout (a rule sized for 4 attackers needs
 up to 19 updates a round: Bulyan's 4f + 3), seed 0, in process; clients 1..k attack in
 every round (``fault.kind``: ``sign_flip`` sends w_global − 10 (w_client − w_global); the
-attacks of fedimb/app/attacks.py by name). Each rule is sized for the largest attack
+attacks of fedimb/app/faults/attacks.py by name). Each rule is sized for the largest attack
 (``aggregation.max_attackers``); the bucketed rules take buckets of 2 (the paper's s).
 A run reports its final test accuracy and how many honest clients its rule set aside per
 round on average (``clients.set_aside`` less the attackers), the cost of the rule.
@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import common
-from fedimb.cli.run_events import read_events
+from fedimb.cli.rundir.events import read_events
 
 LEADERBOARD_TUNE = common.REPO / "benchmarks" / "results" / "leaderboard" / "tune"
 OUT = common.REPO / "results" / "byzantine_skew"

@@ -15,15 +15,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-#: the tables the documentation includes (docs/benchmarks/*.md, docs/faults.md)
-DOCS_TABLES = REPO / "docs" / "tables"
-#: the data behind the figures, one row per point (outside the site: mkdocs.yml excludes tables/)
-DOCS_DATA = DOCS_TABLES / "data"
-#: the figures the same pages show beside the tables (python -m benchmarks.figures redraws them)
-DOCS_FIGURES = REPO / "docs" / "img" / "bench"
-#: resolution of a figure in the docs: readable, and a PNG of tens of kilobytes
-FIGURE_DPI = 80
+from benchmarks.plotting import (  # noqa: F401 - the scripts use them as common.*
+    DOCS_DATA,
+    DOCS_FIGURES,
+    DOCS_TABLES,
+    REPO,
+    figure,
+    panels,
+    publish_figure,
+    save_figure,
+    save_panels,
+)
+
 #: the federation every cell of the fault and attack matrices starts from: three clients on
 #: the embedded digits, three rounds, every client available
 MATRIX_FEDERATION = ["dataset=digits", "num_clients=3", "num_rounds=3", "dropout=none"]
@@ -111,7 +114,7 @@ def publish_in_docs(
         + "\n"
     )
     print(path)
-    from benchmarks.figures import redraw  # imports this module
+    from benchmarks.figures import redraw
 
     redraw(name)
     return path
@@ -152,18 +155,6 @@ def publish_data(name: str, rows: list[dict]) -> Path:
     return path
 
 
-def publish_figure(name: str, fig, folder: Path = DOCS_FIGURES) -> Path:
-    """Write ``fig`` to ``<folder>/<name>.png`` (default: the docs' ``img/bench/``) and close it."""
-    import matplotlib.pyplot as plt
-
-    path = Path(folder) / f"{name}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=FIGURE_DPI, metadata={"Software": None})
-    plt.close(fig)
-    print(path)
-    return path
-
-
 def table_part(lines: list[str]) -> list[str]:
     """The first markdown table (run of lines starting with ``|``) of a script's ``lines``."""
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))
@@ -192,41 +183,6 @@ def argument_parser(doc: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(description=doc.splitlines()[0])
 
 
-def figure(*args, **kwargs):
-    """``plt.subplots(*args, **kwargs)`` drawn off screen: (figure, axes)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(*args, **kwargs)
-
-
-def save_figure(fig, path: Path) -> None:
-    """Lay out, write at 110 dpi (creating the folder) and close ``fig``."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def panels(count: int, width: float):
-    """``count`` plots side by side sharing the y axis: (figure, list of axes)."""
-    fig, axes = figure(1, count, figsize=(width * count, 4), sharey=True, squeeze=False)
-    return fig, list(axes[0])
-
-
-def save_panels(fig, axes, ylabel: str, path: Path) -> None:
-    """Grid on every panel, ``ylabel`` on the first, the legend on the last; then save."""
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(ylabel)
-    axes[-1].legend(fontsize=7)
-    save_figure(fig, path)
-
-
 @contextlib.contextmanager
 def local_federation_for(runtime: str, folder: Path, nodes: int = 3):
     """A local federation of ``nodes`` SuperNodes (under ``folder``) for the deployment
@@ -234,7 +190,7 @@ def local_federation_for(runtime: str, folder: Path, nodes: int = 3):
     if runtime != "deployment":
         yield None
         return
-    from fedimb.cli.local_federation import LocalFederation
+    from fedimb.cli.federation.local import LocalFederation
 
     federation = LocalFederation(folder, nodes).start()
     try:

@@ -4,7 +4,7 @@
                                 [--faults raise,nan,...]
 
 Each cell runs digits over 3 clients for 3 rounds with client 1 misbehaving in round 2
-(``fault.*``, see fedimb/app/faults.py), or with a process killed during round 2, and
+(``fault.*``, see fedimb/app/faults/injection.py), or with a process killed during round 2, and
 checks three things:
 
 - *survived*: the run completed (after ``fedimb resume`` where the server was killed);

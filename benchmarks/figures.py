@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import DOCS_FIGURES, DOCS_TABLES, figure, publish_figure
+from benchmarks.plotting import DOCS_FIGURES, DOCS_TABLES, figure, publish_figure
 
 NUMBER = re.compile(r"[-−+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 
@@ -165,7 +165,7 @@ def stacked_bars(ax, bars: list[str], parts: dict[str, np.ndarray]) -> None:
 
 
 def canvas(*args, **kwargs):
-    """:func:`benchmarks.common.figure` laid out by matplotlib's constrained layout, which
+    """:func:`benchmarks.plotting.figure` laid out by matplotlib's constrained layout, which
     keeps a legend outside the plots clear of them."""
     return figure(*args, layout="constrained", **kwargs)
 

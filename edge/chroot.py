@@ -29,7 +29,9 @@ def in_root(root: Path, command: str, what: str) -> None:
 def node_root(cache: Path, arch: str) -> Path:
     """The root with /opt/fedimb as the image has it: the dependencies installed once,
     fedimb itself reinstalled from this checkout at every call (seconds)."""
-    from fedimb.cli.flower_run import stage_app  # the files a FAB holds, as the image copies them
+    from fedimb.cli.launch.flower_run import (
+        stage_app,  # the files a FAB holds, as the image copies them
+    )
 
     ensure_binfmt(arch)
     root = cache / f"chroot-{arch}"

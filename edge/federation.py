@@ -1,6 +1,6 @@
 """A local TLS federation in which some SuperNodes run from the edge image (under QEMU
 when the image's architecture is not the host's) beside native ones: the SuperLink and
-the native nodes are :class:`fedimb.cli.local_federation.LocalFederation`'s; an image's
+the native nodes are :class:`fedimb.cli.federation.local.LocalFederation`'s; an image's
 node is started with the same ``flower-supernode`` arguments and the host's network, as
 on a device: in a container, or where no engine runs, in a chroot of the image's
 contents (:mod:`edge.chroot`).
@@ -18,8 +18,13 @@ from typing import ClassVar
 
 from edge import chroot
 from edge.host import Engine
-from fedimb.cli.local_federation import LocalFederation
-from fedimb.cli.processes import ManagedProcess, flower_env, free_port, supernode_arguments
+from fedimb.cli.federation.local import LocalFederation
+from fedimb.cli.federation.processes import (
+    ManagedProcess,
+    flower_env,
+    free_port,
+    supernode_arguments,
+)
 
 
 class _ImageNode:

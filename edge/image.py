@@ -32,7 +32,7 @@ def image_tag(arch: str) -> str:
 
 
 def stage_context(dest: Path, wheels: Path) -> Path:
-    from fedimb.cli.flower_run import stage_app  # the files a FAB holds
+    from fedimb.cli.launch.flower_run import stage_app  # the files a FAB holds
 
     shutil.rmtree(dest, ignore_errors=True)
     stage_app(dest)

@@ -89,7 +89,7 @@ def personal_rounds(overrides: list[str], rounds: int = 2) -> tuple:
     checked (every client trained, none rejected, a finite loss); the federation and
     the last round's record, whose test accuracy and personal local score T_p are
     checked to be accuracies."""
-    from fedimb.app.in_process import InProcessFederation
+    from fedimb.app.runtimes.in_process import InProcessFederation
 
     fed = InProcessFederation([*PERSONAL_DIGITS, *overrides, f"num_rounds={rounds}"])
     record: dict = {}
@@ -116,7 +116,7 @@ def run_small(root: Path, *args: str, timeout: float = 300) -> subprocess.Comple
 def smoke_groups(methods: list[str]) -> dict[tuple[str, ...], list[str]]:
     """``methods`` grouped by their shortest-run overrides (their YAML's ``smoke``), so
     that a sweep runs each group with its own; ``()`` holds the single-stage methods."""
-    from fedimb.app.config import smoke_overrides
+    from fedimb.app.configuration.compose import smoke_overrides
 
     groups: dict[tuple[str, ...], list[str]] = {}
     for method in methods:

@@ -14,7 +14,40 @@ DOC = REPO / "docs" / "architecture.md"
 #: no diagram script (the site opens from disk, offline) and GitHub shows it too
 PICTURE = REPO / "docs" / "img" / "architecture.svg"
 #: lowest first; a module may import from its own layer and the layers below it
-LAYERS = ("fedimb.core", "fedimb.app", "methods", "fedimb.cli")
+LAYERS = ("fedimb.core", "fedimb.app", "methods", "fedimb.cli", "tools")
+#: the package and the method folders (the picture, the module table, the layers)
+PACKAGE_ROOTS = ("fedimb", "strategies", "clients")
+#: what else imports them: benchmark scripts and the edge tooling (circles are checked there too)
+TOOL_ROOTS = ("benchmarks", "edge")
+#: every folder of the package with its job; a module lives in one of these, and where a
+#: folder lists its modules, only those (the front end's and the app's roots stay bare)
+FOLDERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "fedimb": ("`python -m fedimb`", ("__main__",)),
+    "fedimb.core": (
+        "the math and the data, no Flower runtime: aggregation, losses, training",
+        None,
+    ),
+    "fedimb.core.data": ("data sets, partitioners, the validation split", None),
+    "fedimb.core.models": ("models with an encoder/head split", None),
+    "fedimb.app": ("the Flower adapters, by job below", ()),
+    "fedimb.app.configuration": ("compose, check, save and carry the configuration", None),
+    "fedimb.app.server": (
+        "the ServerApp, its round loop, checkpoints, the strategy's context",
+        None,
+    ),
+    "fedimb.app.nodes": ("the ClientApp and which node is which client", None),
+    "fedimb.app.runtimes": ("what differs per runtime: in process, simulation, deployment", None),
+    "fedimb.app.privacy": ("differential privacy: Flower's wrappers and what clients reveal", None),
+    "fedimb.app.faults": ("deliberate faults and attacks, for the fault and attack matrices", None),
+    "fedimb.cli": ("the `fedimb` command's entry point; the rest by job below", ("main",)),
+    "fedimb.cli.commands": ("the subcommands: their table and their arguments", None),
+    "fedimb.cli.launch": ("start a run: Hydra's task, preflight, runtime, following it", None),
+    "fedimb.cli.rundir": ("the run folder: its one writer and its one reader", None),
+    "fedimb.cli.federation": ("Flower processes on this machine, certificates, `flwr`", None),
+    "fedimb.cli.results": ("finished runs read and compared: report, compare, export", None),
+    "fedimb.cli.tune": ("`fedimb tune`: equal-budget tuning with the Optuna sweeper", None),
+    "fedimb.cli.tracking": ("MLflow, TensorBoard and W&B trackers", None),
+}
 #: the boxes of the picture: the layers, with the method and core packages apart
 GROUPS = (
     "fedimb.cli",
@@ -30,6 +63,8 @@ GROUPS = (
 def layer_of(module: str) -> str | None:
     if module.startswith(("strategies", "clients")):
         return "methods"
+    if module.split(".")[0] in TOOL_ROOTS:
+        return "tools"
     if module in ("fedimb", "fedimb.__main__"):
         return "fedimb.cli"
     return next(
@@ -43,35 +78,47 @@ def group_of(module: str) -> str:
     return max((g for g in GROUPS if module == g or module.startswith(g + ".")), key=len)
 
 
-def modules() -> dict[str, Path]:
-    """Every module of the package and the method folders, by dotted name."""
+def folder_of(module: str, path: Path) -> str:
+    """The dotted package whose folder holds ``module``."""
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def misplaced(found: dict[str, Path]) -> list[str]:
+    """Modules of ``fedimb`` outside the folders of :data:`FOLDERS`, or in a folder that
+    lists its modules and not them."""
+    wrong = []
+    for module, path in found.items():
+        if module.split(".")[0] != "fedimb" or path.name == "__init__.py":
+            continue
+        job = FOLDERS.get(folder_of(module, path))
+        if job is None or (job[1] is not None and module.rpartition(".")[2] not in job[1]):
+            wrong.append(module)
+    return wrong
+
+
+def modules(roots: tuple[str, ...] = PACKAGE_ROOTS) -> dict[str, Path]:
+    """Every module under ``roots`` (the package and the method folders), by dotted name."""
     found = {}
-    for root in ("fedimb", "strategies", "clients"):
+    for root in roots:
         for path in sorted((REPO / root).rglob("*.py")):
             parts = path.relative_to(REPO).with_suffix("").parts
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
 
-def static_imports(path: Path) -> set[str]:
-    """The project modules ``path`` imports at run time (``if TYPE_CHECKING:`` blocks and
-    names loaded from a configuration's ``_target_`` are not imports)."""
+def static_imports(path: Path, known: dict[str, Path] | None = None) -> set[str]:
+    """The project modules (of ``known``, default :func:`modules`) that ``path`` imports,
+    wherever the import stands: inside a function and under ``if TYPE_CHECKING:`` too, as
+    type checkers and import linters read them. Names loaded from a configuration's
+    ``_target_`` are not imports."""
     tree = ast.parse(path.read_text())
-    skipped = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for node in ast.walk(block)
-    }
     found = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    known = modules()
+    known = modules() if known is None else known
     return {m for m in found if m in known}
 
 
@@ -113,6 +160,15 @@ def document() -> str:
         "  YAML and never imports them. A strategy imports no client and no other strategy.",
         "- **`fedimb/cli/`**: the `fedimb` command: Hydra front end, Flower processes, run folder,",
         "  report, diagnose, certificates.",
+        "",
+        "## Folders",
+        "",
+        "Each folder of the package has one job; a module lives in the folder of its job",
+        "(`tests/unit/test_architecture.py` holds the table below against the files).",
+        "",
+        "| folder | its job |",
+        "|---|---|",
+        *(f"| `{name.replace('.', '/')}/` | {job} |" for name, (job, _) in FOLDERS.items()),
         "",
         'An arrow reads "imports from"; an import of a group drawn lower runs right of the',
         "boxes, one of a group drawn higher left of them:",
@@ -183,7 +239,7 @@ def _arc(a: str, b: str, y0: float, y1: float) -> str:
 def _bands() -> list[str]:
     """A shaded band and a name for each layer, behind its groups' boxes."""
     shapes = []
-    for layer in LAYERS:
+    for layer in COLOURS:
         rows = [i for i, g in enumerate(GROUPS) if layer_of(g) == layer]
         top = TOP + rows[0] * ROW - 10
         height = (rows[-1] - rows[0]) * ROW + BOX_H + 20
@@ -219,7 +275,7 @@ def picture() -> str:
         f'<marker id="head-{layer.replace(".", "-")}" viewBox="0 0 10 10" refX="9" refY="5" '
         f'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
         f'<path d="M0,0 L10,5 L0,10 z" fill="{COLOURS[layer][1]}"/></marker>'
-        for layer in LAYERS
+        for layer in COLOURS
     ]
     height = TOP * 2 + (len(GROUPS) - 1) * ROW + BOX_H
     lines = [

@@ -6,9 +6,9 @@ from __future__ import annotations
 from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
-from fedimb.app import config
-from fedimb.app.in_process import OK, InProcessNode
-from fedimb.cli.preflight import build_strategy
+from fedimb.app.configuration import compose as config
+from fedimb.app.runtimes.in_process import OK, InProcessNode
+from fedimb.cli.launch.preflight import build_strategy
 
 
 def started_round(*overrides: str, num_clients: int = 3):

@@ -3,7 +3,7 @@
 Runs ``fedimb method=<m> seed=<s> <overrides>`` for every pair (skipping pairs whose
 run already completed, so an interrupted benchmark resumes), then writes
 
-- ``<out>/<name>/table.md``: the table of ``fedimb report`` (:mod:`fedimb.cli.report`)
+- ``<out>/<name>/table.md``: the table of ``fedimb report`` (:mod:`fedimb.cli.results.report`)
   with one row per method: final and best test accuracy, final macro-F1 and the
   method's own scores, mean ± std over seeds;
 - ``<out>/<name>/accuracy.png``: mean test accuracy per round with a ±std band;
@@ -31,8 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from fedimb.cli.report import accuracy_plot
-from fedimb.cli.report_tables import comparison_table, metric_curve
+from fedimb.cli.results.report import accuracy_plot
+from fedimb.cli.results.report_tables import comparison_table, metric_curve
 
 
 def run_arguments(method: str, seed: int, overrides: list[str]) -> list[str]:
@@ -112,7 +112,7 @@ def round_rows(groups: dict[str, list]) -> list[dict]:
 def write_outputs(
     out: Path, name: str, methods, seeds, overrides, runs: dict, mean_keys: list[str]
 ) -> Path:
-    """``table.md`` (the table of :mod:`fedimb.cli.report`, one row per method) and
+    """``table.md`` (the table of :mod:`fedimb.cli.results.report`, one row per method) and
     ``accuracy.png`` in ``out``."""
     groups = {m: [runs[m, s] for s in seeds] for m in methods}
     extras_arg = f"--extras {','.join(mean_keys)} " if mean_keys else ""

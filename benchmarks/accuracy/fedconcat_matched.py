@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.accuracy.compare_methods import ensure_run
-from fedimb.cli.report_tables import mean_std
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.cli.results.report_tables import mean_std
+from fedimb.cli.rundir.files import read_metrics_csv
 
 
 def bytes_per_encoder_round(run_dir: Path) -> float:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.accuracy.compare_methods import ensure_runs
-from fedimb.cli.report_tables import extra_range, mean_std, own_scores, value_range
+from fedimb.cli.results.report_tables import extra_range, mean_std, own_scores, value_range
 
 SETUP = ["+experiment=grpfed_mnist5k", "runtime=in_process"]
 Q0 = (0, 1, 2, 5, 10)

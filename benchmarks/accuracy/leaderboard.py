@@ -105,7 +105,7 @@ class Suite:
 
 def suite_methods() -> list[str]:
     """Every method of ``conf/method/`` less :data:`EXCLUDED`, the reference first."""
-    from fedimb.app.config_keys import group_choices
+    from fedimb.app.configuration.keys import group_choices
 
     methods = [m for m in group_choices("method") if m not in EXCLUDED]
     return [REFERENCE, *(m for m in methods if m != REFERENCE)]
@@ -171,7 +171,7 @@ def setup_settings(suite: Suite, setup: str) -> list[str]:
 def check_cells(suite: Suite) -> None:
     """Every (set-up, method) of the plan composes into a valid configuration: a cell that
     does not fails here, in seconds, not hours into the run."""
-    from fedimb.app.config import compose
+    from fedimb.app.configuration.compose import compose
     from fedimb.core.errors import ConfigError
 
     errors = []
@@ -248,7 +248,7 @@ def calibration_rounds(method: str) -> list[str]:
     """Two rounds, or the method's shortest complete run where its stages need more rounds
     (its YAML's ``smoke``); a ``smoke`` list that only shrinks the method is not used, so
     that the method is timed with its own settings."""
-    from fedimb.app.config import smoke_overrides
+    from fedimb.app.configuration.compose import smoke_overrides
 
     smoke = smoke_overrides(method)
     return smoke if any(o.startswith("num_rounds=") for o in smoke) else ["num_rounds=2"]
@@ -346,7 +346,7 @@ def tune_folder(out: Path, setup: str, method: str) -> Path:
 #: a tuning in its own process (``fedimb tune``'s Python API; the arguments: method, folder,
 #: trials, overrides...), writing the tuned experiment file's path to ``<folder>/experiment.txt``
 TUNE = (
-    "import sys; from pathlib import Path; from fedimb.cli.tune import tune_methods; "
+    "import sys; from pathlib import Path; from fedimb.cli.tune.tuning import tune_methods; "
     "m, out, trials, *overrides = sys.argv[1:]; "
     "path = tune_methods([m], overrides, int(trials), Path(out))[m]; "
     "(Path(out) / 'experiment.txt').write_text(str(path))"
@@ -436,7 +436,7 @@ def finished_setups(suite: Suite, out: Path) -> list[str]:
 def compare(suite: Suite, out: Path, setups: list[str]) -> dict[str, list]:
     """``fedimb compare --against fedavg --metric selected_test_accuracy`` over each of
     ``setups``' report runs: set-up -> its comparisons (one, unless the runs split it)."""
-    from fedimb.cli.compare import compare_runs
+    from fedimb.cli.results.compare import compare_runs
 
     return {setup: compare_runs([out / "runs" / setup], REFERENCE, METRIC) for setup in setups}
 
@@ -454,7 +454,7 @@ def marked(line: str) -> str:
 
 def leaderboard_lines(comparisons: dict[str, list]) -> list[str]:
     """The caption of ``fedimb compare``, then one table: a row per set-up and method."""
-    from fedimb.cli.compare_tables import caption, methods_table
+    from fedimb.cli.results.compare_tables import caption, methods_table
 
     reference = next((c.reference for found in comparisons.values() for c in found), None)
     lines = [*caption(METRIC, reference), ""]

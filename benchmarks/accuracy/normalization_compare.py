@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.accuracy.compare_methods import ensure_runs
-from fedimb.cli.report_tables import mean_std
+from fedimb.cli.results.report_tables import mean_std
 
 METHODS = "fedavg,fedprox,scaffold,fednova,fedbabu,fedavgm"
 

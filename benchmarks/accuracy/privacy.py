@@ -12,7 +12,7 @@ the script works.
 
 ``--table-only`` writes nothing but ``docs/tables/privacy_payloads.md``: what each method
 sends the server beyond its update, from the methods' declarations
-(:mod:`fedimb.app.privacy_table`).
+(:mod:`fedimb.app.privacy.table`).
 
     python benchmarks/accuracy/privacy.py [--rounds 30] [--seeds 3] [--noise 0,0.1,0.3,1]
     python benchmarks/accuracy/privacy.py --tiny --out /tmp/privacy
@@ -30,8 +30,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from fedimb.app.in_process import InProcessFederation
-from fedimb.app.privacy_table import payload_table
+from fedimb.app.privacy.table import payload_table
+from fedimb.app.runtimes.in_process import InProcessFederation
 
 #: the methods compared, with what each needs under DP
 METHODS = {"fedavg": [], "rebafl": ["privacy.payloads=unprotected"]}

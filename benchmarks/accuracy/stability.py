@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.accuracy.compare_methods import ensure_runs
-from fedimb.cli.report_tables import mean_std, metric_curve
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.cli.results.report_tables import mean_std, metric_curve
+from fedimb.cli.rundir.files import read_metrics_csv
 
 SETTINGS = [
     "dataset=mnist5k",

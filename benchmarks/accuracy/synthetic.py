@@ -65,9 +65,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.accuracy.compare_methods import ensure_runs
-from fedimb.cli.report_clients import last_local
-from fedimb.cli.report_tables import mean_std, metric_curve
-from fedimb.cli.run_records import as_record
+from fedimb.cli.results.report_clients import last_local
+from fedimb.cli.results.report_tables import mean_std, metric_curve
+from fedimb.cli.results.run_records import as_record
 from fedimb.core.data.synthetic import SyntheticSpec, device_sizes, train_count
 from strategies.base.sampling import draw_clients
 

@@ -1,5 +1,5 @@
 """Where a round's time goes, per runtime: the phases every run records in metrics.csv
-(split ``time``, see fedimb/app/phases.py), for round 1 and as a mean over rounds 2+.
+(split ``time``, see fedimb/app/server/phases.py), for round 1 and as a mean over rounds 2+.
 
     python benchmarks/perf/breakdown.py [--runtimes in_process,simulation,deployment] [--clients 3]
                                         [--rounds 4] [overrides ...]
@@ -26,8 +26,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from fedimb.app import phases
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.app.server import phases
+from fedimb.cli.rundir.files import read_metrics_csv
 
 #: the rows of the table, in the order a round runs (client phases: mean over the clients /
 #: maximum)
@@ -41,7 +41,7 @@ def run(runtime: str, clients: int, rounds: int, overrides: list[str], workdir: 
     out = workdir / runtime
     federation = None
     if runtime == "deployment":
-        from fedimb.cli.local_federation import LocalFederation
+        from fedimb.cli.federation.local import LocalFederation
 
         federation = LocalFederation(workdir / "federation", clients).start()
     try:

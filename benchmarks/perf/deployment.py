@@ -1,6 +1,6 @@
 """Round latency of a deployed federation: a local SuperLink and N SuperNodes.
 
-For each N: start the federation (``fedimb.cli.local_federation``), run FedAvg through the
+For each N: start the federation (``fedimb.cli.federation.local``), run FedAvg through the
 front end (``runtime=deployment``, one partition per node, all nodes every round) and
 read each round's wall time from the run's ``events.jsonl``. Writes
 ``<out>/deployment_latency.md`` and its table to ``docs/tables/perf_deployment.md``.
@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from fedimb.cli.local_federation import LocalFederation
+from fedimb.cli.federation.local import LocalFederation
 
 
 def measure(nodes: int, rounds: int, secure: bool, overrides: list[str], workdir: Path) -> dict:

@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.perf.measure import MEMORY_INTERVAL, run_measured
-from fedimb.app import config
-from fedimb.app.build import as_tensors, experiment_data, new_model
+from fedimb.app.configuration import compose as config
+from fedimb.app.configuration.build import as_tensors, experiment_data, new_model
 from fedimb.core.aggregate import weighted_average
 from fedimb.core.models import get_weights, set_weights
 from fedimb.core.training import (

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fedimb.cli.flwr_cli import flwr_home, write_connection
-from fedimb.cli.processes import SuperLink, flower_env
-from fedimb.cli.run_follower import flwr_run
+from fedimb.cli.federation.flwr_cli import flwr_home, write_connection
+from fedimb.cli.federation.processes import SuperLink, flower_env
+from fedimb.cli.launch.follower import flwr_run
 
 APP = Path(__file__).resolve().parent / "floor_app"
 

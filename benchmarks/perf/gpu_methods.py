@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks import common
 from benchmarks.perf.measure import steady
 from benchmarks.perf.methods import method_overrides
-from fedimb.app.config import group_choices
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.configuration.compose import group_choices
+from fedimb.app.runtimes.in_process import InProcessFederation
 
 
 def run_on(device: str, overrides: list[str], rounds: int) -> dict:

@@ -20,8 +20,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from fedimb.cli.run_events import read_events
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.cli.rundir.events import read_events
+from fedimb.cli.rundir.files import read_metrics_csv
 
 #: seconds between memory samples. Reading PSS costs about 40 ms of CPU per ~1 GB
 #: process, so on few cores frequent samples slow the run being timed; the memory of a

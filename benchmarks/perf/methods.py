@@ -3,7 +3,8 @@ the traffic each method sends.
 
 For each method: one ``fedimb`` run (20 clients, all taking part, 1 local epoch,
 mnist5k, cnn28, no dropout), then the same rounds driven in this process by
-:class:`fedimb.app.in_process.InProcessFederation` — the real strategy and clients, the same
+:class:`fedimb.app.runtimes.in_process.InProcessFederation` — the real strategy and clients, the
+same
 local training, aggregation and evaluation, without SuperLink, messages or Ray. The
 ratio of the time per round (rounds 2+) is the framework's cost for that method. The
 traffic (bytes down and up, per round and per client that trained) comes from the run's
@@ -31,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.perf.measure import run_measured, steady
-from fedimb.app.config import group_choices, smoke_overrides
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.configuration.compose import group_choices, smoke_overrides
+from fedimb.app.runtimes.in_process import InProcessFederation
 
 # What each method sends besides the model parameters. Every client also reports its
 # label counts once (client discovery) and, with normalize=latent_cosine, its mean latent.

@@ -35,9 +35,9 @@ import json, sys, time
 t = time.perf_counter(); seconds = {}
 import torch
 seconds["import torch"] = time.perf_counter() - t; t = time.perf_counter()
-import fedimb.app.client_app
-from fedimb.app import config
-from fedimb.app.build import experiment_data
+import fedimb.app.nodes.client_app
+from fedimb.app.configuration import compose as config
+from fedimb.app.configuration.build import experiment_data
 seconds["import the ClientApp module"] = time.perf_counter() - t; t = time.perf_counter()
 experiment_data(config.compose(["dataset=mnist5k", "num_clients=20"]))
 seconds["load mnist5k"] = time.perf_counter() - t; t = time.perf_counter()

@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.cli.rundir.files import read_metrics_csv
 
 MARKS = {"round 0": "round 0/", "round 1": "round 1/"}
 #: the "runtime" of :mod:`flower_floor`: Flower's launch with fedimb's messages and no work in them

@@ -85,8 +85,8 @@ def draw(devices: int) -> tuple[float, int]:
     """The seconds it takes to generate the draw of ``devices`` devices (into a
     temporary folder, so that a cached draw does not hide it), and its samples; the
     run's own draw comes from (or goes to) the data cache."""
-    from fedimb.app import config
-    from fedimb.app.build import experiment_data
+    from fedimb.app.configuration import compose as config
+    from fedimb.app.configuration.build import experiment_data
     from fedimb.core.data.datasets import synthetic_spec
     from fedimb.core.data.synthetic import write_devices
 
@@ -191,8 +191,8 @@ def table(results: list[dict], args) -> list[str]:
 def nodes_started(run: dict) -> str:
     """The nodes a run started, by the runtime's own rule (:func:`node_count`) applied to
     the run's recorded settings; runs recorded before the pool started one per device."""
-    from fedimb.app import config
-    from fedimb.app.runtime_rules import node_count
+    from fedimb.app.configuration import compose as config
+    from fedimb.app.configuration.runtime_rules import node_count
 
     settings = overrides(
         run["runtime"],

@@ -3,9 +3,9 @@
 ``fedimb key=value ...`` runs one experiment, ``fedimb -m key=a,b ...`` a sweep (one
 run folder per job). The last line printed is the run folder's absolute path.
 ``fedimb list|diagnose|report|export|tune|resume|attach|local-federation|certs|supernode ...``
-are the subcommands of :mod:`fedimb.cli.commands`; each job runs Hydra's task function,
-:mod:`fedimb.cli.hydra_task`; ``--help``, ``--version`` and the shell
-completion's queries are answered here (:mod:`fedimb.cli.listing`) before Hydra, which
+are the subcommands of :mod:`fedimb.cli.commands.table`; each job runs Hydra's task function,
+:mod:`fedimb.cli.launch.hydra_task`; ``--help``, ``--version`` and the shell
+completion's queries are answered here (:mod:`fedimb.cli.commands.listing`) before Hydra, which
 gets its own options apart from the overrides. Ctrl-C and SIGTERM end in one line.
 """
 
@@ -16,10 +16,10 @@ import signal
 import sys
 from pathlib import Path
 
-from fedimb.app.config import check_overrides, compose, sweep_variants
-from fedimb.cli import sweep_end
-from fedimb.cli.hydra_task import experiment, fail
-from fedimb.cli.processes import Interrupted
+from fedimb.app.configuration.compose import check_overrides, compose, sweep_variants
+from fedimb.cli.federation.processes import Interrupted
+from fedimb.cli.launch import sweep_end
+from fedimb.cli.launch.hydra_task import experiment, fail
 from fedimb.core.errors import FedimbError
 
 
@@ -72,7 +72,7 @@ def hydra_options_and_overrides(args: list[str]) -> tuple[list[str], list[str]]:
 def _check_before_hydra(overrides: list[str]) -> None:
     """Every value of a sweep composes and validates, and output.root can be written,
     before Hydra creates a run folder."""
-    from fedimb.cli.preflight import check_writable
+    from fedimb.cli.launch.preflight import check_writable
 
     check_overrides(overrides)
     for variant in sweep_variants(overrides):
@@ -81,8 +81,8 @@ def _check_before_hydra(overrides: list[str]) -> None:
 
 def run(args: list[str]) -> int | None:
     """``fedimb ARGS``: a subcommand, fedimb's own help and version, or a Hydra run."""
-    from fedimb.cli import listing
-    from fedimb.cli.commands import SUBCOMMANDS
+    from fedimb.cli.commands import listing
+    from fedimb.cli.commands.table import SUBCOMMANDS
 
     if args and args[0] in SUBCOMMANDS:
         return SUBCOMMANDS[args[0]].run(args[1:])

@@ -102,7 +102,7 @@ LABEL_COUNTS_PAYLOAD = PayloadSpec(
     required=True,
 )
 
-# method keys the framework reads too (fedimb.app.attacks, fedimb.core.models.concat);
+# method keys the framework reads too (fedimb.app.faults.attacks, fedimb.core.models.concat);
 # their declarations are in clients/scaffold.py and clients/fedconcat.py
 CONTROL = "control.<j>"  # SCAFFOLD: the server control variate, per trainable parameter
 CONTROL_DELTA = "control_delta.<j>"  # SCAFFOLD: a client's change of its control variate

@@ -1,5 +1,5 @@
 """The round's accounting: where the server's time goes and how many bytes travel, written
-to the round's log at the points the strategy names (the keys :mod:`fedimb.app.phases`
+to the round's log at the points the strategy names (the keys :mod:`fedimb.app.server.phases`
 describes), so that the sampling and aggregation code holds no clock calls."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from flwr.common import FitIns, FitRes, Parameters, Scalar
 
-from fedimb.app.phases import split_client_timing
+from fedimb.app.server.phases import split_client_timing
 from fedimb.core import payload
 from strategies.base.round_log import RoundLog
 

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 import numpy as np
 from flwr.common import Parameters, Scalar, ndarrays_to_parameters
 
-from fedimb.app.node_proxy import check_workers_alive
-from fedimb.app.run_context import ServerRun
+from fedimb.app.nodes.node_proxy import check_workers_alive
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core import payload, protocol, robust
 from fedimb.core.aggregate import weight_diversity
 from fedimb.core.contribution import contribution_factors

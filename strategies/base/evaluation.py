@@ -18,8 +18,8 @@ from flwr.common import (
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from fedimb.app.registry import ClientRegistry
-from fedimb.app.run_context import ServerRun
+from fedimb.app.nodes.registry import ClientRegistry
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core import payload, protocol
 from fedimb.core.metrics import accuracy_distribution
 from strategies.base.replies import EvaluateFailures, EvaluateReplies

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedimb.app.run_context import ServerRun
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core.models import get_weights, set_weights
 from fedimb.core.no_dynamo import without_dynamo
 from fedimb.core.training import seeded_generator, train_epochs

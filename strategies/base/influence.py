@@ -26,8 +26,8 @@ from typing import Protocol
 
 import numpy as np
 
-from fedimb.app.registry import ClientRegistry
-from fedimb.app.run_context import ServerRun
+from fedimb.app.nodes.registry import ClientRegistry
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core import protocol
 from fedimb.core.influence import (
     InfluenceSettings,

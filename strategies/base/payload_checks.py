@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fedimb.app.run_context import ServerRun
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core import payload, protocol, schema
 from fedimb.core.models import trainable_indices
 from strategies.base.round_log import RoundLog

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from flwr.common import Scalar
 
-from fedimb.app.phases import summarise_clients
+from fedimb.app.server.phases import summarise_clients
 from fedimb.core import events, payload, protocol
 
 logger = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from typing import Protocol
 import numpy as np
 from flwr.server.client_manager import ClientManager
 
-from fedimb.app.registry import ClientRegistry
-from fedimb.app.run_context import ServerRun
-from fedimb.app.runtime_rules import runtime_setting
+from fedimb.app.configuration.runtime_rules import runtime_setting
+from fedimb.app.nodes.registry import ClientRegistry
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core import events
 from strategies.base.round_log import RoundLog
 

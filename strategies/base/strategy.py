@@ -25,8 +25,8 @@ from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
-from fedimb.app.node_pool import client_registry
-from fedimb.app.run_context import ServerRun
+from fedimb.app.runtimes.node_pool import client_registry
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core import protocol
 from fedimb.core.errors import check_rules
 from fedimb.core.training import TRAIN_KEYS

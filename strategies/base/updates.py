@@ -11,9 +11,9 @@ import numpy as np
 from flwr.common import FitRes, parameters_to_ndarrays
 from flwr.server.client_proxy import ClientProxy
 
-from fedimb.app.node_proxy import ClientFailure
-from fedimb.app.registry import ClientRegistry
-from fedimb.app.run_context import ServerRun
+from fedimb.app.nodes.node_proxy import ClientFailure
+from fedimb.app.nodes.registry import ClientRegistry
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core import payload, protocol, schema
 from strategies.base.accounting import RoundAccounting
 from strategies.base.round_log import ClientUpdate, RoundLog

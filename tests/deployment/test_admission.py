@@ -14,9 +14,15 @@ import time
 import psutil
 import pytest
 
-from fedimb.cli.flwr_cli import FlwrCli, flwr_home, online_count, register_node
-from fedimb.cli.processes import FederationError, SuperLink, SuperNode, flower_env, gated_superlink
-from fedimb.cli.security import make_certificates, make_node_keys
+from fedimb.cli.federation.flwr_cli import FlwrCli, flwr_home, online_count, register_node
+from fedimb.cli.federation.processes import (
+    FederationError,
+    SuperLink,
+    SuperNode,
+    flower_env,
+    gated_superlink,
+)
+from fedimb.cli.federation.security import make_certificates, make_node_keys
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from fedimb.app.config import group_choices
-from fedimb.cli.local_federation import LocalFederation
+from fedimb.app.configuration.compose import group_choices
+from fedimb.cli.federation.local import LocalFederation
 from tests.conftest import run_fedimb, smoke_groups, with_rounds
 
 pytestmark = [pytest.mark.slow, pytest.mark.deployment_all, pytest.mark.timeout(5400)]

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.cli.local_federation import LocalFederation
-from fedimb.cli.processes import SuperNode, flower_env
-from fedimb.cli.security import make_node_keys
+from fedimb.cli.federation.local import LocalFederation
+from fedimb.cli.federation.processes import SuperNode, flower_env
+from fedimb.cli.federation.security import make_node_keys
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from fedimb.cli import processes
-from fedimb.cli.flwr_cli import FlwrCli, flwr_home, online_count
-from fedimb.cli.local_federation import LocalFederation
-from fedimb.cli.processes import FederationError
+from fedimb.cli.federation import processes
+from fedimb.cli.federation.flwr_cli import FlwrCli, flwr_home, online_count
+from fedimb.cli.federation.local import LocalFederation
+from fedimb.cli.federation.processes import FederationError
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fedimb.cli.flwr_cli import FlwrCli, flwr_home
-from fedimb.cli.local_federation import LocalFederation
+from fedimb.cli.federation.flwr_cli import FlwrCli, flwr_home
+from fedimb.cli.federation.local import LocalFederation
 from tests.conftest import finish_fedimb, run_fedimb, start_fedimb
 from tests.integration.test_interrupt import wait_for_round
 

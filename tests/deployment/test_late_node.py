@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedimb.cli.local_federation import LocalFederation
+from fedimb.cli.federation.local import LocalFederation
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fedimb.cli.processes import SuperLink, SuperNode, flower_env
+from fedimb.cli.federation.processes import SuperLink, SuperNode, flower_env
 from tests.conftest import run_fedimb
 
 pytestmark = pytest.mark.slow
@@ -34,7 +34,8 @@ def test_three_supernodes_two_rounds_match_simulation(tmp_path, no_leaked_proces
     with SuperLink(tmp_path / "superlink.log", simulation=False, env=env) as superlink:
         started.append(superlink)
         superlink.wait_ready()
-        nodes = [  # two with the warm launcher (fedimb.cli.node_worker), one with Flower's own
+        nodes = [  # two with the warm launcher (fedimb.cli.federation.node_worker), one with
+            # Flower's own
             SuperNode(
                 superlink.address,
                 {"partition-id": i, "num-partitions": 3},

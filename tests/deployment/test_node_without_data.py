@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fedimb.cli.local_federation import LocalFederation
+from fedimb.cli.federation.local import LocalFederation
 from tests.conftest import run_fedimb
 
 pytestmark = pytest.mark.slow

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fedimb.cli.local_federation import LocalFederation
+from fedimb.cli.federation.local import LocalFederation
 from tests.conftest import run_fedimb
 
 pytestmark = [pytest.mark.slow, pytest.mark.fault_matrix]

@@ -31,7 +31,7 @@ from edge.chroot import node_root
 from edge.federation import ChrootSpec, ContainerNode, ContainerSpec, EdgeFederation
 from edge.host import EdgeSetupError, container_engine
 from edge.image import build_image, default_cache
-from fedimb.app.config import compose
+from fedimb.app.configuration.compose import compose
 from fedimb.core.dropout import availability_from_config
 from tests.conftest import run_fedimb
 

@@ -13,7 +13,7 @@ class MatrixFederation:
     def federation_for(self, runtime: str):
         """The local federation for a deployment cell, None for the other runtimes."""
         if runtime == "deployment" and self.federation is None:
-            from fedimb.cli.local_federation import LocalFederation
+            from fedimb.cli.federation.local import LocalFederation
 
             self.federation = LocalFederation(self.out / "federation", 3).start()
         return self.federation if runtime == "deployment" else None

@@ -89,7 +89,7 @@ def test_an_output_root_that_cannot_be_created_is_one_line(tmp_path):
 
 
 def test_a_superlink_that_does_not_answer_is_named_with_its_setting(tmp_path):
-    from fedimb.cli.processes import free_port
+    from fedimb.cli.federation.processes import free_port
 
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     result = run_fedimb(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fedimb.cli.run_events import read_events
+from fedimb.cli.rundir.events import read_events
 from tests.conftest import finish_fedimb, start_fedimb
 from tests.integration.test_front_end import round_scores
 

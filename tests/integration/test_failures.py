@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.app import checkpoint
-from fedimb.app.build import experiment_data
-from fedimb.app.config import compose
-from fedimb.cli.run_folder import RunRecorder
-from fedimb.cli.run_folder_access import RunFolderError
+from fedimb.app.configuration.build import experiment_data
+from fedimb.app.configuration.compose import compose
+from fedimb.app.server import checkpoint
+from fedimb.cli.rundir.access import RunFolderError
+from fedimb.cli.rundir.folder import RunRecorder
 from tests.conftest import REPO, SMALL_DIGITS, run_below, run_fedimb
 
 DIGITS = [*SMALL_DIGITS, "dropout=none"]
@@ -75,8 +75,8 @@ def test_a_dying_server_names_type_message_and_line(runtime, tmp_path):
     assert result.returncode == 2, result.stderr[-2000:]
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]
     assert (
-        "RuntimeError: injected fault: the server raises in round 2 at fedimb/app/faults.py:"
-        in line
+        "RuntimeError: injected fault: the server raises in round 2 at "
+        "fedimb/app/faults/injection.py:" in line
     ), line
     assert "fedimb resume" in line  # round 1 is checkpointed
     log_line = int(re.search(r"flwr\.log line (\d+)", line).group(1))
@@ -115,7 +115,7 @@ def test_a_full_disk_stops_the_run_in_one_line_without_a_partial_checkpoint(tmp_
     )
     assert result.returncode == 2, result.stderr[-2000:]
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("fedimb: error:")]
-    assert "File too large" in line and "at fedimb/app/checkpoint.py:" in line, line
+    assert "File too large" in line and "at fedimb/app/server/checkpoint.py:" in line, line
     assert not list(checkpoints.iterdir())  # neither a checkpoint nor a partial temporary file
 
 
@@ -137,7 +137,7 @@ def test_a_failed_checkpoint_write_keeps_the_previous_one(tmp_path, monkeypatch)
 
 
 def test_an_unwritable_run_folder_is_one_line(tmp_path, monkeypatch):
-    from fedimb.cli import run_folder
+    from fedimb.cli.rundir import folder as run_folder
 
     recorder = RunRecorder(tmp_path, compose(DIGITS), echo=lambda line: None)
 
@@ -172,7 +172,7 @@ def _final_model(kind: str, rounds: int = 2, extra: tuple[str, ...] = ()):
     client 1 misbehaves as ``kind`` in every round."""
     from flwr.common import parameters_to_ndarrays
 
-    from fedimb.app.in_process import InProcessFederation
+    from fedimb.app.runtimes.in_process import InProcessFederation
 
     fed = InProcessFederation(
         [*DIGITS, f"num_rounds={rounds}", f"fault.kind={kind}", "fault.clients=[1]", *extra]
@@ -212,7 +212,7 @@ def test_an_oversized_known_payload_is_rejected():
     model's feature width) is rejected before any method reads it."""
     from flwr.common import Code, FitRes, Status, ndarrays_to_parameters
 
-    from fedimb.app.in_process import InProcessFederation
+    from fedimb.app.runtimes.in_process import InProcessFederation
     from fedimb.core import payload, protocol
 
     fed = InProcessFederation([*DIGITS, "num_rounds=1"])

@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from fedimb.cli.flower_run import APP_DIR
-from fedimb.cli.flwr_cli import flwr_home, write_connection
-from fedimb.cli.processes import SuperLink, executable, flower_env
+from fedimb.cli.federation.flwr_cli import flwr_home, write_connection
+from fedimb.cli.federation.processes import SuperLink, executable, flower_env
+from fedimb.cli.launch.flower_run import APP_DIR
 from fedimb.core.events import parse_event
 
 pytestmark = pytest.mark.slow

@@ -108,7 +108,7 @@ def start_sweep(root, methods, *overrides):
 def keeps_client_state(method: str) -> bool:
     """Whether the method's client saves state in ``Context.state`` between rounds (which
     the simulation must carry from one actor message to the next)."""
-    from fedimb.app.config import compose, import_class
+    from fedimb.app.configuration.compose import compose, import_class
 
     cls = import_class(str(compose([f"method={method}"]).method.client._target_))
     return any(
@@ -127,7 +127,7 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     state between rounds in two halves. The stateless rest sweep in process (the same
     strategy and client code; each also trains in tests/unit/test_methods.py). Two
     streams of sweeps side by side."""
-    from fedimb.app.config import group_choices
+    from fedimb.app.configuration.compose import group_choices
 
     groups = smoke_groups([m for m in group_choices("method") if m not in NORMALIZED])
     plain = groups.pop(())

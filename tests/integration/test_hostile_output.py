@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fedimb.app.attacks import FORGED_ACCURACY
+from fedimb.app.faults.attacks import FORGED_ACCURACY
 from tests.conftest import run_below
 
 RUNTIMES = ["in_process", pytest.param("simulation", marks=pytest.mark.slow)]
@@ -38,4 +38,4 @@ def test_a_client_that_prints_logs_and_raises_events_forges_nothing(runtime, tmp
     if runtime == "in_process":  # what the client printed and logged is in the log, as text
         log = (run_dir / "flwr.log").read_text()
         assert 'FEDIMB_EVENT {"event":"artifact"' in log
-        assert 'faulty_clients: FEDIMB_EVENT {"event":"round"' in log
+        assert 'clients: FEDIMB_EVENT {"event":"round"' in log

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.app.build import experiment_data
-from fedimb.app.config import compose
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.app.configuration.build import experiment_data
+from fedimb.app.configuration.compose import compose
+from fedimb.cli.rundir.files import read_metrics_csv
 from fedimb.core.errors import ConfigError
 
 DIGITS_TRAIN = 1437  # sklearn's 1,797 digits, 20% held out as the test set
@@ -32,7 +32,7 @@ def file_partition(tmp_path: Path, clients, num_clients: int | None = None):
 
 
 def test_a_client_may_be_a_range_and_a_run_folder_writes_blocks_so():
-    from fedimb.cli.launch import partition_json
+    from fedimb.cli.launch.experiment import partition_json
 
     written = json.loads(
         partition_json(
@@ -90,8 +90,8 @@ def test_missing_or_malformed_files_are_one_line_errors(tmp_path):
 
 
 def test_a_run_exported_partition_reimports_into_the_identical_run(tmp_path):
-    from fedimb.cli.diagnose import diagnose_config, report_lines
-    from fedimb.cli.launch import run_experiment
+    from fedimb.cli.commands.diagnose import diagnose_config, report_lines
+    from fedimb.cli.launch.experiment import run_experiment
 
     common = [
         "runtime=in_process",
@@ -134,7 +134,7 @@ def test_the_file_partition_travels_inside_the_configuration(tmp_path):
     path.write_text(json.dumps({"clients": [[0, 1], [2, 3]]}))
     cfg = compose(["dataset=digits", "partition=file", f"partition.path={path}", "num_clients=2"])
     path.unlink()  # a node on another machine has no such file: the indices are in the config
-    from fedimb.app import transport
+    from fedimb.app.configuration import transport
 
     again = transport.decode(transport.encode(cfg))
     assert np.array_equal(experiment_data(again).partition.indices[1], [2, 3])

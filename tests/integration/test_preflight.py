@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedimb.app.build import experiment_data
-from fedimb.app.config import compose
-from fedimb.cli import preflight
+from fedimb.app.configuration.build import experiment_data
+from fedimb.app.configuration.compose import compose
+from fedimb.cli.launch import preflight
 from fedimb.core.errors import ConfigError
 from tests.conftest import run_below
 
@@ -122,7 +122,7 @@ def test_labels_beyond_the_head_are_refused():
 
 @pytest.mark.slow
 def test_more_clients_than_supernodes_is_refused(tmp_path):
-    from fedimb.cli.local_federation import LocalFederation
+    from fedimb.cli.federation.local import LocalFederation
 
     with LocalFederation(tmp_path / "fed", 2) as federation:
         lines: list[str] = []
@@ -213,7 +213,7 @@ def test_wait_for_nodes_zero_checks_once(monkeypatch):
 
 
 def test_diagnose_warns_of_clients_without_samples():
-    from fedimb.cli.diagnose import empty_clients_line
+    from fedimb.cli.commands.diagnose import empty_clients_line
 
     (line,) = empty_clients_line(np.array([5, 0, 3, 0]))
     assert "2 of 4 clients get no training samples" in line and "allow_empty_clients=true" in line

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fedimb.cli.run_events import read_events
+from fedimb.cli.rundir.events import read_events
 from tests.conftest import finish_fedimb, run_fedimb, start_fedimb
 
 pytestmark = pytest.mark.slow

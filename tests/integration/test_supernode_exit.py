@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fedimb.cli.processes import flower_env, free_port
+from fedimb.cli.federation.processes import flower_env, free_port
 from tests.conftest import REPO, run_fedimb
 
 
@@ -45,7 +45,7 @@ def started_tree(node: psutil.Process, log: Path) -> list[psutil.Process] | None
         workers = [
             c
             for c in node.children(recursive=True)
-            if "fedimb.cli.node_worker" in " ".join(c.cmdline())
+            if "fedimb.cli.federation.node_worker" in " ".join(c.cmdline())
         ]
         return [node, *node.children(recursive=True)] if workers else None
     except psutil.Error:
@@ -107,7 +107,7 @@ def test_a_worker_deaf_to_sigint_still_ends_with_its_node(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "fedimb.cli.node_worker",
+                "fedimb.cli.federation.node_worker",
                 "--runtime-api-address",
                 f"127.0.0.1:{free_port()}",
                 "--node-pid",

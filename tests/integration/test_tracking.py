@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from fedimb.app.config import check_overrides, compose
+from fedimb.app.configuration.compose import check_overrides, compose
 from fedimb.cli import tracking
-from fedimb.cli.launch import run_experiment
-from fedimb.cli.run_files import read_metrics_csv
+from fedimb.cli.launch.experiment import run_experiment
+from fedimb.cli.rundir.files import read_metrics_csv
 from fedimb.core.errors import ConfigError
 from tests.conftest import SMALL_DIGITS, run_below
 

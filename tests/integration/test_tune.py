@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedimb.app import build, client_app
-from fedimb.cli.tune import tune_methods
-from fedimb.cli.tune_files import run_command
-from fedimb.cli.tune_trial import RECORD
+from fedimb.app.configuration import build
+from fedimb.app.nodes import client_app
+from fedimb.cli.tune.files import run_command
+from fedimb.cli.tune.trial import RECORD
+from fedimb.cli.tune.tuning import tune_methods
 from fedimb.core.data import datasets
 from fedimb.core.process_cache import ProcessCache
 from tests.conftest import run_fedimb

@@ -11,16 +11,48 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedimb.app.components import import_class
-from fedimb.app.config import CONF_DIR
+from fedimb.app.configuration.components import import_class
+from fedimb.app.configuration.compose import CONF_DIR
 from fedimb.core import protocol
-from tests.imports import DOC, LAYERS, document, layer_of, modules, static_imports
+from tests.imports import (
+    DOC,
+    LAYERS,
+    PACKAGE_ROOTS,
+    TOOL_ROOTS,
+    document,
+    layer_of,
+    misplaced,
+    modules,
+    static_imports,
+)
 
 IMPORTS = {module: static_imports(path) for module, path in modules().items()}
+EVERY_MODULE = modules(PACKAGE_ROOTS + TOOL_ROOTS)
+#: the package, the methods, the benchmarks and the edge tooling, each module's imports
+ALL_IMPORTS = {m: static_imports(path, EVERY_MODULE) for m, path in EVERY_MODULE.items()}
 
 
 def test_every_module_has_a_layer():
-    assert [m for m in IMPORTS if layer_of(m) is None] == []
+    assert [m for m in ALL_IMPORTS if layer_of(m) is None] == []
+
+
+def test_every_module_lives_in_the_folder_of_its_job():
+    assert misplaced(modules()) == [], "modules outside the folders of tests.imports.FOLDERS"
+
+
+def test_a_module_in_a_bare_or_unknown_folder_is_misplaced(tmp_path):
+    found = {
+        "fedimb.cli.main": tmp_path / "main.py",  # the entry point, listed
+        "fedimb.cli.report": tmp_path / "report.py",  # flat again in the front end's root
+        "fedimb.app.round_loop": tmp_path / "round_loop.py",  # flat in the app's root
+        "fedimb.cli.misc.helpers": tmp_path / "helpers.py",  # a folder without a job
+        "fedimb.cli.results.report": tmp_path / "report.py",
+    }
+    assert misplaced(found) == [
+        "fedimb.cli.report",
+        "fedimb.app.round_loop",
+        "fedimb.cli.misc.helpers",
+    ]
 
 
 @pytest.mark.parametrize("module", sorted(IMPORTS))
@@ -52,11 +84,11 @@ def test_methods_import_no_other_method(module):
     assert wrong == [], f"{module} imports another method's module"
 
 
-def _import_cycles() -> list[list[str]]:
+def _import_cycles(imports: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected groups of modules (Tarjan); an import of a package from one of its
     own modules is not an edge (the package's ``__init__`` re-exports them)."""
     graph = {
-        m: sorted(i for i in IMPORTS[m] if i != m and not m.startswith(i + ".")) for m in IMPORTS
+        m: sorted(i for i in imports[m] if i != m and not m.startswith(i + ".")) for m in imports
     }
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -89,7 +121,17 @@ def _import_cycles() -> list[list[str]]:
 
 
 def test_no_import_circles():
-    assert _import_cycles() == [], "modules that import each other in a circle"
+    assert _import_cycles(ALL_IMPORTS) == [], "modules that import each other in a circle"
+
+
+def test_a_circle_through_a_type_checking_import_or_in_a_tool_is_found(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from benchmarks.b import B\n"
+    )
+    (tmp_path / "b.py").write_text("def f():\n    from benchmarks.a import A\n")
+    known = {"benchmarks.a": tmp_path / "a.py", "benchmarks.b": tmp_path / "b.py"}
+    imports = {m: static_imports(path, known) for m, path in known.items()}
+    assert _import_cycles(imports) == [["benchmarks.a", "benchmarks.b"]]
 
 
 SOURCE_LIMIT = 300

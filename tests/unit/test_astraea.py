@@ -7,7 +7,7 @@ import pytest
 import torch
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core import payload, protocol
 from fedimb.core.rebalance import apply_plan
 

@@ -1,4 +1,4 @@
-"""The crafted-client attacks (fedimb/app/attacks.py): each makes the value the attack
+"""The crafted-client attacks (fedimb/app/faults/attacks.py): each makes the value the attack
 matrix needs, is checked like any fault setting, and the matrix's verdicts follow from
 the runs' summaries (benchmarks/attacks.py)."""
 
@@ -14,11 +14,12 @@ from flwr.client import NumPyClient
 from omegaconf import OmegaConf
 
 from benchmarks.attacks import ROWS, Cell, RunSummary, judge, summarise
-from fedimb.app import attacks, config, faults
-from fedimb.app import omniscient_attacks as omniscient
-from fedimb.app.faulty_clients import AttackingClient, LabelFlippingClient, flipped_labels
-from fedimb.app.omniscient_attacks import OmniscientServer, OmniscientStrategy
-from fedimb.app.round_loop import FedImbServer
+from fedimb.app.configuration import compose as config
+from fedimb.app.faults import attacks, omniscient
+from fedimb.app.faults import injection as faults
+from fedimb.app.faults.clients import AttackingClient, LabelFlippingClient, flipped_labels
+from fedimb.app.faults.omniscient import OmniscientServer, OmniscientStrategy
+from fedimb.app.server.round_loop import FedImbServer
 from fedimb.core import events, payload, protocol
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.errors import ConfigError
@@ -594,7 +595,7 @@ def test_an_alie_run_sends_the_crafted_model_to_the_strategy(monkeypatch):
     strategy from client 1 is μ − z·σ of the four honest updates of the round, z = Φ⁻¹(0.6)."""
     from flwr.common import parameters_to_ndarrays
 
-    from fedimb.app.in_process import InProcessFederation
+    from fedimb.app.runtimes.in_process import InProcessFederation
 
     fed = InProcessFederation(
         [
@@ -681,8 +682,8 @@ def test_a_label_flipping_client_of_a_run_trains_as_on_flipped_data():
     on labels flipped by hand, not as on its own, and answers with its real label counts."""
     from flwr.common import parameters_to_ndarrays
 
-    from fedimb.app.client_app import make_client
-    from fedimb.app.in_process import InProcessFederation
+    from fedimb.app.nodes.client_app import make_client
+    from fedimb.app.runtimes.in_process import InProcessFederation
 
     fed = InProcessFederation(
         [

@@ -7,9 +7,9 @@ import pytest
 from flwr.common import parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
-from fedimb.app import config
-from fedimb.app.in_process import InProcessNode
-from fedimb.app.run_context import ServerRun
+from fedimb.app.configuration import compose as config
+from fedimb.app.runtimes.in_process import InProcessNode
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core.dropout import Availability
 from strategies.fedavg import FedAvgStrategy
 from tests.strategy_rounds import fit_result

@@ -12,7 +12,7 @@ import pytest
 from benchmarks import figures
 from benchmarks.accuracy.compare_methods import round_rows
 from benchmarks.common import DOCS_FIGURES, DOCS_TABLES
-from fedimb.cli.run_records import RunRecord
+from fedimb.cli.results.run_records import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"

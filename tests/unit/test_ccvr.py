@@ -16,7 +16,7 @@ from clients.ccvr import (
     flatten_weights,
     unflatten_weights,
 )
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core import payload, protocol
 from fedimb.core.feature_stats import class_moments, pooled_moments, sample_virtual_features
 from strategies.ccvr import covariance_problem

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import inspect
 import subprocess
 import sys
 
 import pytest
 
-from fedimb.app.config import GROUPS, LIST_NAMES, group_choices
-from fedimb.cli.commands import SUBCOMMANDS
-from fedimb.cli.listing import describe, listing
+from fedimb.app.configuration.compose import GROUPS, LIST_NAMES, group_choices
+from fedimb.cli.commands.listing import describe, listing
+from fedimb.cli.commands.table import SUBCOMMANDS
 from fedimb.cli.main import hydra_options_and_overrides
 from tests.conftest import REPO, run_fedimb
 
@@ -35,6 +37,13 @@ def test_help_is_fedimbs_own_page_with_every_subcommand(flag):
         "-sc install=bash",
     ):
         assert pointer in page
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_every_subcommand_names_a_function_that_takes_its_arguments(name):
+    module, _, function = SUBCOMMANDS[name].target.partition(":")
+    main = getattr(importlib.import_module(module), function)
+    assert list(inspect.signature(main).parameters) == ["argv"]
 
 
 def test_version_names_fedimb_flower_and_torch():

@@ -7,15 +7,15 @@ import json
 import subprocess
 import sys
 
-from fedimb.app import transport
-from fedimb.app.config import compose
+from fedimb.app.configuration import transport
+from fedimb.app.configuration.compose import compose
 
 #: run in a fresh interpreter: what the ClientApp path imports, and its client's class
 CLIENT_PATH = """
 import json, sys
 from flwr.app import Context
 from flwr.common import RecordDict
-from fedimb.app import client_app
+from fedimb.app.nodes import client_app
 run_config = {"config": sys.argv[1]}
 context = Context(
     run_id=0, node_id=0, node_config={"partition-id": 0}, state=RecordDict(), run_config=run_config

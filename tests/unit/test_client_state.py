@@ -53,8 +53,8 @@ def test_each_client_and_run_reads_its_own_and_the_run_removes_its_folder(tmp_pa
 
 
 def test_the_simulation_keeps_state_on_disk_unless_a_ray_cluster_may_spread_its_actors():
-    from fedimb.app.config import compose
-    from fedimb.app.runtime_rules import client_state_kind
+    from fedimb.app.configuration.compose import compose
+    from fedimb.app.configuration.runtime_rules import client_state_kind
     from fedimb.core.errors import ConfigError
 
     assert client_state_kind(compose([])) == "disk"

@@ -10,7 +10,7 @@ from flwr.server import SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import FedAvg
 
-from fedimb.app.clients_in_turn import ClientsInTurn, call_in_turn
+from fedimb.app.runtimes.clients_in_turn import ClientsInTurn, call_in_turn
 
 EMPTY = Parameters(tensors=[], tensor_type="numpy.ndarray")
 

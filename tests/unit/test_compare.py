@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedimb.cli.compare import compare_runs, comparison_markdown, seed_pair
-from fedimb.cli.compare_stats import holm, paired_difference, t_interval, variance_split
 from fedimb.cli.main import run as fedimb
+from fedimb.cli.results.compare import compare_runs, comparison_markdown, seed_pair
+from fedimb.cli.results.compare_stats import holm, paired_difference, t_interval, variance_split
 from fedimb.core.errors import ConfigError
 from tests.conftest import run_fedimb
 from tests.unit.test_comparison import make_run
@@ -74,7 +74,7 @@ def test_variance_split_between_and_within_data_seeds():
 
 
 def test_runs_pair_by_the_split_seeds_else_by_seed(tmp_path):
-    from fedimb.cli.run_records import RunRecord
+    from fedimb.cli.results.run_records import RunRecord
 
     split = fake_run(tmp_path, "a", seed=3, summary={"seed_data": 1, "seed_train": 2})
     plain = fake_run(tmp_path, "b", seed=3)

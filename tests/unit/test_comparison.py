@@ -7,9 +7,9 @@ import json
 import pytest
 import yaml
 
-from fedimb.cli.report import write_report
-from fedimb.cli.report_tables import group_runs
-from fedimb.cli.run_records import find_runs
+from fedimb.cli.results.report import write_report
+from fedimb.cli.results.report_tables import group_runs
+from fedimb.cli.results.run_records import find_runs
 from fedimb.core.errors import ConfigError
 from tests.conftest import run_fedimb
 

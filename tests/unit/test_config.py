@@ -7,7 +7,8 @@ import socket
 import pytest
 from omegaconf import OmegaConf
 
-from fedimb.app import components, config, transport
+from fedimb.app.configuration import components, transport
+from fedimb.app.configuration import compose as config
 from fedimb.core.errors import ConfigError
 
 
@@ -192,7 +193,7 @@ def test_import_class_resolves_targets_and_names_bad_ones():
     for target, reason in [
         ("strategies.nosuch.X", "No module"),
         ("strategies.fedavg.Nope", "has no attribute"),
-        ("fedimb.app.config.CONF_DIR", "not a class"),
+        ("fedimb.app.configuration.compose.CONF_DIR", "not a class"),
         ("Bare", "not a class"),
     ]:
         with pytest.raises(ConfigError, match=f"cannot import '{target}'.*{reason}"):
@@ -244,7 +245,7 @@ def test_from_run_config_encoded_is_validated(default_cfg):
 
 
 def test_ray_address_reaches_the_simulation_as_ray_address(tmp_path, monkeypatch):
-    from fedimb.cli.flower_run import simulation_env
+    from fedimb.cli.launch.flower_run import simulation_env
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no cluster recorded by a `ray start`
@@ -254,7 +255,7 @@ def test_ray_address_reaches_the_simulation_as_ray_address(tmp_path, monkeypatch
 
 
 def test_a_ray_cluster_counts_only_when_named_or_alive(tmp_path):
-    from fedimb.cli.processes import ray_cluster_configured
+    from fedimb.cli.federation.processes import ray_cluster_configured
 
     assert ray_cluster_configured({"RAY_ADDRESS": "10.0.0.5:6379"})
     record = tmp_path / "ray" / "ray_current_cluster"
@@ -272,7 +273,7 @@ def test_a_ray_cluster_counts_only_when_named_or_alive(tmp_path):
 def test_a_class_an_older_run_folder_names_still_resolves():
     """A run saved before each method had modules of its own name resumes: its saved
     targets resolve to the classes that now do the same."""
-    from fedimb.app.components import MOVED, import_class
+    from fedimb.app.configuration.components import MOVED, import_class
 
     for old, new in MOVED.items():
         assert import_class(old) is import_class(new)

@@ -18,7 +18,7 @@ from clients.creff import (
     GRADIENT_WEIGHTS,
     real_feature_gradients,
 )
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core import payload
 from strategies.base import ClientUpdate
 from strategies.creff import class_gradient_means, match_features, matching_distance

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedimb.app.prompt_grid import PromptGrid
-from fedimb.cli.supernode import supernode_main
+from fedimb.app.runtimes.prompt_grid import PromptGrid
+from fedimb.cli.federation.supernode import supernode_main
 from fedimb.core.errors import ConfigError
 
 
@@ -111,7 +111,7 @@ def test_fedimb_supernode_refuses_what_its_worker_cannot_serve(args):
 
 
 def test_the_node_worker_goes_on_when_its_runtime_api_fails(capsys):
-    from fedimb.cli.node_worker import launch_next_task
+    from fedimb.cli.federation.node_worker import launch_next_task
 
     class Failing:
         def AcquireTask(self, request):  # noqa: N802 - Flower's name
@@ -129,7 +129,7 @@ def test_the_node_worker_goes_on_when_its_runtime_api_fails(capsys):
 
 
 def test_the_worker_serves_the_port_flower_supernode_takes():
-    from fedimb.cli.supernode import _option
+    from fedimb.cli.federation.supernode import _option
 
     # the edge image's entry point names --port 9094; a user's later --port wins, as in argparse
     assert (
@@ -145,7 +145,7 @@ def test_a_node_says_once_whether_its_client_apps_see_cuda(monkeypatch):
 
     import torch
 
-    from fedimb.cli import node_worker
+    from fedimb.cli.federation import node_worker
 
     monkeypatch.setattr(torch.version, "cuda", None)
     assert node_worker.cuda_visibility() == f"torch {torch.__version__}, built without CUDA"

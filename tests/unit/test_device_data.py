@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fedimb.app.registry import ClientRegistry
+from fedimb.app.nodes.registry import ClientRegistry
 from fedimb.core.data.device import load_device_data
 from fedimb.core.errors import ConfigError, DataUnavailableError
 
@@ -122,7 +122,7 @@ def test_nodes_with_their_own_data_get_free_client_ids_and_keep_them(monkeypatch
 
 
 def test_failure_reasons_are_short_and_name_the_cause():
-    from fedimb.app.failure_reasons import describe_failure
+    from fedimb.app.nodes.failure_reasons import describe_failure
 
     wrap = (
         "Message contains an Error (reason: {}). "
@@ -157,7 +157,7 @@ def test_failure_reasons_are_short_and_name_the_cause():
 
 
 def test_a_round_that_lost_every_client_to_dead_ray_actors_stops_the_run():
-    from fedimb.app.node_proxy import ClientFailure, WorkersLost, check_workers_alive
+    from fedimb.app.nodes.node_proxy import ClientFailure, WorkersLost, check_workers_alive
 
     died = ClientFailure(
         "client 1 on node 5: ActorDiedError: "

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from fedimb.cli.diagnose import advice, diagnose_counts
+from fedimb.cli.commands.diagnose import advice, diagnose_counts
 
 
 def test_balanced_federation_gets_fedavg():

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedimb.cli.processes import superlink_arguments, supernode_arguments
+from fedimb.cli.federation.processes import superlink_arguments, supernode_arguments
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 DOCKERFILES = sorted(DOCKER.glob("Dockerfile.*"))

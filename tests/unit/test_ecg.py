@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb.app import config
-from fedimb.app.build import experiment_data, new_model
+from fedimb.app.configuration import compose as config
+from fedimb.app.configuration.build import experiment_data, new_model
 from fedimb.core.data.ecg import BEAT_CLASSES, WINDOW, record_beats
 from fedimb.core.errors import ConfigError
 

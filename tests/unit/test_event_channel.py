@@ -14,11 +14,12 @@ import pytest
 from flwr.app import Context, RecordDict
 from flwr.common import GetPropertiesIns
 
-from fedimb.app import client_app, transport
-from fedimb.app.attacks import forged_message, forged_output
-from fedimb.app.config import compose
-from fedimb.app.in_process import _LineWriter, _server_output_to
-from fedimb.app.node_proxy import ask_properties
+from fedimb.app.configuration import transport
+from fedimb.app.configuration.compose import compose
+from fedimb.app.faults.attacks import forged_message, forged_output
+from fedimb.app.nodes import client_app
+from fedimb.app.nodes.node_proxy import ask_properties
+from fedimb.app.runtimes.in_process import _LineWriter, _server_output_to
 from fedimb.core import events, protocol
 from fedimb.core.events import TAG, parse_event
 
@@ -64,8 +65,8 @@ def test_the_simulations_actors_output_stays_out_of_the_servers_log():
     from flwr.simulation.app import _run_simulation_settings
     from flwr.supercore.utils import simulation_config_from_json
 
-    from fedimb.cli import flower_run
-    from fedimb.cli.flwr_cli import FlwrCli
+    from fedimb.cli.federation.flwr_cli import FlwrCli
+    from fedimb.cli.launch import flower_run
 
     federation = {**flower_run.federation_config(compose(DIGITS)), **flower_run.QUIET_ACTORS}
     args = FlwrCli("local", Path("home")).run_args(Path("app"), {}, federation)

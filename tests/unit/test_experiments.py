@@ -9,8 +9,8 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-from fedimb.app.components import import_class
-from fedimb.app.config import CONF_DIR, compose, group_choices, sweep_variants
+from fedimb.app.configuration.components import import_class
+from fedimb.app.configuration.compose import CONF_DIR, compose, group_choices, sweep_variants
 
 EXPERIMENTS = group_choices("experiment")
 

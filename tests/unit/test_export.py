@@ -7,9 +7,9 @@ import sys
 import pandas as pd
 import pytest
 
-from fedimb.cli.export import export_runs
-from fedimb.cli.export_table import read_table
-from fedimb.cli.report import write_report
+from fedimb.cli.results.export import export_runs
+from fedimb.cli.results.export_table import read_table
+from fedimb.cli.results.report import write_report
 from fedimb.core.errors import ConfigError
 from tests.conftest import run_fedimb
 from tests.unit.test_comparison import make_run

@@ -8,10 +8,10 @@ import pytest
 from flwr.client import NumPyClient
 from omegaconf import OmegaConf
 
-from fedimb.app import faults
-from fedimb.app.faulty_clients import FaultyClient
-from fedimb.app.in_process import InProcessFederation
-from fedimb.app.round_loop import FedImbServer
+from fedimb.app.faults import injection as faults
+from fedimb.app.faults.clients import FaultyClient
+from fedimb.app.runtimes.in_process import InProcessFederation
+from fedimb.app.server.round_loop import FedImbServer
 
 
 class Honest(NumPyClient):

@@ -7,7 +7,7 @@ import pytest
 import torch
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.clustering import (
     inferred_distribution,
     kmeans_clusters,
@@ -40,8 +40,8 @@ def test_laplace_noise_keeps_a_distribution():
 
 def test_inference_recovers_the_dominant_classes_of_a_two_class_client():
     model = build_model({"name": "cnn28"}, (1, 28, 28), 10, seed=0)
-    from fedimb.app import config
-    from fedimb.app.build import experiment_data
+    from fedimb.app.configuration import compose as config
+    from fedimb.app.configuration.build import experiment_data
 
     data = experiment_data(config.compose(["num_clients=5"]))
     x, y = torch.from_numpy(data.dataset.x_train), torch.from_numpy(data.dataset.y_train)

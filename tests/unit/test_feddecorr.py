@@ -14,7 +14,7 @@ from clients.feddecorr import (
     authors_decorrelation_loss,
     decorrelation_loss,
 )
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 
 # Columns a = (1, -1, 1, -1), b = (1, 1, -1, -1), c = (1, 1, 1, -3), shifted and scaled
 # (a + 2, 3b + 5, c - 1): correlation ignores both. Population moments: mean 0 and

@@ -18,7 +18,7 @@ from clients.fedetf import (
     log_class_counts,
     require_etf_model,
 )
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.errors import ConfigError
 from fedimb.core.models import EncoderHeadNet
 from fedimb.core.models.etf import etf_from_basis, with_etf_classifier

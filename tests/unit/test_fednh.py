@@ -10,7 +10,7 @@ import pytest
 import torch
 from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 
-from fedimb.app.in_process import OK, InProcessFederation
+from fedimb.app.runtimes.in_process import OK, InProcessFederation
 from fedimb.core import payload
 from fedimb.core.errors import ConfigError
 from fedimb.core.models import build_model

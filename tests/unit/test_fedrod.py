@@ -18,7 +18,7 @@ from clients.fedrod import (
     balanced_risk_loss,
     personal_risk_loss,
 )
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from tests.conftest import PERSONAL_DIGITS
 
 # two samples, three classes; the client holds n = (2, 1, 0)

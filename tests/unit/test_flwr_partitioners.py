@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.data.flwr_partitioners import REFUSED
 from fedimb.core.data.partition import make_partition
 from fedimb.core.errors import ConfigError

@@ -12,11 +12,13 @@ import torch
 from flwr.app import Context, RecordDict
 from omegaconf import OmegaConf
 
-from fedimb.app import client_app, transport
-from fedimb.app.build import experiment_data, resolve_device
-from fedimb.app.config import compose
-from fedimb.cli import flower_run, launch, preflight
-from fedimb.cli.flwr_cli import FlwrCli
+from fedimb.app.configuration import transport
+from fedimb.app.configuration.build import experiment_data, resolve_device
+from fedimb.app.configuration.compose import compose
+from fedimb.app.nodes import client_app
+from fedimb.cli.federation.flwr_cli import FlwrCli
+from fedimb.cli.launch import experiment as launch
+from fedimb.cli.launch import flower_run, preflight
 from fedimb.core.errors import ConfigError
 from fedimb.core.process_cache import ProcessCache
 

@@ -17,7 +17,7 @@ from clients.grpfed import (
     discriminator_loss,
     regularizer_loss,
 )
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.aggregate import adaptive_q, loss_power_weights, weighted_average
 
 COMMON = [
@@ -111,7 +111,7 @@ def test_grpfed_aggregates_by_loss_power():
     )
     from flwr.common import FitRes, ndarrays_to_parameters
 
-    from fedimb.app.in_process import OK
+    from fedimb.app.runtimes.in_process import OK
 
     base = parameters_to_ndarrays(fed.parameters)
     results = []

@@ -313,7 +313,7 @@ def test_a_robust_rule_records_the_clients_it_set_aside():
 
 
 def test_the_progress_line_shows_bounded_and_set_aside_clients():
-    from fedimb.cli.run_progress import clients_outcome
+    from fedimb.cli.rundir.progress import clients_outcome
 
     clients = {"succeeded": 9, "dropped": 0, "errors": 0, "rejected": 1, "bounded": 1}
     assert clients_outcome(clients) == "9 ok, 1 failed, 1 bounded"

@@ -9,7 +9,7 @@ import torch
 from flwr.common import parameters_to_ndarrays
 from torch import nn
 
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.losses import (
     logit_calibration_loss,
     relaxed_balanced_softmax_loss,

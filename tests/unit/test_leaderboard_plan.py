@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from benchmarks.accuracy import leaderboard
-from fedimb.app.config_keys import group_choices
+from fedimb.app.configuration.keys import group_choices
 
 
 def test_every_method_but_the_presets_and_those_without_a_global_model_is_ranked():

@@ -8,12 +8,12 @@ import pytest
 import torch
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.app.build import new_model
-from fedimb.app.config import compose
-from fedimb.app.in_process import InProcessFederation, InProcessNode
-from fedimb.cli.report_clients import clients_table, share_below
-from fedimb.cli.run_files import metric_rows
-from fedimb.cli.run_records import RunRecord
+from fedimb.app.configuration.build import new_model
+from fedimb.app.configuration.compose import compose
+from fedimb.app.runtimes.in_process import InProcessFederation, InProcessNode
+from fedimb.cli.results.report_clients import clients_table, share_below
+from fedimb.cli.results.run_records import RunRecord
+from fedimb.cli.rundir.files import metric_rows
 from fedimb.core.data.datasets import dataset_info
 from fedimb.core.data.synthetic import SyntheticSpec, device_data
 from fedimb.core.metrics import accuracy_distribution
@@ -217,7 +217,7 @@ def test_the_report_table_pairs_clients_with_fedavg_of_the_same_seed():
 def test_a_run_folder_keeps_the_distribution_and_its_evaluation_time(tmp_path):
     import json
 
-    from fedimb.cli.launch import run_experiment
+    from fedimb.cli.launch.experiment import run_experiment
 
     run_dir = run_experiment(
         compose(

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from fedimb.app.config import compose
-from fedimb.app.registry import ClientRegistry
-from fedimb.cli.run_folder import RunRecorder
+from fedimb.app.configuration.compose import compose
+from fedimb.app.nodes.registry import ClientRegistry
+from fedimb.cli.rundir.folder import RunRecorder
 from fedimb.core.events import emit_clients_lost, format_event, lost_clients_cause, parse_event
 from strategies.base.sampling import lost_client_reasons
 from tests.run_events import start_event

@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 from clients.base_settings import read_settings
 from clients.fedprox import FedProxClient
 from clients.perfedavg import PerFedAvgClient
-from fedimb.app import config
-from fedimb.app.components import import_class
+from fedimb.app.configuration import compose as config
+from fedimb.app.configuration.components import import_class
 from fedimb.core.errors import ConfigError
 from fedimb.core.models import build_model
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.app.components import import_class
-from fedimb.app.config import compose, group_choices, smoke_overrides
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.configuration.components import import_class
+from fedimb.app.configuration.compose import compose, group_choices, smoke_overrides
+from fedimb.app.runtimes.in_process import InProcessFederation
 
 METHODS = group_choices("method")
 DATA = {"digits": ["dataset=digits"], "synthetic": ["dataset=synthetic", "partition=natural"]}

@@ -11,12 +11,12 @@ import pytest
 from flwr.common import FitIns, FitRes, Parameters
 from flwr.server import SimpleClientManager
 
-from fedimb.app import config
-from fedimb.app.node_pool import NodePool, PooledRegistry, client_registry
-from fedimb.app.node_proxy import ClientFailure
-from fedimb.app.registry import ClientRegistry
-from fedimb.app.runtime_rules import POOL_NODES, node_count
-from fedimb.cli.flower_run import federation_config
+from fedimb.app.configuration import compose as config
+from fedimb.app.configuration.runtime_rules import POOL_NODES, node_count
+from fedimb.app.nodes.node_proxy import ClientFailure
+from fedimb.app.nodes.registry import ClientRegistry
+from fedimb.app.runtimes.node_pool import NodePool, PooledRegistry, client_registry
+from fedimb.cli.launch.flower_run import federation_config
 from fedimb.core import protocol
 from fedimb.core.errors import ConfigError
 from tests.unit.test_base_strategy import make_strategy

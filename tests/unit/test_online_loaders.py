@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.data.datasets import DATASETS
 from fedimb.core.data.ecg import BEAT_CLASSES, RECORDS
 from fedimb.core.data.femnist import writer_test_split

@@ -9,9 +9,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from fedimb.cli.operator_gate import LOOPBACK, OperatorGate, operator_networks
-from fedimb.cli.security import make_node_keys
-from fedimb.cli.superlink import bound_host, parse, read_public_key
+from fedimb.cli.federation.operator_gate import LOOPBACK, OperatorGate, operator_networks
+from fedimb.cli.federation.security import make_node_keys
+from fedimb.cli.federation.superlink import bound_host, parse, read_public_key
 
 PATHS = [
     "/v1/control/register-node",

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from fedimb.app import checkpoint
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
+from fedimb.app.server import checkpoint
 from fedimb.core.events import TAG
 
 SETUP = [

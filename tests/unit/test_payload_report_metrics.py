@@ -145,7 +145,7 @@ def test_events_carry_numpy_arrays_as_lists():
 
 
 def test_checkpoint_round_trip(tmp_path):
-    from fedimb.app import checkpoint
+    from fedimb.app.server import checkpoint
 
     state = {
         "round": 3,

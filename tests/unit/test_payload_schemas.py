@@ -12,7 +12,7 @@ import pytest
 from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 
 from clients import rebafl
-from fedimb.app.in_process import OK, InProcessFederation
+from fedimb.app.runtimes.in_process import OK, InProcessFederation
 from fedimb.core import payload, protocol, schema
 from fedimb.core.schema import ANSWER, UP, PayloadSpec
 from strategies.base.round_log import ClientUpdate

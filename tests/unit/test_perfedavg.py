@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from clients.perfedavg import PerFedAvgClient
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.errors import ConfigError
 from tests.toy import toy_client
 

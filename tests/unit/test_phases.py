@@ -7,8 +7,8 @@ import numpy as np
 from flwr.client import NumPyClient
 from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 
-from fedimb.app import phases
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
+from fedimb.app.server import phases
 
 SERVER_PHASES = {
     "discover",
@@ -114,7 +114,7 @@ def test_a_forked_client_app_starts_when_its_launcher_forked_it(monkeypatch):
 
     import psutil
 
-    from fedimb.cli import node_worker
+    from fedimb.cli.federation import node_worker
 
     assert node_worker.STARTED_AT_VARIABLE == phases.STARTED_AT_VARIABLE
     monkeypatch.delenv(phases.STARTED_AT_VARIABLE, raising=False)

@@ -12,12 +12,12 @@ from flwr.common import FitIns, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 from flwr.supercore.differential_privacy import KEY_CLIPPING_NORM, add_gaussian_noise_to_params
 
-from fedimb.app import config
-from fedimb.app.in_process import InProcessFederation, InProcessNode
-from fedimb.app.privacy_mods import fit_through_mod
-from fedimb.app.privacy_table import payload_table
-from fedimb.app.private_strategy import PrivateStrategy, with_privacy
-from fedimb.app.run_context import ServerRun
+from fedimb.app.configuration import compose as config
+from fedimb.app.privacy.client_mods import fit_through_mod
+from fedimb.app.privacy.strategy import PrivateStrategy, with_privacy
+from fedimb.app.privacy.table import payload_table
+from fedimb.app.runtimes.in_process import InProcessFederation, InProcessNode
+from fedimb.app.server.run_context import ServerRun
 from fedimb.core.errors import ConfigError
 from strategies.fedavg import FedAvgStrategy
 from tests.strategy_rounds import fit_result
@@ -220,7 +220,7 @@ def test_every_bad_setting_is_one_line(overrides, expected):
 
 
 def test_num_sampled_clients_defaults_to_the_clients_sampled_per_round():
-    from fedimb.app.privacy import num_sampled_clients
+    from fedimb.app.privacy.dp import num_sampled_clients
 
     run = [*DIGITS, "num_clients=10", "privacy=dp_server_fixed"]
     assert num_sampled_clients(config.compose([*run, "fraction_fit=0.35"])) == 4  # round(3.5)

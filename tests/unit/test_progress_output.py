@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from fedimb.app.config import compose
-from fedimb.cli.run_folder import RunRecorder
-from fedimb.cli.run_progress import eta_seconds, format_duration, launch_line
-from fedimb.cli.sweep_end import SweepEnd, sweep_end_lines
+from fedimb.app.configuration.compose import compose
+from fedimb.cli.launch.sweep_end import SweepEnd, sweep_end_lines
+from fedimb.cli.rundir.folder import RunRecorder
+from fedimb.cli.rundir.progress import eta_seconds, format_duration, launch_line
 from fedimb.core.events import format_event
 from tests.run_events import start_event
 
@@ -191,7 +191,7 @@ def test_the_sweep_folder_is_absolute(tmp_path, monkeypatch):
 def test_curves_count_clients_in_whole_numbers_and_the_legend_covers_no_bar(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
-    from fedimb.cli.run_files import plot_curves
+    from fedimb.cli.rundir.files import plot_curves
 
     figures = []
     monkeypatch.setattr(plt, "close", figures.append)

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from flwr.common import FitRes, parameters_to_ndarrays
 
-from fedimb.app.in_process import OK, InProcessFederation
+from fedimb.app.runtimes.in_process import OK, InProcessFederation
 from fedimb.core.aggregate import aggregate_prototypes
 from fedimb.core.prototypes import (
     class_prototypes,

@@ -9,8 +9,8 @@ import pytest
 from flwr.common import FitIns, GetPropertiesRes, Parameters
 from flwr.server import SimpleClientManager
 
-from fedimb.app.in_process import OK, InProcessNode
-from fedimb.app.registry import ClientRegistry
+from fedimb.app.nodes.registry import ClientRegistry
+from fedimb.app.runtimes.in_process import OK, InProcessNode
 from fedimb.core import protocol
 from tests.unit.test_base_strategy import make_strategy
 

@@ -10,9 +10,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from fedimb.cli.export import export_runs
-from fedimb.cli.found_runs import load_runs
-from fedimb.cli.report import write_report
+from fedimb.cli.results.export import export_runs
+from fedimb.cli.results.found_runs import load_runs
+from fedimb.cli.results.report import write_report
 from tests.conftest import run_fedimb
 from tests.unit.test_comparison import make_run
 

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from fedimb.app.config import compose
+from fedimb.app.configuration.compose import compose
 from fedimb.cli.main import run as fedimb
-from fedimb.cli.result_files import MalformedFile, read_yaml
-from fedimb.cli.run_folder import RunRecorder
+from fedimb.cli.rundir.folder import RunRecorder
+from fedimb.cli.rundir.reader import MalformedFile, read_yaml
 from fedimb.core.errors import FedimbError
 from fedimb.core.events import format_event, parse_event
 from tests.run_events import start_event

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flwr.common import parameters_to_ndarrays
 
-from fedimb.app import config
+from fedimb.app.configuration import compose as config
 from fedimb.core.aggregate import weighted_average
 from fedimb.core.errors import ConfigError
 from fedimb.core.robust import (
@@ -462,7 +462,7 @@ def robust_overrides(method: str) -> list[str] | None:
 
 @pytest.mark.parametrize("method", config.group_choices("method"))
 def test_every_method_trains_with_the_strongest_aggregation_it_accepts(method):
-    from fedimb.app.in_process import InProcessFederation
+    from fedimb.app.runtimes.in_process import InProcessFederation
 
     overrides = robust_overrides(method)
     if overrides is None:
@@ -491,7 +491,7 @@ def test_every_method_trains_with_the_strongest_aggregation_it_accepts(method):
 
 @pytest.mark.parametrize("method", ["fedavgm", "pfedme", "scaffold", "rebafl"])
 def test_a_server_step_after_the_average_is_skipped_when_the_rule_has_too_few_updates(method):
-    from fedimb.app.in_process import InProcessFederation
+    from fedimb.app.runtimes.in_process import InProcessFederation
 
     fed = InProcessFederation(
         [

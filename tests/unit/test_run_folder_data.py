@@ -13,8 +13,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from fedimb.app.config import compose
-from fedimb.app.saved_config import check_saved_config
+from fedimb.app.configuration.compose import compose
+from fedimb.app.configuration.saved import check_saved_config
 from fedimb.core.errors import ConfigError
 
 CFG = ["dataset=digits", "num_clients=3", "num_rounds=1", "runtime=in_process", "device=cpu"]

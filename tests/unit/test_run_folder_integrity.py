@@ -17,15 +17,15 @@ import pytest
 from flwr.client import NumPyClient
 from flwr.common import FitIns, ndarrays_to_parameters
 
-from fedimb.app.config import compose
-from fedimb.app.phases import PhaseClock, TimedClient
-from fedimb.cli.run_folder import RunRecorder
-from fedimb.cli.run_folder_access import (
+from fedimb.app.configuration.compose import compose
+from fedimb.app.server.phases import PhaseClock, TimedClient
+from fedimb.cli.rundir.access import (
     RunFolderError,
     RunFolderInUse,
     hold_run_folder,
     release_run_folder,
 )
+from fedimb.cli.rundir.folder import RunRecorder
 from fedimb.core.events import TAG, format_event, neutral, parse_event
 from strategies.base.round_log import RoundLog
 from tests.conftest import REPO, run_fedimb
@@ -113,7 +113,7 @@ def test_the_lost_clients_warning_quotes_their_errors_in_one_line(capsys):
 
 
 def test_an_artifact_never_replaces_a_file_of_the_run_folder(tmp_path):
-    from fedimb.cli.run_files import write_artifact
+    from fedimb.cli.rundir.files import write_artifact
 
     (tmp_path / "partition.json").write_text("{}")
     write_artifact(tmp_path, "partition", {"forged": True})
@@ -160,8 +160,8 @@ def test_a_failing_clients_traceback_in_the_servers_log_carries_no_event(tmp_pat
 def test_a_client_cannot_forge_events_of_an_in_process_run(tmp_path, monkeypatch):
     """The whole path: clients 1 and 2 raise with an event in their message; the run
     folder holds only the server's events and its own partition.json."""
-    from fedimb.app import client_app
-    from fedimb.cli.launch import run_experiment
+    from fedimb.app.nodes import client_app
+    from fedimb.cli.launch.experiment import run_experiment
 
     forged = {1: FORGED_ARTIFACT, 2: FORGED_ROUND}
     make_client = client_app.make_client
@@ -197,7 +197,7 @@ def _holder(run_dir: Path) -> subprocess.Popen:
     holds it."""
     code = (
         "import sys, time; from pathlib import Path; "
-        "from fedimb.cli.run_folder_access import hold_run_folder; "
+        "from fedimb.cli.rundir.access import hold_run_folder; "
         "hold_run_folder(Path(sys.argv[1])); print('held', flush=True); time.sleep(3600)"
     )
     proc = subprocess.Popen(
@@ -249,7 +249,7 @@ def test_resume_and_attach_refuse_a_run_folder_in_use_in_one_line(tmp_path):
 
 # ------------------------------------------------------------------ damaged events
 def test_resume_skips_and_reports_a_damaged_events_line(tmp_path):
-    from fedimb.cli.attach import events_of_last_attempt
+    from fedimb.cli.commands.attach import events_of_last_attempt
 
     good = [
         start_event(num_parameters=100, num_clients=3, num_rounds=1),
@@ -282,9 +282,9 @@ def test_a_full_disk_at_the_end_is_one_line_and_the_run_can_still_be_completed(
 ):
     from omegaconf import OmegaConf
 
-    from fedimb.app import checkpoint
-    from fedimb.cli import run_folder
-    from fedimb.cli.launch import run_experiment
+    from fedimb.app.server import checkpoint
+    from fedimb.cli.launch.experiment import run_experiment
+    from fedimb.cli.rundir import folder as run_folder
 
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

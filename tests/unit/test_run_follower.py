@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fedimb.cli.flwr_cli import FlwrCli, RunStatus
-from fedimb.cli.log_stream import LogCursor
-from fedimb.cli.run_follower import RunFollower, RunLost
+from fedimb.cli.federation.flwr_cli import FlwrCli, RunStatus
+from fedimb.cli.launch.follower import RunFollower, RunLost
+from fedimb.cli.launch.log_stream import LogCursor
 from fedimb.core.events import format_event
 
 LOG = [
@@ -191,7 +191,7 @@ def test_stopping_a_running_run_asks_the_superlink():
 def run_folder(tmp_path: Path, *overrides: str) -> Path:
     from omegaconf import OmegaConf
 
-    from fedimb.app.config import compose
+    from fedimb.app.configuration.compose import compose
 
     OmegaConf.save(compose(["dataset=digits", *overrides]), tmp_path / "config.yaml")
     return tmp_path
@@ -209,7 +209,7 @@ def run_folder(tmp_path: Path, *overrides: str) -> Path:
     ],
 )
 def test_attach_refuses_a_run_folder_it_cannot_follow_in_one_line(tmp_path, case, expected):
-    from fedimb.cli.attach import attach_experiment
+    from fedimb.cli.commands.attach import attach_experiment
     from fedimb.core.errors import ConfigError
 
     run_dir = run_folder(tmp_path, *([] if case == "simulated" else ["runtime=deployment"]))
@@ -221,7 +221,7 @@ def test_attach_refuses_a_run_folder_it_cannot_follow_in_one_line(tmp_path, case
 
 
 def test_the_events_an_attached_stream_repeats_are_those_of_the_last_attempt(tmp_path):
-    from fedimb.cli.attach import events_of_last_attempt
+    from fedimb.cli.commands.attach import events_of_last_attempt
 
     events = ["start", "round", "round", "error", "start", "resume", "round"]
     (tmp_path / "events.jsonl").write_text("".join(json.dumps({"event": e}) + "\n" for e in events))

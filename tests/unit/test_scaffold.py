@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from clients.scaffold import STATE, ScaffoldClient
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core import payload
 from strategies.base import ClientUpdate
 from tests.toy import toy_client

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fedimb.app.config import compose, group_choices
-from fedimb.app.search_space import check_search, parse_dimension, search_space
+from fedimb.app.configuration.compose import compose, group_choices
+from fedimb.app.configuration.search_space import check_search, parse_dimension, search_space
 from fedimb.core.errors import ConfigError
 
 

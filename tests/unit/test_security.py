@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from fedimb.cli.security import make_certificates, make_node_keys
+from fedimb.cli.federation.security import make_certificates, make_node_keys
 
 SECRETS = ["ca.key", "server.key", "node-0", "node-1"]
 
@@ -64,7 +64,7 @@ def test_a_link_planted_where_a_key_goes_is_replaced_not_written_through(tmp_pat
 
 def test_the_local_federations_superlink_listens_on_loopback_only(tmp_path, monkeypatch):
     # its one port serves the Control API, which this Flower build does not authenticate
-    from fedimb.cli import processes
+    from fedimb.cli.federation import processes
 
     started = []
     monkeypatch.setattr(

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from fedimb.app.build import client_split, experiment_data, new_model
-from fedimb.app.config import compose
-from fedimb.app.in_process import InProcessFederation
-from fedimb.app.seeds import data_seed, train_seed
+from fedimb.app.configuration.build import client_split, experiment_data, new_model
+from fedimb.app.configuration.compose import compose
+from fedimb.app.configuration.seeds import data_seed, train_seed
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.errors import ConfigError
 from fedimb.core.models import get_weights
 
@@ -87,7 +87,7 @@ def test_a_seed_that_is_not_a_non_negative_integer_is_refused_in_one_line(value)
 def test_synthetic_draw_follows_the_data_seed():
     """Synthetic's draw is data: its ``dataset.data_seed`` follows ``seed_data``, else ``seed``,
     and a fixed ``dataset.data_seed`` still wins."""
-    from fedimb.app.config import compose
+    from fedimb.app.configuration.compose import compose
 
     def draw_seed(*overrides):
         return compose(["dataset=synthetic", "partition=natural", *overrides]).dataset.data_seed

@@ -1,13 +1,13 @@
 """Every setting that seeds, or sizes an allocation or a loop, has an upper bound checked
-before anything starts (:mod:`fedimb.app.limits`): past it, one line that names the
+before anything starts (:mod:`fedimb.app.configuration.limits`): past it, one line that names the
 setting, its value and its limit."""
 
 from __future__ import annotations
 
 import pytest
 
-from fedimb.app.config import compose
-from fedimb.app.limits import LIMITS, MAX_SEED, SEEDS
+from fedimb.app.configuration.compose import compose
+from fedimb.app.configuration.limits import LIMITS, MAX_SEED, SEEDS
 from fedimb.core.errors import ConfigError
 
 BIG = 10**12
@@ -95,7 +95,7 @@ def test_the_limits_themselves_are_allowed():
 
 def test_every_limited_key_is_a_setting_of_some_configuration():
     """A key of the tables that no configuration has would guard nothing (a renamed setting)."""
-    from fedimb.app.config_keys import group_choices, hydra_config
+    from fedimb.app.configuration.keys import group_choices, hydra_config
 
     found: set[str] = set()
     for group in ("method", "dataset", "model", "aggregation"):

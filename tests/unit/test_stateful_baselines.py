@@ -11,7 +11,7 @@ import torch
 from flwr.common import parameters_to_ndarrays
 
 from clients.moon import contrastive_loss
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.aggregate import ServerMomentum, fednova_normaliser, fednova_update
 from fedimb.core.models import get_weights, set_weights
 from fedimb.core.training import TrainConfig, seeded_generator, train_cross_entropy

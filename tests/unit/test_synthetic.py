@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from fedimb.app.build import experiment_data, new_model
-from fedimb.app.config import compose
+from fedimb.app.configuration.build import experiment_data, new_model
+from fedimb.app.configuration.compose import compose
 from fedimb.core.data import load_dataset
 from fedimb.core.data.datasets import _raw_synthetic as raw_synthetic
 from fedimb.core.data.datasets import dataset_info

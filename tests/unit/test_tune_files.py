@@ -10,8 +10,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from fedimb.cli.main import run
-from fedimb.cli.tune_files import experiment_yaml
-from fedimb.cli.tune_trial import FAILED_OBJECTIVE, objective_of
+from fedimb.cli.tune.files import experiment_yaml
+from fedimb.cli.tune.trial import FAILED_OBJECTIVE, objective_of
 from fedimb.core.errors import ConfigError
 
 #: a federation that trains in seconds, should a check fail to stop a tuning run

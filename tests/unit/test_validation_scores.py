@@ -8,12 +8,12 @@ import json
 
 import yaml
 
-from fedimb.app.config import compose
-from fedimb.cli.report import write_report
-from fedimb.cli.run_files import metric_rows
-from fedimb.cli.run_progress import done_text, round_line
-from fedimb.cli.run_records import RunRecord, summary_from_rows
-from fedimb.cli.run_summary import run_summary
+from fedimb.app.configuration.compose import compose
+from fedimb.cli.results.report import write_report
+from fedimb.cli.results.run_records import RunRecord, summary_from_rows
+from fedimb.cli.rundir.files import metric_rows
+from fedimb.cli.rundir.progress import done_text, round_line
+from fedimb.cli.rundir.summary import run_summary
 
 
 def scored(number: int, test: float | None, validation: float | None) -> dict:

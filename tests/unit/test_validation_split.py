@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from fedimb.app import build, holdout
-from fedimb.app.config import compose
-from fedimb.app.in_process import InProcessFederation
+from fedimb.app.configuration import build, holdout
+from fedimb.app.configuration.compose import compose
+from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.data.datasets import ArrayDataset, stratified_holdout
 from fedimb.core.errors import ConfigError
 from fedimb.core.process_cache import ProcessCache

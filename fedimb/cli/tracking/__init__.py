@@ -1,6 +1,6 @@
 """Experiment tracking: ``tracking=none|mlflow|tensorboard|wandb``.
 
-The front end's :class:`~fedimb.cli.run_folder.RunRecorder` hands each accepted event of
+The front end's :class:`~fedimb.cli.rundir.folder.RunRecorder` hands each accepted event of
 the stream to a :class:`TrackedRun`, whatever the runtime (simulation, deployment,
 in_process), so one code path logs every run: the resolved configuration as parameters,
 each round's metrics at ``step=round``, the summary, and the run folder's files. Each
@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from fedimb.cli.run_files import metric_rows
+from fedimb.cli.rundir.files import metric_rows
 from fedimb.cli.tracking.common import RunInfo, Tracker, TrackingError, run_info
 from fedimb.core.metrics import DISTRIBUTION_STATS
 

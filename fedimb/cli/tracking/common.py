@@ -9,8 +9,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.cli.run_records import flatten_config
-from fedimb.cli.run_summary import group_names
+from fedimb.cli.results.run_records import flatten_config
+from fedimb.cli.rundir.summary import group_names
 from fedimb.core.errors import FedimbError
 
 PARAM_CHARS = (

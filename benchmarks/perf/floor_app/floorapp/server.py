@@ -1,7 +1,7 @@
 """Discovery (one query to every node), then rounds that send a model of ``model-floats``
 zeros to every node and wait for all replies; prints ``round N/`` lines like fedimb's
 front end does. With ``prompt-replies`` the replies are collected as fedimb's ServerApp
-collects them in the simulation (:class:`fedimb.app.prompt_grid.PromptGrid`), not by
+collects them in the simulation (:class:`fedimb.app.runtimes.prompt_grid.PromptGrid`), not by
 Flower's Grid, which looks for them every 0.1 s."""
 
 import time
@@ -33,7 +33,7 @@ def connected_nodes(grid: Grid, count: int, timeout: float = 120.0) -> list[int]
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     if context.run_config["prompt-replies"]:
-        from fedimb.app.prompt_grid import IN_MEMORY_POLL_INTERVAL, PromptGrid
+        from fedimb.app.runtimes.prompt_grid import IN_MEMORY_POLL_INTERVAL, PromptGrid
 
         grid = PromptGrid(grid, IN_MEMORY_POLL_INTERVAL)
     print("round 0/", flush=True)

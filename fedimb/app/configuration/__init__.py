@@ -1,0 +1,2 @@
+"""The experiment's configuration: composing, checking, saving and carrying it, and what it
+builds."""

@@ -1,0 +1,121 @@
+"""What server and clients both derive from a configuration: data, partition, model.
+
+Everything here is deterministic in the configuration (its seeds in particular,
+:mod:`fedimb.app.configuration.seeds`), so every process of a run computes the same validation
+share,
+partition and initial model without exchanging them. Results are cached per process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from fedimb.app.configuration.holdout import validation_fraction
+from fedimb.app.configuration.seeds import data_seed, train_seed
+from fedimb.core.data import ArrayDataset, Partition, load_dataset, make_partition
+from fedimb.core.data.datasets import DatasetInfo, hold_out_validation
+from fedimb.core.models import EncoderHeadNet, build_model
+from fedimb.core.process_cache import ProcessCache, cache_key
+
+
+@dataclass(frozen=True)
+class ExperimentData:
+    dataset: ArrayDataset
+    partition: Partition
+
+
+#: the data set and its partition, per configuration
+_DATA: ProcessCache[ExperimentData] = ProcessCache()
+
+
+def plain(node: Any) -> dict[str, Any]:
+    """A configuration section as the resolved plain dict the core's functions take."""
+    return cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
+
+
+def experiment_data(cfg: DictConfig) -> ExperimentData:
+    """The data set, less the validation share the server holds out
+    (``validation.fraction``), and its partition over ``num_clients`` clients (once per
+    process)."""
+    key = cache_key(
+        cfg.dataset, cfg.partition, cfg.num_clients, validation_fraction(cfg), data_seed(cfg)
+    )
+    return _DATA.get(key, lambda: _build_experiment_data(cfg))
+
+
+def _build_experiment_data(cfg: DictConfig) -> ExperimentData:
+    dataset = load_dataset(plain(cfg.dataset))
+    if validation_fraction(cfg) > 0:
+        dataset = hold_out_validation(dataset, validation_fraction(cfg), data_seed(cfg))
+    partition = make_partition(
+        dataset.y_train,
+        dataset.num_classes,
+        int(cfg.num_clients),
+        plain(cfg.partition),
+        data_seed(cfg),
+        dataset.groups_train,
+    )
+    return ExperimentData(dataset, partition)
+
+
+def training_arrays_key(cfg: DictConfig) -> object:
+    """What the training arrays depend on: the data set and, where the server holds out a
+    validation share, its fraction and the data seed."""
+    fraction = validation_fraction(cfg)
+    return cache_key(cfg.dataset, fraction, data_seed(cfg) if fraction > 0 else None)
+
+
+def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training, local test) split of client ``pid``'s sample ``indices``: a seeded
+    random share ``evaluation.local_test_fraction`` is held out (at least one sample
+    each way when the client has two or more)."""
+    fraction = float(cfg.evaluation.get("local_test_fraction", 0.0) or 0.0)
+    if fraction <= 0 or len(indices) < 2:
+        return indices, indices[:0]
+    order = np.random.default_rng([data_seed(cfg), int(pid), 0x7E57]).permutation(indices)
+    n_test = min(max(1, int(round(fraction * len(indices)))), len(indices) - 1)
+    return np.sort(order[n_test:]), np.sort(order[:n_test])
+
+
+def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHeadNet:
+    """The model of the run, initialised from the training seed (identical in every process).
+
+    A method may change the architecture through ``method.model_options`` (e.g. MOON's
+    projection head, :mod:`fedimb.core.models.options`)."""
+    return build_model(
+        plain(cfg.model),
+        dataset.input_shape,
+        dataset.num_classes,
+        seed=train_seed(cfg),
+        options=plain(cfg.method.get("model_options") or OmegaConf.create({})),
+    )
+
+
+def use_torch_threads(cfg: DictConfig) -> None:
+    """This process's torch threads: ``runtime.torch_threads`` (0: torch's default, one per
+    core). The simulation's ServerApp shares the machine with actors that hold every core,
+    and with two threads of its own on 2 cores CReFF's server-side training ran 3x slower
+    than with one (docs/benchmarks/performance.md)."""
+    threads = int(cfg.runtime.get("torch_threads") or 0)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def resolve_device(cfg: DictConfig) -> torch.device:
+    """``device=auto``: CUDA where torch sees a device, else the CPU. Called in the
+    process that computes (each ClientApp process or Ray actor, the ServerApp), never
+    once in the front end, so that an actor given a GPU by Ray (CUDA_VISIBLE_DEVICES,
+    set before it starts) trains there."""
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(str(cfg.device))
+
+
+def as_tensors(x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zero-copy torch views of numpy arrays."""
+    return torch.from_numpy(x), torch.from_numpy(y)

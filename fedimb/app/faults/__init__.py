@@ -1,0 +1,1 @@
+"""Deliberate faults and attacks, for the fault and attack matrices."""

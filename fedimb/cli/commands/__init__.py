@@ -1,0 +1,1 @@
+"""The subcommands of ``fedimb``: their table and their argument parsing."""

@@ -1,0 +1,1 @@
+"""Flower processes on this machine: SuperLink, SuperNodes, certificates, the flwr command."""

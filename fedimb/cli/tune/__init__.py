@@ -1,0 +1,1 @@
+"""``fedimb tune``: equal-budget tuning with Hydra's Optuna sweeper."""
