@@ -59,11 +59,14 @@ def availability_from_config(
     ``p_per_group`` (one value per partition group, e.g. ``clustered``) sets the success
     probabilities; ``name: none`` means always available.
     """
-    period = spec.get("period", 1)
-    if not isinstance(period, int) or isinstance(period, bool) or period < 1:
+    period = spec.get("period")
+    always = spec.get("name") == "none"  # its YAML declares no period: nothing to redraw
+    checked = period is not None or not always
+    if checked and (not isinstance(period, int) or isinstance(period, bool) or period < 1):
         raise ConfigError(f"dropout.period must be an integer >= 1, got {period!r}")
-    if spec.get("name") == "none":
+    if always:
         return Availability(np.ones(num_clients), 1, seed)
+    assert isinstance(period, int)  # checked above
     per_client, per_group = spec.get("p_per_client"), spec.get("p_per_group")
     if per_client is not None and per_group is not None:
         raise ConfigError("set only one of dropout.p_per_client and dropout.p_per_group")
@@ -84,7 +87,7 @@ def availability_from_config(
             )
         p = probs[np.asarray(groups, dtype=np.int64)]
     else:
-        value = spec.get("p", 1.0)
+        value = spec.get("p")
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
             raise ConfigError(f"dropout.p must lie in [0, 1], got {value!r}")
         p = np.full(num_clients, float(value))

@@ -250,6 +250,7 @@ def _rule(
     if settings.name == "centered_clip":
         if global_weights is None:
             raise ValueError("centred clipping needs the global weights")
+        assert settings.tau is not None and settings.iterations is not None  # checked
         return centered_clip(models, weights, global_weights, settings.tau, settings.iterations)
     results = list(zip(models, normalised_weights(weights)))
     if settings.name == "median":

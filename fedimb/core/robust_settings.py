@@ -30,32 +30,32 @@ class RobustSettings:
     assumes) and f (Krum's, Multi-Krum's and Bulyan's f where it should differ; None:
     max_attackers); beta (the trimmed mean's cut at each end; None: f values); the L2
     bound on each client's update (None: no clipping); the bucket size (None: no
-    bucketing); centred clipping's radius τ and iteration count."""
+    bucketing); centred clipping's radius τ and iteration count (None in the other
+    rules, whose options do not declare them). Every value comes from
+    ``conf/aggregation/<name>.yaml``; a key an option does not declare is None."""
 
-    name: str = "mean"
+    name: str
+    max_attackers: int
     f: int | None = None
     beta: float | None = None
     max_update_norm: float | None = None
-    max_attackers: int = 0
     bucket_size: int | None = None
-    tau: float = 1.0
-    iterations: int = 1
+    tau: float | None = None
+    iterations: int | None = None
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any] | None) -> RobustSettings:
-        """Settings from the configuration's ``aggregation`` section (absent: plain mean);
-        a value out of range is a one-line :class:`ConfigError`."""
-        section = section or {}
-        defaults = cls()
+    def from_config(cls, section: Mapping[str, Any]) -> RobustSettings:
+        """Settings from the configuration's ``aggregation`` section; a value out of range
+        is a one-line :class:`ConfigError`."""
         settings = cls(
-            name=section.get("name", defaults.name),
+            name=section["name"],
+            max_attackers=section["max_attackers"],
             f=section.get("f"),
             beta=section.get("beta"),
             max_update_norm=section.get("max_update_norm"),
-            max_attackers=section.get("max_attackers", defaults.max_attackers),
             bucket_size=section.get("bucket_size"),
-            tau=section.get("tau", defaults.tau),
-            iterations=section.get("iterations", defaults.iterations),
+            tau=section.get("tau"),
+            iterations=section.get("iterations"),
         )
         _check_values(settings)
         return settings
@@ -95,10 +95,11 @@ def _check_values(settings: RobustSettings) -> None:
                 "aggregation.bucket_size changes nothing in aggregation=mean (the mean of "
                 "bucket means is a mean): choose a robust rule or aggregation.bucket_size=null"
             )
-    tau = settings.tau
-    if not (is_number(tau) and math.isfinite(tau) and tau > 0):
-        raise ConfigError(f"aggregation.tau must be a positive number, got {tau!r}")
-    check_number("aggregation.iterations", settings.iterations, 1, integer=True)
+    if settings.name == "centered_clip":
+        tau = settings.tau
+        if not (is_number(tau) and math.isfinite(tau) and tau > 0):
+            raise ConfigError(f"aggregation.tau must be a positive number, got {tau!r}")
+        check_number("aggregation.iterations", settings.iterations, 1, integer=True)
 
 
 def check(settings: RobustSettings, num_clients: int) -> None:

@@ -58,7 +58,7 @@ class Aggregation:
         updates = self.accept_updates(results, failures)
         self.round_updates = updates
         check_workers_alive(server_round, failures, len(results))
-        minimum = int(self.run.cfg.get("min_successful_clients", 1))
+        minimum = int(self.run.cfg.min_successful_clients)
         if len(updates) < minimum:
             if updates:
                 self.round_log.note(
@@ -122,7 +122,7 @@ class Aggregation:
         down-weighted) are counted in the round's record and named in a note; its buckets
         are drawn from the run's seed and the round. Every method that averages client
         models calls this."""
-        settings = robust.RobustSettings.from_config(self.run.cfg.get("aggregation"))
+        settings = robust.RobustSettings.from_config(self.run.cfg.aggregation)
         seed = np.random.SeedSequence([self.run.seed, self.round_log.round]).generate_state(1)[0]
         new, reason, aside = robust.combine_recorded(
             arrays_list, weights, self.current_weights, settings, rng_seed=int(seed)

@@ -9,7 +9,7 @@ from typing import Protocol
 import numpy as np
 from flwr.server.client_manager import ClientManager
 
-from fedimb.app.configuration.runtime_rules import runtime_setting
+from fedimb.app.configuration.runtime_rules import rejoin_timeout
 from fedimb.app.nodes.registry import ClientRegistry
 from fedimb.app.server.run_context import ServerRun
 from fedimb.core import events
@@ -39,7 +39,7 @@ class ClientSampling:
         waiting up to ``runtime.rejoin_timeout`` seconds (deployment; 0 by default) for
         every node to be connected (nodes that restart or come back from a lost link)."""
         runtime = self.run.cfg.runtime
-        rejoin = float(runtime_setting(runtime, "rejoin_timeout"))
+        rejoin = rejoin_timeout(self.run.cfg)
         nodes = self.registry.nodes  # one per client, or the simulation's pool
         if self.clients_discovered:
             wait, timeout = (nodes if rejoin else 0), rejoin
@@ -87,7 +87,7 @@ class ClientSampling:
         k = max(
             int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * self.run.num_clients))
         )
-        sampling = str(cfg.get("sampling", "uniform"))
+        sampling = str(cfg.sampling)
         sizes = self.run.data.partition.counts[known].sum(axis=1) if sampling == "by_size" else None
         return draw_clients(self.run.seed, server_round, known, k, sampling, sizes)
 

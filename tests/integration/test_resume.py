@@ -10,7 +10,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
+from fedimb.app.server.checkpoint import experiment_key
 from fedimb.cli.rundir.events import read_events
 from tests.conftest import finish_fedimb, run_fedimb, start_fedimb
 
@@ -60,6 +63,17 @@ def test_server_killed_mid_run_resumes_with_identical_results(
     assert not json.loads((run_dir / "summary.json").read_text())["completed"]
     nodes = [e for e in read_events(run_dir / "events.jsonl") if e["event"] == "nodes"]
     assert [(e["connected"], e["clients"]) for e in nodes] == [(2, 3)]
+
+    # as a run folder from before config_version and the influence bounds had it, with the
+    # checkpoint named by that configuration as such a run named it: resume brings it up to
+    # date (today's defaults, which this run had), finds the checkpoint and finishes alike
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+    del saved["config_version"], saved["influence"], saved["checkpoint"]["experiment"]
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(saved))
+    run_id = saved["checkpoint"]["run_id"]
+    (written,) = (tmp_path / "cache" / "checkpoints").glob(f"*-{run_id}.npz")
+    older_name = f"{experiment_key(OmegaConf.create(saved))}-{run_id}.npz"
+    written.rename(written.with_name(older_name))
 
     resumed = run_fedimb("resume", str(run_dir), timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

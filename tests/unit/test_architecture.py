@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from fedimb.app.configuration.components import import_class
-from fedimb.app.configuration.compose import CONF_DIR
+from fedimb.app.configuration.compose import CONF_DIR, declared_keys
 from fedimb.core import protocol
+from tests.config_reads import literal_fallbacks
 from tests.imports import (
     DOC,
     LAYERS,
@@ -27,6 +28,7 @@ from tests.imports import (
 )
 
 IMPORTS = {module: static_imports(path) for module, path in modules().items()}
+DECLARED = declared_keys()
 EVERY_MODULE = modules(PACKAGE_ROOTS + TOOL_ROOTS)
 #: the package, the methods, the benchmarks and the edge tooling, each module's imports
 ALL_IMPORTS = {m: static_imports(path, EVERY_MODULE) for m, path in EVERY_MODULE.items()}
@@ -132,6 +134,31 @@ def test_a_circle_through_a_type_checking_import_or_in_a_tool_is_found(tmp_path)
     known = {"benchmarks.a": tmp_path / "a.py", "benchmarks.b": tmp_path / "b.py"}
     imports = {m: static_imports(path, known) for m, path in known.items()}
     assert _import_cycles(imports) == [["benchmarks.a", "benchmarks.b"]]
+
+
+@pytest.mark.parametrize("module", sorted(IMPORTS))
+def test_configuration_is_read_without_a_fallback_of_its_own(module):
+    found = literal_fallbacks(modules()[module], DECLARED)
+    assert found == [], "defaults belong in conf/ (older configurations: upgrade.py)"
+
+
+def test_a_configuration_read_with_a_literal_fallback_is_found(tmp_path):
+    source = tmp_path / "reader.py"
+    source.write_text(
+        "def f(cfg, event, runtime):\n"
+        "    a = cfg.dropout.get('p', 1.0)\n"  # a fallback that disagrees with the YAML
+        "    b = getattr(runtime, 'wait_for_nodes', 120)\n"
+        "    c = OmegaConf.select(cfg, 'validation.fraction', default=0.0)\n"
+        "    d = cfg.get('sampling')\n"  # no fallback: fine
+        "    e = event.get('seconds', 0.0)\n"  # an event, not the configuration
+        "    return a, b, c, d, e\n"
+    )
+    found = [line.split(": ", 1)[1] for line in literal_fallbacks(source, DECLARED)]
+    assert found == [
+        "cfg.dropout.get('p', 1.0)",
+        "getattr(runtime, 'wait_for_nodes', 120)",
+        "OmegaConf.select(cfg, 'validation.fraction', default=0.0)",
+    ]
 
 
 SOURCE_LIMIT = 300

@@ -154,8 +154,9 @@ def test_setups_split_by_their_settings_not_by_a_searched_one(tmp_path):
     with pytest.raises(ConfigError, match="has 2 configurations of fedavg: name one"):
         compare_runs([tmp_path], None, "final_accuracy")
     (tmp_path / "unsearched").mkdir()
-    sweep(tmp_path / "unsearched", "fedavg", FEDAVG[:2], more={"train": {"lr": 0.05}})
-    sweep(tmp_path / "unsearched", "rebafl", REBAFL[:2], more={"train": {"lr": 0.1}})
+    unsearched = {"tune": {"search": {}}}  # tune.search={}: nothing searched, lr set by hand
+    sweep(tmp_path / "unsearched", "fedavg", FEDAVG[:2], more={**unsearched, "train": {"lr": 0.05}})
+    sweep(tmp_path / "unsearched", "rebafl", REBAFL[:2], more={**unsearched, "train": {"lr": 0.1}})
     names = [s.name for s in compare_runs([tmp_path / "unsearched"], None, "final_accuracy")]
     assert names == ["train.lr=0.05", "train.lr=0.1"]
 

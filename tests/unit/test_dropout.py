@@ -98,13 +98,20 @@ def test_from_config_scalar_p():
     assert av.period == 1 and av.seed == 0
 
 
-def test_from_config_default_p_is_one():
-    av = availability_from_config({"name": "bernoulli"}, 4, None, 0)
-    np.testing.assert_allclose(av.p, np.ones(4))
+def test_from_config_takes_p_and_period_from_the_yaml_only():
+    # no default in the code: the YAML's p (0.5) is the only one
+    with pytest.raises(ConfigError, match="dropout.period must be an integer >= 1, got None"):
+        availability_from_config({"name": "bernoulli", "p": 0.5}, 4, None, 0)
+    with pytest.raises(ConfigError, match=r"dropout.p must lie in \[0, 1\], got None"):
+        availability_from_config({"name": "bernoulli", "period": 1}, 4, None, 0)
+    none = availability_from_config({"name": "none"}, 4, None, 0)  # declares neither
+    np.testing.assert_allclose(none.p, np.ones(4))
 
 
 def test_from_config_p_per_client():
-    av = availability_from_config({"name": "bernoulli", "p_per_client": [0, 0.5, 1]}, 3, None, 7)
+    av = availability_from_config(
+        {"name": "bernoulli", "period": 1, "p_per_client": [0, 0.5, 1]}, 3, None, 7
+    )
     np.testing.assert_allclose(av.p, [0.0, 0.5, 1.0])
     assert av.seed == 7
 
@@ -136,15 +143,23 @@ def test_from_config_none_all_available():
 @pytest.mark.parametrize(
     "spec,groups,match",
     [
-        ({"name": "bernoulli", "p": 1.5}, None, "dropout.p"),
-        ({"name": "bernoulli", "p": -0.1}, None, "dropout.p"),
-        ({"name": "bernoulli", "p": "abc"}, None, "dropout.p"),
-        ({"name": "bernoulli", "p_per_client": [0.5, 0.5]}, None, "p_per_client"),
-        ({"name": "bernoulli", "p_per_client": [0.5, 0.5, 0.5, 1.2]}, None, "p_per_client"),
-        ({"name": "bernoulli", "p_per_group": [0.5, 0.5]}, None, "p_per_group"),
-        ({"name": "bernoulli", "p_per_group": [0.5, 0.5, 0.5]}, [0, 0, 1, 1], "p_per_group"),
+        ({"name": "bernoulli", "period": 1, "p": 1.5}, None, "dropout.p"),
+        ({"name": "bernoulli", "period": 1, "p": -0.1}, None, "dropout.p"),
+        ({"name": "bernoulli", "period": 1, "p": "abc"}, None, "dropout.p"),
+        ({"name": "bernoulli", "period": 1, "p_per_client": [0.5, 0.5]}, None, "p_per_client"),
         (
-            {"name": "bernoulli", "p_per_client": [1, 1, 1, 1], "p_per_group": [1, 1]},
+            {"name": "bernoulli", "period": 1, "p_per_client": [0.5, 0.5, 0.5, 1.2]},
+            None,
+            "p_per_client",
+        ),
+        ({"name": "bernoulli", "period": 1, "p_per_group": [0.5, 0.5]}, None, "p_per_group"),
+        (
+            {"name": "bernoulli", "period": 1, "p_per_group": [0.5, 0.5, 0.5]},
+            [0, 0, 1, 1],
+            "p_per_group",
+        ),
+        (
+            {"name": "bernoulli", "period": 1, "p_per_client": [1, 1, 1, 1], "p_per_group": [1, 1]},
             [0, 0, 1, 1],
             "only one",
         ),

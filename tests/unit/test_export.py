@@ -26,6 +26,8 @@ COLUMNS = [
     "partition.allow_empty_clients",
     "partition.alpha",
     "partition.classes_per_client",
+    "partition.min_partition_size",  # the runs' configs brought up to date: every key
+    "partition.samples_per_client",  # today's options declare, at its default
     "dropout",
     "num_clients",
     "seed",
@@ -265,7 +267,7 @@ def test_table_runs_carry_the_set_up_seed_and_summary(tmp_path):
     comparison_runs(tmp_path / "runs")
     table, _, _ = export_runs([tmp_path / "runs"], tmp_path / "export.csv")
     record = next(r for r in read_table(table) if r.seed == 1)
-    assert record.setup == {
+    written = {
         "method.name": "fedavg",
         "dataset.name": "digits",
         "model.name": "mlp",
@@ -275,11 +277,20 @@ def test_table_runs_carry_the_set_up_seed_and_summary(tmp_path):
         "dropout.name": "none",
         "num_clients": 4,
     }
+    assert written.items() <= record.setup.items()
+    folder = next(r for r in found_runs_of(tmp_path / "runs") if r.seed == 1)
+    assert record.setup == folder.setup  # the whole set-up, brought up to date, round trips
     assert record.summary == {
         "final_accuracy": 0.7,
         "best_accuracy": 0.75,
         "final_macro_f1": pytest.approx(0.6),
     }
+
+
+def found_runs_of(folder):
+    from fedimb.cli.results.found_runs import load_runs
+
+    return load_runs([folder]).records
 
 
 def test_cli_report_reads_a_table_and_writes_beside_it(tmp_path):

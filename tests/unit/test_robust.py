@@ -29,7 +29,7 @@ def model(*values, counter=0):
 
 
 def rule(name, **settings):
-    return RobustSettings(name=name, **settings)
+    return RobustSettings(name=name, **{"max_attackers": 0, **settings})
 
 
 def test_median_is_coordinate_wise_and_keeps_integer_dtypes():
@@ -142,7 +142,7 @@ def test_centered_clip_takes_the_distance_over_all_float_arrays_together():
 
     updates = [two_arrays(3, 4), two_arrays(0, 1), two_arrays(0, -1)]
     new, _, aside = combine_recorded(
-        updates, [1, 1, 1], two_arrays(0, 0), rule("centered_clip", tau=2.5)
+        updates, [1, 1, 1], two_arrays(0, 0), rule("centered_clip", tau=2.5, iterations=1)
     )
     np.testing.assert_allclose([new[0][0], new[1][0]], [0.5, 2 / 3], rtol=1e-6)
     assert aside == [0]
@@ -213,7 +213,7 @@ OUTLIER = [
         (rule("multikrum", f=1, max_attackers=3), 0.1, [4]),  # f wins over max_attackers
         # |c_k| = 0.224, 0.224, 0.224, 0.173 < 1 = tau; the outlier (173.2) pulls 100 / 173.2
         # per coordinate: (0.4 + 0.57735) / 5
-        (rule("centered_clip", tau=1.0), 0.977350 / 5, [4]),
+        (rule("centered_clip", tau=1.0, iterations=1), 0.977350 / 5, [4]),
     ],
 )
 def test_each_rule_records_the_clients_it_set_aside(settings, expected, set_aside):
@@ -284,13 +284,19 @@ def test_max_attackers_sets_f_where_f_is_not_given():
         ({"max_attackers": "two"}, "aggregation.max_attackers must be an integer >= 0, got 'two'"),
         ({"name": "krum", "f": True}, "aggregation.f must be an integer >= 0, got True"),
         ({"name": "median", "bucket_size": 2.0}, "aggregation.bucket_size must be an integer >= 1"),
-        ({"name": "centered_clip", "tau": float("inf")}, "aggregation.tau must be a positive"),
-        ({"name": "centered_clip", "iterations": 1.0}, "aggregation.iterations must be an integer"),
+        (
+            {"name": "centered_clip", "tau": float("inf"), "iterations": 1},
+            "aggregation.tau must be a positive",
+        ),
+        (
+            {"name": "centered_clip", "tau": 1.0, "iterations": 1.0},
+            "aggregation.iterations must be an integer",
+        ),
     ],
 )
 def test_from_config_refuses_bad_values_in_one_line(section, message):
     with pytest.raises(ConfigError) as err:
-        RobustSettings.from_config(section)
+        RobustSettings.from_config({"name": "mean", "max_attackers": 0, **section})
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
@@ -301,7 +307,7 @@ def test_mean_without_clipping_is_weighted_average_to_the_bit():
         for _ in range(4)
     ]
     weights = [13, 7, 1, 120]
-    new, reason = combine(updates, weights, None, RobustSettings.from_config(None))
+    new, reason = combine(updates, weights, None, rule("mean"))
     expected = weighted_average(updates, weights)
     assert reason is None
     assert all(a.dtype == b.dtype and a.tobytes() == b.tobytes() for a, b in zip(new, expected))

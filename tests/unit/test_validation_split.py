@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from fedimb.app.configuration import build, holdout
 from fedimb.app.configuration.compose import compose
+from fedimb.app.configuration.upgrade import upgrade
 from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.data.datasets import ArrayDataset, stratified_holdout
 from fedimb.core.errors import ConfigError
@@ -200,10 +201,14 @@ def test_fedbabu_without_the_test_set_skips_its_fine_tuned_test_and_is_validated
     assert read["extra"]["finetuned_clients"] == 3 and read["test"]["accuracy"] is not None
 
 
-def test_the_holdout_defaults_for_older_configurations_are_conf_config_yamls():
-    """A run folder written before the keys existed reads the values a new run gets."""
-    cfg = compose([])
-    assert {key: OmegaConf.select(cfg, key) for key in holdout.DEFAULTS} == holdout.DEFAULTS
-    older = compose([])
-    del older["validation"]
-    assert holdout.validation_fraction(older) == 0.0 and holdout.objective_last(older) == 3
+def test_a_configuration_older_than_the_holdout_keys_reads_conf_config_yamls():
+    """A run folder written before the keys existed, brought up to date, reads the values a
+    new run gets (conf/config.yaml's: no share held out, the last 3 rounds' objective)."""
+    older = OmegaConf.to_container(compose([]))
+    del older["validation"], older["evaluation"]["test"], older["config_version"]
+    upgraded = upgrade(older)
+    assert {key: OmegaConf.select(upgraded, key) for key in holdout.KEYS} == {
+        key: OmegaConf.select(compose([]), key) for key in holdout.KEYS
+    }
+    assert holdout.validation_fraction(upgraded) == 0.0 and holdout.objective_last(upgraded) == 3
+    assert holdout.reads_test(upgraded)

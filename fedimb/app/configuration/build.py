@@ -74,7 +74,7 @@ def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.nda
     """(training, local test) split of client ``pid``'s sample ``indices``: a seeded
     random share ``evaluation.local_test_fraction`` is held out (at least one sample
     each way when the client has two or more)."""
-    fraction = float(cfg.evaluation.get("local_test_fraction", 0.0) or 0.0)
+    fraction = float(cfg.evaluation.local_test_fraction)
     if fraction <= 0 or len(indices) < 2:
         return indices, indices[:0]
     order = np.random.default_rng([data_seed(cfg), int(pid), 0x7E57]).permutation(indices)

@@ -2,27 +2,23 @@
 keeps (``validation.fraction``), the tuning objective's window
 (``validation.objective_last``) and whether the test set is read (``evaluation.test``).
 
-conf/config.yaml declares the defaults. A configuration that predates a key (an older run
-folder's) reads the same value, stated once here (:data:`DEFAULTS`; a test keeps the two
-equal), and every reader asks this module rather than repeating it."""
+conf/config.yaml declares them; an older run folder's configuration has them too once
+brought up to date (:mod:`fedimb.app.configuration.upgrade`). Every reader asks this
+module rather than reading the keys itself."""
 
 from __future__ import annotations
 
 from typing import Any
 
-#: the values conf/config.yaml gives, for configurations written before the keys existed
-DEFAULTS: dict[str, Any] = {
-    "validation.fraction": 0.0,
-    "validation.objective_last": 3,
-    "evaluation.test": True,
-}
+from omegaconf import OmegaConf
+
+#: the keys this module reads
+KEYS = ("validation.fraction", "validation.objective_last", "evaluation.test")
 
 
 def raw(cfg: Any, key: str) -> Any:
-    """The value of one of :data:`DEFAULTS`' keys in ``cfg``, unchecked, or its default."""
-    section, name = key.split(".")
-    value = (cfg.get(section) or {}).get(name)
-    return DEFAULTS[key] if value is None else value
+    """The value of one of :data:`KEYS` in ``cfg``, unchecked."""
+    return OmegaConf.select(cfg, key)
 
 
 def validation_fraction(cfg: Any) -> float:

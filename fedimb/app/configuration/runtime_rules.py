@@ -4,22 +4,10 @@ declares, checked with the rest of the configuration before any process starts."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from omegaconf import DictConfig
 
 from fedimb.core.errors import check_number, is_number, require
-
-#: what a configuration without these settings (a runtime that does not declare them, or one
-#: written before they existed) means: its nodes are asked which client they are and keep
-#: their state in memory, a round does not wait for lost nodes to rejoin, and the simulation
-#: starts its nodes as ``runtime.nodes=auto`` does
-FALLBACKS = {
-    "client_ids": "claimed",
-    "client_state": "memory",
-    "rejoin_timeout": 0,
-    "nodes": "auto",
-}
 
 #: the simulation's nodes at most with ``runtime.nodes=auto`` where any node can serve any
 #: client: Flower's engine asks for a message to each node every 0.1 s, so 100 nodes feed
@@ -28,14 +16,22 @@ FALLBACKS = {
 POOL_NODES = 100
 
 
-def runtime_setting(runtime: DictConfig, key: str) -> Any:
-    """``runtime.<key>``, or its fallback (:data:`FALLBACKS`) where the runtime lacks it."""
-    return runtime.get(key, FALLBACKS[key])
-
-
 def client_setting(cfg: DictConfig, key: str) -> str:
-    """``runtime.client_ids`` or ``runtime.client_state``, or its fallback."""
-    return str(runtime_setting(cfg.runtime, key))
+    """``runtime.client_ids`` or ``runtime.client_state``."""
+    return str(cfg.runtime[key])
+
+
+def gpus_per_client(cfg: DictConfig) -> float:
+    """Ray's GPU share per virtual client (``runtime.num_gpus_per_client``, a setting of
+    the simulation only): the runtimes without Ray reserve no GPU for a client."""
+    return float(cfg.runtime.num_gpus_per_client) if cfg.runtime.name == "simulation" else 0.0
+
+
+def rejoin_timeout(cfg: DictConfig) -> float:
+    """Seconds a later round waits for every node to be connected
+    (``runtime.rejoin_timeout``, a setting of the deployment): only deployed nodes are
+    lost and come back, so the other runtimes never wait."""
+    return float(cfg.runtime.rejoin_timeout) if cfg.runtime.name == "deployment" else 0.0
 
 
 def check_runtime(cfg: DictConfig) -> None:
@@ -103,7 +99,7 @@ def client_state_kind(cfg: DictConfig) -> str:
 def check_nodes(cfg: DictConfig) -> None:
     """``runtime.nodes`` (simulation): auto, or a count from 1 to num_clients; fewer nodes
     than clients only where any node can serve any client (:func:`pools_clients`)."""
-    nodes, clients = runtime_setting(cfg.runtime, "nodes"), int(cfg.num_clients)
+    nodes, clients = cfg.runtime.nodes, int(cfg.num_clients)
     require(
         nodes == "auto" or (type(nodes) is int and 1 <= nodes <= clients),
         f"runtime.nodes must be auto or a whole number from 1 to num_clients ({clients}), "
@@ -129,7 +125,7 @@ def node_count(cfg: DictConfig) -> int:
     clients = int(cfg.num_clients)
     if cfg.runtime.name != "simulation":
         return clients
-    nodes = runtime_setting(cfg.runtime, "nodes")
+    nodes = cfg.runtime.nodes
     if nodes == "auto":
         return min(clients, POOL_NODES) if pools_clients(cfg) else clients
     return int(nodes)
@@ -166,7 +162,7 @@ def check_gpus_per_client(cfg: DictConfig) -> None:
     """``runtime.num_gpus_per_client``: Ray's GPU share per virtual client (Flower's
     ``client-resources-num-gpus``); a GPU reserved for clients that ``device=cpu`` keeps
     off it would only idle."""
-    gpus = cfg.runtime.get("num_gpus_per_client", 0.0)
+    gpus = cfg.runtime.num_gpus_per_client
     require(
         is_number(gpus) and gpus >= 0,
         f"runtime.num_gpus_per_client must be a number >= 0 (0.25: four clients share a GPU), "
@@ -217,15 +213,14 @@ def check_shared_settings(r: DictConfig) -> None:
             f"got {r.reattach_seconds!r}",
         )
     require(
-        isinstance(r.get("detach", False), bool),
+        "detach" not in r or isinstance(r.detach, bool),
         f"runtime.detach must be true or false, got {r.get('detach')!r}",
     )
 
 
 def assigns_clients(cfg: DictConfig) -> bool:
     """Whether the server assigns clients to nodes (``runtime.client_ids=assigned``, the
-    default of the simulation and in process); a run configured before the setting
-    existed asks its nodes."""
+    default of the simulation and in process)."""
     return client_setting(cfg, "client_ids") == "assigned"
 
 

@@ -59,14 +59,14 @@ def check_run_settings(cfg: DictConfig) -> None:
         f"fraction_fit must be in (0, 1], got {cfg.fraction_fit!r}",
     )
     require(
-        cfg.get("sampling", "uniform") in ("uniform", "by_size"),
+        cfg.sampling in ("uniform", "by_size"),
         f"sampling must be uniform or by_size, got {cfg.get('sampling')!r}",
     )
     require(
         is_int(cfg.min_fit_clients) and cfg.min_fit_clients >= 1,
         f"min_fit_clients must be an integer >= 1, got {cfg.min_fit_clients!r}",
     )
-    minimum = cfg.get("min_successful_clients", 1)
+    minimum = cfg.min_successful_clients
     require(
         is_int(minimum) and minimum >= 1,
         f"min_successful_clients must be an integer >= 1, got {minimum!r}",
@@ -112,7 +112,7 @@ def check_method(cfg: DictConfig) -> None:
         f"method '{cfg.method.get('name')}' needs the model's linear head, which "
         f"method.model_options.{replaced[0] if replaced else ''} replaces",
     )
-    if cfg.get("evaluation", {}).get("personal"):
+    if cfg.evaluation.personal:
         if not all(getattr(c, "personal_evaluation", False) for c in (client_cls, strategy_cls)):
             raise ConfigError(  # the list composes every method: only when it is needed
                 f"method '{cfg.method.get('name')}' has no personal model to evaluate "
@@ -193,9 +193,9 @@ def check_partition_and_dropout(cfg: DictConfig) -> None:
 
 
 def check_normalize(cfg: DictConfig) -> None:
-    norm = cfg.get("normalize") or {}
+    norm = cfg.normalize
     require(
-        norm.get("name", "none") in ("none", "latent_cosine"),
+        norm.name in ("none", "latent_cosine"),
         f"unknown normalize '{norm.get('name')}' (choose from: latent_cosine, none)",
     )
     if norm.get("name") == "latent_cosine":
@@ -215,7 +215,7 @@ def check_aggregation(cfg: DictConfig) -> None:
     from fedimb.core import robust
     from fedimb.core.influence import InfluenceSettings
 
-    settings = robust.RobustSettings.from_config(cfg.get("aggregation"))
+    settings = robust.RobustSettings.from_config(cfg.aggregation)
     robust.check(settings, int(cfg.num_clients))
     InfluenceSettings.from_config(cfg.get("influence")).check()
     _, strategy_cls = method_classes(cfg)
@@ -254,7 +254,7 @@ def check_evaluation(cfg: DictConfig) -> None:
         local_every is None or (is_int(local_every) and local_every >= 0),
         f"evaluation.local_every must be an integer >= 0 or null, got {local_every!r}",
     )
-    fraction = evaluation.get("local_test_fraction", 0.0)
+    fraction = evaluation.local_test_fraction
     require(
         is_number(fraction) and 0 <= fraction < 1,
         f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}",
@@ -271,7 +271,7 @@ def check_evaluation(cfg: DictConfig) -> None:
         "evaluation.personal needs local test data: set evaluation.local_test_fraction > 0",
     )
     require(
-        isinstance(cfg.get("resume", False), bool),
+        isinstance(cfg.resume, bool),
         f"resume must be true or false, got {cfg.get('resume')!r}",
     )
     target = evaluation.get("target_accuracy")

@@ -161,7 +161,7 @@ def _process_model(cfg: DictConfig, device: torch.device) -> EncoderHeadNet:
     """One model object per process and device, moved there once and reused by every
     client the process serves (weights are loaded from each instruction, so nothing
     leaks between clients); in a Ray actor that is every message it runs."""
-    threads = int(cfg.runtime.get("torch_threads", 0) or 0)
+    threads = int(cfg.runtime.torch_threads or 0)
     if threads:  # the first setting a process sees is its setting
         _TORCH_THREADS.get(cache_key("torch_threads"), lambda: torch.set_num_threads(threads))
     key = cache_key(cfg.model, cfg.method.get("model_options"), str(cfg.dataset.name), str(device))

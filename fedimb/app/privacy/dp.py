@@ -78,9 +78,8 @@ CLIENT_SIDE = frozenset({"dp_client_fixed", "dp_client_adaptive"})
 
 
 def privacy_name(cfg: DictConfig) -> str:
-    """The run's ``privacy`` option (``none`` where the configuration has no such section)."""
-    node = cfg.get("privacy")
-    return str(node.get("name", NONE)) if isinstance(node, DictConfig) else NONE
+    """The run's ``privacy`` option."""
+    return str(cfg.privacy.name)
 
 
 def privacy_settings(cfg: DictConfig) -> Any:
@@ -214,7 +213,7 @@ def check_privacy(cfg: DictConfig) -> None:
         reason is None,
         f"method '{method}' {reason}, so privacy={name} has nothing to protect: use privacy=none",
     )
-    aggregation = (cfg.get("aggregation") or {}).get("name", "mean")
+    aggregation = cfg.aggregation.name
     require(
         aggregation == "mean",
         f"privacy={name} calibrates its noise to a mean of the clipped updates, which "

@@ -84,7 +84,9 @@ def load(path: Path) -> Any:
 def experiment_key(cfg: DictConfig) -> str:
     """Identity of an experiment for resuming: the configuration without the keys that
     do not change its results (where it runs, where outputs go, resume itself, an
-    injected fault that a resume may switch off)."""
+    injected fault that a resume may switch off). ``fedimb resume`` computes it from the
+    run folder's configuration as saved (``checkpoint.experiment``), so that bringing an
+    older configuration up to date does not make another experiment of it."""
     data = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(data, dict)
     for key in ("runtime", "output", "resume", "checkpoint", "fault"):
@@ -95,6 +97,7 @@ def experiment_key(cfg: DictConfig) -> str:
 def checkpoint_path(cfg: DictConfig) -> Path:
     """Where the ServerApp keeps this run's checkpoint (on its own machine): named by the
     experiment (a changed configuration never resumes from it) and the run's id."""
-    root = cfg.get("checkpoint", {}).get("dir") or (cache_dir() / "checkpoints")
-    run_id = cfg.get("checkpoint", {}).get("run_id") or "run"
-    return Path(str(root)).expanduser() / f"{experiment_key(cfg)}-{run_id}.npz"
+    root = cfg.checkpoint.dir or (cache_dir() / "checkpoints")
+    run_id = cfg.checkpoint.run_id or "run"
+    key = cfg.checkpoint.experiment or experiment_key(cfg)
+    return Path(str(root)).expanduser() / f"{key}-{run_id}.npz"

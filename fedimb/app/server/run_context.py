@@ -61,10 +61,7 @@ class ServerRun:
     def has_local_tests(self) -> bool:
         """Whether clients have local test sets: held out by ``evaluation.local_test_fraction``,
         or their own where the data set marks each test sample's client (Synthetic)."""
-        return (
-            self.holds_client_tests
-            or float(self.cfg.evaluation.get("local_test_fraction", 0.0) or 0.0) > 0
-        )
+        return self.holds_client_tests or float(self.cfg.evaluation.local_test_fraction) > 0
 
     @cached_property
     def holds_client_tests(self) -> bool:

@@ -72,7 +72,7 @@ def astraea_settings(method=None) -> tuple[float, int]:
 
     strategy = (
         method.strategy
-        if method is not None and "tau_d" in method.get("strategy", {})
+        if method is not None and "tau_d" in (method.strategy or {})
         else OmegaConf.load(CONF_DIR / "method" / "astraea.yaml").strategy
     )
     return float(strategy.tau_d), int(strategy.gamma)

@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from fedimb.app.configuration import transport
-from fedimb.app.configuration.runtime_rules import node_count
+from fedimb.app.configuration.runtime_rules import gpus_per_client, node_count
 from fedimb.app.runtimes.in_process import run_in_process
 from fedimb.cli.federation.flwr_cli import FlwrCli, flwr_home, write_connection
 from fedimb.cli.federation.node_worker import APP_PACKAGES
@@ -63,7 +63,7 @@ def federation_config(cfg: DictConfig) -> dict[str, Any]:
         "num-supernodes": node_count(cfg),
         "client-resources-num-cpus": int(cfg.runtime.num_cpus_per_client),
     }
-    gpus = float(cfg.runtime.get("num_gpus_per_client", 0.0) or 0.0)
+    gpus = gpus_per_client(cfg)
     if gpus > 0:
         federation["client-resources-num-gpus"] = gpus
     return federation

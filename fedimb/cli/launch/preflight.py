@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from fedimb.app.configuration import components
 from fedimb.app.configuration.build import ExperimentData, new_model
+from fedimb.app.configuration.runtime_rules import gpus_per_client
 from fedimb.app.server.checkpoint import checkpoint_path
 from fedimb.app.server.run_context import ServerRun
 from fedimb.cli.federation.flwr_cli import FlwrCli, flwr_home, online_count
@@ -62,7 +63,7 @@ def check_gpus_per_client(cfg: DictConfig) -> None:
     that torch cannot use would only be reserved. A run that joins a Ray cluster
     (``runtime.ray_address``, ``RAY_ADDRESS`` or a ``ray start`` here) may have its GPUs
     on other nodes; Flower checks that one."""
-    gpus = float(cfg.runtime.get("num_gpus_per_client", 0.0) or 0.0)
+    gpus = gpus_per_client(cfg)
     if cfg.runtime.name != "simulation" or gpus <= 0 or torch.cuda.is_available():
         return
     if cfg.runtime.get("ray_address") or ray_cluster_configured(os.environ):
@@ -164,9 +165,7 @@ def check_supernodes(
     not answer is left to ``flwr run``, which names that failure."""
     runtime = cfg.runtime
     wanted = int(cfg.num_clients)
-    patience = float(
-        runtime.get("wait_for_nodes", 120)
-    )  # 120: a run folder from before the setting (resume)
+    patience = float(runtime.wait_for_nodes)
     progress = _NodeWaitProgress(wanted, str(runtime.address), patience, echo)
     started = time.monotonic()
     with flwr_home(

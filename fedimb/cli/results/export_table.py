@@ -158,7 +158,7 @@ def read_table(path: Path) -> list[RunRecord]:
                 str(run_dir),
                 setup,
                 "-" if seed is None else seed,
-                summary_from_rows(rows),
+                summary_from_rows(rows, setup.get("validation.objective_last")),
                 rows,
                 _text(first["run_id"]),
                 _seconds(first.get("finished")),

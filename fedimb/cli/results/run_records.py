@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
+from fedimb.app.configuration.upgrade import upgrade
 from fedimb.cli.rundir.reader import (
     MalformedFile,
     read_config,
@@ -146,8 +149,11 @@ def flatten_config(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def run_config(run_dir: Path) -> dict[str, Any]:
-    """The run's ``config.yaml`` as a plain dict (:func:`~fedimb.cli.rundir.reader.read_config`)."""
-    return read_config(run_dir / "config.yaml")
+    """The run's ``config.yaml`` (:func:`~fedimb.cli.rundir.reader.read_config`) brought
+    up to date (:func:`~fedimb.app.configuration.upgrade.upgrade`), as a plain dict."""
+    upgraded = OmegaConf.to_container(upgrade(read_config(run_dir / "config.yaml")))
+    assert isinstance(upgraded, dict)
+    return upgraded
 
 
 def setup_of(config: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +169,7 @@ def setup_of(config: dict[str, Any]) -> dict[str, Any]:
 def seed_of(config: dict[str, Any]) -> Any:
     """The run's ``seed``; where ``seed_data`` or ``seed_train`` is set, all three
     (``0 (data 3, train 5)``), so that runs differing only there are not taken for reruns."""
-    seed = config.get("seed", "-")
+    seed = config["seed"]
     data, train = config.get("seed_data"), config.get("seed_train")
     if data is None and train is None:
         return seed
@@ -218,7 +224,7 @@ def as_record(run: Run) -> RunRecord:
     return run if isinstance(run, RunRecord) else RunRecord.from_folder(Path(run))
 
 
-def summary_from_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summary_from_rows(rows: list[dict[str, Any]], objective_last: int | None) -> dict[str, Any]:
     """What summary.json says about the test and validation rows, for a run known only by
     its metrics: the last tested round's accuracy and macro-F1, the best accuracy and the
     scores of the validation share (:func:`~fedimb.cli.rundir.files.selection_scores`)."""
@@ -229,7 +235,7 @@ def summary_from_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
             scored.setdefault((r["round"], r["stage"]), {"round": r["round"]})[r["split"]] = {
                 "accuracy": r["value"]
             }
-    selection = selection_scores(list(scored.values()))
+    selection = selection_scores(list(scored.values()), objective_last)
     final = tested[-1] if tested else None
     f1 = {
         (r["round"], r["stage"]): r["value"]

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fedimb.app.configuration.holdout import DEFAULTS
 from fedimb.cli.rundir.reader import read_metrics_csv as read_metrics_csv  # benchmarks' import
 from fedimb.core.metrics import DISTRIBUTION_STATS
 
@@ -78,18 +77,19 @@ def _accuracy(r: dict[str, Any], split: str) -> float | None:
     return (r.get(split) or {}).get("accuracy")
 
 
-def selection_scores(
-    rounds: list[dict[str, Any]], objective_last: int = DEFAULTS["validation.objective_last"]
-) -> dict[str, Any]:
+def selection_scores(rounds: list[dict[str, Any]], objective_last: int | None) -> dict[str, Any]:
     """The scores a run reports, each from the split it names: the final test accuracy (and
     its round), the final and best validation accuracy (the first round reaching the best),
     the test accuracy in that round (``selected_test_accuracy``: the model validation
     selects) and ``validation_objective``, the mean validation accuracy of the last
-    ``objective_last`` validated rounds (the tuning objective). None where a split is absent."""
+    ``objective_last`` validated rounds (the tuning objective; None without
+    ``objective_last``). None where a split is absent."""
     tested = [r for r in rounds if _accuracy(r, "test") is not None]
     validated = [r for r in rounds if _accuracy(r, "validation") is not None]
     best = max(validated, key=lambda r: _accuracy(r, "validation"), default=None)
-    last = [_accuracy(r, "validation") for r in validated[-objective_last:]]
+    last = (
+        [_accuracy(r, "validation") for r in validated[-objective_last:]] if objective_last else []
+    )
     return {
         "final_accuracy": _accuracy(tested[-1], "test") if tested else None,
         "final_round": tested[-1]["round"] if tested else None,

@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from fedimb.app.configuration.runtime_rules import gpus_per_client
 from fedimb.cli.rundir.files import CLIENT_OUTCOMES, selection_scores
 
 Echo = Callable[[str], None]
@@ -93,7 +94,7 @@ def _device_label(cfg: DictConfig) -> str:
         return "device auto on each node"
     import torch
 
-    gpus = float(cfg.runtime.get("num_gpus_per_client", 0.0) or 0.0)
+    gpus = gpus_per_client(cfg)
     in_reach = cfg.runtime.name == "in_process" or gpus > 0
     return "cuda" if in_reach and torch.cuda.is_available() else "cpu"
 
@@ -113,7 +114,8 @@ def _dropout_label(cfg: DictConfig) -> str:
         p = "p per group"
     else:
         p = f"p={dropout.get('p')}"
-    period = f", period {dropout.period}" if int(dropout.get("period", 1) or 1) > 1 else ""
+    redrawn = dropout.name != "none" and int(dropout.period) > 1
+    period = f", period {dropout.period}" if redrawn else ""
     return f"dropout {dropout.name} {p}{period}"
 
 
@@ -176,7 +178,7 @@ def done_text(rounds: list[dict[str, Any]], elapsed: float) -> str:
     """The completed run's last line before its folder: how long, the final test accuracy
     and, with a validation share, the best validation accuracy and the test accuracy in
     that round (the model validation selects; never a best chosen on the test set)."""
-    scores = selection_scores(rounds)
+    scores = selection_scores(rounds, objective_last=None)
     parts = []
     if scores["final_accuracy"] is not None:
         parts.append(

@@ -24,6 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from fedimb.app.configuration.saved import check_saved_config
+from fedimb.app.configuration.upgrade import upgrade
+from fedimb.app.server.checkpoint import experiment_key
 from fedimb.core.errors import ConfigError, FedimbError, is_number
 
 MAX_YAML_BYTES = 1_000_000
@@ -144,16 +146,24 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def run_folder_config(run_dir: Path, overrides: Sequence[str] = ()) -> DictConfig:
-    """The run folder's config.yaml with ``overrides`` for ``fedimb resume`` and ``attach``:
-    only keys and classes a fresh run could name, checked before any class is imported."""
+    """The run folder's config.yaml, brought up to date (:func:`upgrade`), with
+    ``overrides`` for ``fedimb resume`` and ``attach``: only keys and classes a fresh run
+    could name, checked before any class is imported."""
     path = run_dir.resolve() / "config.yaml"
     saved = read_yaml(path)
+    check_saved_config(saved, str(path))
     try:
         changes = OmegaConf.from_dotlist(list(overrides))
     except (OmegaConfBaseException, yaml.YAMLError) as err:
         raise ConfigError(f"cannot read {' '.join(overrides)}: {_one_line(err)}") from None
     try:
-        cfg = OmegaConf.merge(OmegaConf.create(saved), changes)
+        as_saved = OmegaConf.merge(OmegaConf.create(saved), changes)
+        cfg = OmegaConf.merge(upgrade(saved), changes)
+        assert isinstance(as_saved, DictConfig) and isinstance(cfg, DictConfig)
+        # the checkpoint's name: the experiment as its run saved it (a resumed run's
+        # config.yaml keeps it), not as the upgrade completed it
+        stored = (saved.get("checkpoint") or {}).get("experiment")
+        cfg.checkpoint.experiment = stored or experiment_key(as_saved)
         data = OmegaConf.to_container(cfg, resolve=False)
     except OmegaConfBaseException as err:
         raise ConfigError(f"{path}: {_one_line(err)}") from None

@@ -44,8 +44,7 @@ __all__ = [
 
 
 def _name(cfg: DictConfig) -> str:
-    tracking = cfg.get("tracking") or {}
-    return str(tracking.get("name", "none"))
+    return str(cfg.tracking.name)
 
 
 def check_tracking(cfg: DictConfig) -> None:
