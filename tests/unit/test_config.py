@@ -122,14 +122,12 @@ def test_a_misspelt_option_gets_the_nearest_names(group, typo, meant):
 
 
 def test_a_long_group_points_to_fedimb_list_instead_of_listing_every_name():
-    count = len(config.group_choices("method"))
     assert compose_error(["method=fedavgg"]) == (
         "unknown method 'fedavgg'; did you mean fedavg, fedavgm or perfedavg? "
-        f"(fedimb list methods shows all {count})"
+        "(fedimb list methods shows all)"
     )
-    assert (
-        compose_error(["method=nosuch"])
-        == f"unknown method 'nosuch' (fedimb list methods shows all {count})"
+    assert compose_error(["method=nosuch"]) == (
+        "unknown method 'nosuch' (fedimb list methods shows all)"
     )
     assert compose_error(["runtime=nosuch"]) == (
         "unknown runtime 'nosuch' (choose from: deployment, in_process, simulation)"

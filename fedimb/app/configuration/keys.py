@@ -51,7 +51,8 @@ _SHORT_GROUP = 8
 
 
 def unknown_option(group: str, option: str) -> ConfigError:
-    """``unknown method 'fedavgg'; did you mean fedavg? (fedimb list methods shows all 25)``."""
+    """``unknown method 'fedavgg'; did you mean fedavg? (fedimb list methods shows all)``:
+    no count, so that the message a page quotes stays true when a method is added."""
     choices = group_choices(group)
     close = difflib.get_close_matches(option, choices, n=3, cutoff=0.6)
     message = f"unknown {group} '{option}'"
@@ -59,7 +60,7 @@ def unknown_option(group: str, option: str) -> ConfigError:
         message += f"; did you mean {either(close)}?"
     if len(choices) <= _SHORT_GROUP:
         return ConfigError(f"{message} (choose from: {', '.join(choices) or 'none available'})")
-    return ConfigError(f"{message} (fedimb list {LIST_NAMES[group]} shows all {len(choices)})")
+    return ConfigError(f"{message} (fedimb list {LIST_NAMES[group]} shows all)")
 
 
 def either(names: Sequence[str]) -> str:
