@@ -6,9 +6,9 @@
                                  [--no-byzantine | --only-byzantine]
 
 Each row runs digits (IID, lr 0.1) over 3 clients for 3 rounds with client 1 attacking in
-every round (``fault.kind=<attack>``, see fedimb/app/faults/attacks.py) under the method the attack
-needs,
-and the same run with client 1 failing outright (``fault.kind=raise``). A row is judged:
+every round (``fault.kind=<attack>``, see fedimb/app/faults/attacks.py) under the method
+the attack needs, and the same run with client 1 failing outright (``fault.kind=raise``).
+A row is judged:
 
 - *survived*: the attacked run exited 0;
 - *counted*: the run's rounds count the attacker (rejected, errors, bounded or clients

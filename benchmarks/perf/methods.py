@@ -3,10 +3,9 @@ the traffic each method sends.
 
 For each method: one ``fedimb`` run (20 clients, all taking part, 1 local epoch,
 mnist5k, cnn28, no dropout), then the same rounds driven in this process by
-:class:`fedimb.app.runtimes.in_process.InProcessFederation` — the real strategy and clients, the
-same
-local training, aggregation and evaluation, without SuperLink, messages or Ray. The
-ratio of the time per round (rounds 2+) is the framework's cost for that method. The
+:class:`fedimb.app.runtimes.in_process.InProcessFederation` — the real strategy and
+clients, the same local training, aggregation and evaluation, without SuperLink, messages
+or Ray. The ratio of the time per round (rounds 2+) is the framework's cost for that method. The
 traffic (bytes down and up, per round and per client that trained) comes from the run's
 ``metrics.csv``. Writes ``<out>/perf_methods.md`` and ``perf_methods.png``.
 

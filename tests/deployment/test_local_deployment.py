@@ -34,8 +34,8 @@ def test_three_supernodes_two_rounds_match_simulation(tmp_path, no_leaked_proces
     with SuperLink(tmp_path / "superlink.log", simulation=False, env=env) as superlink:
         started.append(superlink)
         superlink.wait_ready()
-        nodes = [  # two with the warm launcher (fedimb.cli.federation.node_worker), one with
-            # Flower's own
+        # two with the warm launcher (fedimb.cli.federation.node_worker), one with Flower's own
+        nodes = [
             SuperNode(
                 superlink.address,
                 {"partition-id": i, "num-partitions": 3},

@@ -1,2 +1,2 @@
-"""The experiment's configuration: composing, checking, saving and carrying it, and what it
-builds."""
+"""The experiment's configuration: composed, checked, saved, carried and upgraded, and
+what it builds."""

@@ -1,9 +1,9 @@
 """What server and clients both derive from a configuration: data, partition, model.
 
 Everything here is deterministic in the configuration (its seeds in particular,
-:mod:`fedimb.app.configuration.seeds`), so every process of a run computes the same validation
-share,
-partition and initial model without exchanging them. Results are cached per process.
+:mod:`fedimb.app.configuration.seeds`), so every process of a run computes the same
+validation share, partition and initial model without exchanging them. Results are cached
+per process.
 """
 
 from __future__ import annotations

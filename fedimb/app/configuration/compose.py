@@ -1,8 +1,7 @@
 """Experiment configuration: compose ``conf/`` with Hydra overrides and resolve it; the
-result is validated once per process (:mod:`fedimb.app.configuration.validation`) and travels in a
-run
-through :mod:`fedimb.app.configuration.transport`. The groups, keys and their hints are in
-:mod:`fedimb.app.configuration.keys`."""
+result is validated once per process (:mod:`fedimb.app.configuration.validation`) and
+travels in a run through :mod:`fedimb.app.configuration.transport`. The groups, keys and
+their hints are in :mod:`fedimb.app.configuration.keys`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The rules of the run's two seeds (:mod:`fedimb.app.configuration.seeds`), of the validation
-share the
-server holds out (``validation``) and of ``evaluation.test``: a part of the one table of
-:mod:`fedimb.app.configuration.validation`."""
+"""The rules of the run's two seeds (:mod:`fedimb.app.configuration.seeds`), of the
+validation share the server holds out (``validation``) and of ``evaluation.test``: a part
+of the one table of :mod:`fedimb.app.configuration.validation`."""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ A fresh run composes ``conf/`` and refuses keys no file declares
 unchecked it could name any module to import and any callable to call with the run's
 keywords. The classes accepted are those ``conf/`` names at that place (the methods'
 strategies and clients), the ones older run folders name
-(:data:`~fedimb.app.configuration.components.MOVED`,
-the default strategy) and flwr-datasets' partitioners under ``partition.partitioner``.
+(:data:`~fedimb.app.configuration.components.MOVED`, the default strategy) and
+flwr-datasets' partitioners under ``partition.partitioner``.
 """
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
-"""Differential privacy: Flower's wrappers on the server and the clients, and what clients
-reveal."""
+"""Differential privacy: Flower's wrappers on the server and on the clients, and what
+the clients reveal."""

@@ -192,8 +192,8 @@ def _has_type(value: Any, allowed: tuple) -> bool:
 
 def check_privacy(cfg: DictConfig) -> None:
     """The ``privacy`` settings, and whether the run's method can be protected (called
-    from :data:`fedimb.app.configuration.validation.CHECKS`, after the method's and aggregation's
-    checks)."""
+    from :data:`fedimb.app.configuration.validation.CHECKS`, after the method's and the
+    aggregation's checks)."""
     name = privacy_name(cfg)
     if name == NONE:
         return

@@ -2,11 +2,10 @@
 (no SuperLink, no Ray, no messages).
 
 - ``runtime=in_process`` runs a whole experiment this way: fedimb's server loop
-  (:class:`fedimb.app.server.round_loop.FedImbServer`) drives :class:`InProcessNode` proxies that
-  call
-  the method's client directly, one client after the other. Its events and run folder
-  are those of a simulation. It needs no Ray and uses one core, so several runs (seeds,
-  methods of a benchmark) can go side by side on a small machine.
+  (:class:`fedimb.app.server.round_loop.FedImbServer`) drives :class:`InProcessNode`
+  proxies that call the method's client directly, one client after the other. Its events
+  and run folder are those of a simulation. It needs no Ray and uses one core, so several
+  runs (seeds, methods of a benchmark) can go side by side on a small machine.
 - :class:`InProcessFederation` drives the same loop round by round (unit tests, the
   per-method benchmarks)."""
 

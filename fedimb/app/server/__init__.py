@@ -1,2 +1,2 @@
-"""The server side of a run: the ServerApp, its round loop, checkpoints and the strategy's
-context."""
+"""The server side of a run: the ServerApp, its round loop, its checkpoints and what a
+strategy needs from the run."""

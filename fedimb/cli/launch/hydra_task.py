@@ -49,9 +49,9 @@ def experiment(cfg: DictConfig) -> float | None:
             raise
         if not sweep_job:
             fail(err)
-        # one failed job does not cost the sweep its other runs: its folder stays (the sweep's
-        # end counts it as failed, fedimb.cli.launch.sweep_end) and the sweep exits non-zero at its
-        # end
+        # one failed job does not cost the sweep its other runs: its folder stays (the
+        # sweep's end counts it as failed, fedimb.cli.launch.sweep_end) and the sweep exits
+        # non-zero at its end
         print(
             f"fedimb: error: [job {HydraConfig.get().job.num}] {err}", file=sys.stderr, flush=True
         )
