@@ -1,1 +1,2 @@
-"""Finished runs read and compared: report, compare, export (what benchmarks and trackers import)."""
+"""Finished runs read and compared: report, compare, export (what benchmarks and
+trackers import)."""

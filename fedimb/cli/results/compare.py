@@ -1,20 +1,21 @@
 """``fedimb compare``: per set-up, each method's mean over seeds with its t interval, and its
 seed-paired difference to a reference method with a paired t-test, Holm-corrected.
 
-The runs are found as ``fedimb report`` finds them (:mod:`fedimb.cli.results.found_runs`). A set-up is
-every setting of a run's ``config.yaml`` but the method's own, the seeds and where or how it
-ran (:data:`fedimb.cli.results.run_records.NOT_SETUP`); set-ups are named by the settings that differ
-between them. A method's own settings are ``method.*`` and every setting that tuning searches
-(the keys of ``tune.search`` and of the method's ``search``, e.g. ``train.lr``): ``fedimb
-tune`` chooses those per method, so tuned methods with different learning rates still meet
-in one set-up. Within a set-up a row is a method, labelled also by its own settings where
-its runs differ in them.
+The runs are found as ``fedimb report`` finds them (:mod:`fedimb.cli.results.found_runs`).
+A set-up is every setting of a run's ``config.yaml`` but the method's own, the seeds and
+where or how it ran (:data:`fedimb.cli.results.run_records.NOT_SETUP`); set-ups are named
+by the settings that differ between them. A method's own settings are ``method.*`` and
+every setting that tuning searches (the keys of ``tune.search`` and of the method's
+``search``, e.g. ``train.lr``): ``fedimb tune`` chooses those per method, so tuned methods
+with different learning rates still meet in one set-up. Within a set-up a row is a method,
+labelled also by its own settings where its runs differ in them.
 
 Runs pair by seed: (seed_data, seed_train) from summary.json, each falling back to the run's
 seed where absent, so a run without the split seeds pairs with the run of the same seed. A
 rerun of a set-up and seed pair is left out (the newest run kept) and named. The statistics
-are in :mod:`fedimb.cli.results.compare_stats`, the Markdown in :mod:`fedimb.cli.results.compare_tables`, the
-figures in :mod:`fedimb.cli.results.compare_plots`.
+are in :mod:`fedimb.cli.results.compare_stats`, the Markdown in
+:mod:`fedimb.cli.results.compare_tables`, the figures in
+:mod:`fedimb.cli.results.compare_plots`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from fedimb.cli.results.compare_stats import (
 )
 from fedimb.cli.results.compare_tables import comparison_markdown
 from fedimb.cli.results.found_runs import FoundRuns, load_runs, setup_and_seed
-from fedimb.cli.rundir.reader import finite_number
 from fedimb.cli.results.run_records import RunRecord
+from fedimb.cli.rundir.reader import finite_number
 from fedimb.core.errors import ConfigError
 
 __all__ = ["SetupComparison", "MethodComparison", "compare_runs", "comparison_markdown"]

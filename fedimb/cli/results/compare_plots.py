@@ -10,8 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedimb.cli.results.compare_stats import SetupComparison
-from fedimb.cli.results.compare_stats import CONFIDENCE, t_interval
+from fedimb.cli.results.compare_stats import CONFIDENCE, SetupComparison, t_interval
 from fedimb.cli.results.compare_tables import in_percent
 from fedimb.cli.results.report_tables import metric_curve
 from fedimb.cli.results.run_records import RunRecord

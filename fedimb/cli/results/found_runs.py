@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedimb.cli.results.export_table import read_table
-from fedimb.cli.rundir.reader import MalformedFile, warn
 from fedimb.cli.results.run_records import RunRecord, run_folders
+from fedimb.cli.rundir.reader import MalformedFile, warn
 
 #: what tells an exported table (``fedimb report <file>``) from a folder
 TABLE_SUFFIXES = (".parquet", ".csv")

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from fedimb.cli.rundir.reader import finite_number
 from fedimb.cli.results.run_records import Run, RunRecord, as_record
+from fedimb.cli.rundir.reader import finite_number
 
 
 def mean_std(values: list[Any], scale: float = 100.0, digits: int = 2) -> str:

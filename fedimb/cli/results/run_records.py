@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from fedimb.app.configuration.upgrade import upgrade
+from fedimb.cli.rundir.files import selection_scores
 from fedimb.cli.rundir.reader import (
     MalformedFile,
     read_config,
@@ -25,7 +26,6 @@ from fedimb.cli.rundir.reader import (
     read_summary,
     warn,
 )
-from fedimb.cli.rundir.files import selection_scores
 from fedimb.core.errors import ConfigError
 
 # Settings that say where or how a run was executed, not what it computed.
