@@ -97,6 +97,11 @@ ROWS = {
         "rebafl",
     ),
     "prototype_count": Row("ReBaFL class count 1e300", ("fault.kind=prototype_count",), "rebafl"),
+    "prototype_flip": Row(
+        "FedNH class means sign-flipped (within every bound)",
+        ("fault.kind=prototype_flip",),
+        "fednh",
+    ),
     "scaffold_delta": Row(
         "SCAFFOLD control delta 3e38",
         ("fault.kind=scaffold_huge", "fault.variant=delta"),

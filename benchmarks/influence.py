@@ -60,15 +60,15 @@ def honest_run(setup: str, method: str) -> Path | None:
 
 def ratios(folder: Path) -> dict[str, float]:
     """The run's largest ratio per bound, and its bounded clients over all rounds."""
-    out: dict[str, float] = {"bounded": 0.0}
+    out: dict[str, float] = {"bounded": 0.0, "rejected": 0.0}
     with open(folder / "metrics.csv", newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             value = float(row["value"])
             if row["split"] == "extra" and row["metric"].startswith("influence."):
                 key = row["metric"].removeprefix("influence.")
                 out[key] = max(out.get(key, 0.0), value)
-            elif row["split"] == "clients" and row["metric"] == "bounded":
-                out["bounded"] += value
+            elif row["split"] == "clients" and row["metric"] in ("bounded", "rejected"):
+                out[row["metric"]] += value
     return out
 
 
@@ -86,20 +86,24 @@ def main() -> None:
                 continue
             rows.append({"setup": setup, "method": method, **ratios(folder)})
             print(f"{setup:13} {method:14} {rows[-1]}", flush=True)
-    kinds = sorted({k for r in rows for k in r} - {"setup", "method", "bounded"})
+    kinds = sorted({k for r in rows for k in r} - {"setup", "method", "bounded", "rejected"})
     lines = [
-        "| set-up | method | " + " | ".join(kinds) + " | clients bounded |",
-        "|---|---|" + "---:|" * (len(kinds) + 1),
+        "| set-up | method | " + " | ".join(kinds) + " | clients bounded | clients rejected |",
+        "|---|---|" + "---:|" * (len(kinds) + 2),
     ]
     for r in rows:
         cells = [f"{r[k]:.3g}" if k in r else "" for k in kinds]
         lines.append(
-            f"| {r['setup']} | {r['method']} | " + " | ".join(cells) + f" | {int(r['bounded'])} |"
+            f"| {r['setup']} | {r['method']} | "
+            + " | ".join(cells)
+            + f" | {int(r['bounded'])} | {int(r.get('rejected', 0))} |"
         )
     lines += [
         "",
         "Each cell: the largest ratio, over the run's rounds and clients, of a client's "
-        "reported number to the median of the round's other clients (losses either way up).",
+        "reported number to the median of the round's other clients (losses either way up); "
+        "`train_loss_replay_gap`: the largest relative gap between a GRP-FED training loss "
+        "and the server's replay of that training.",
         "",
         "Command: python benchmarks/influence.py",
     ]

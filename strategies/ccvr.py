@@ -5,8 +5,9 @@ Representations").
 Rounds 1..``num_rounds`` are FedAvg. At the end of the last round (``end_round``, before
 its test) the server asks every connected client, the final global model in the query,
 for its per-class feature moments (eq. 1); answers that break their declaration
-(:data:`clients.ccvr.PAYLOADS`) or hold an implausible covariance are left out (one
-note). The moments are pooled into the federation's per-class Gaussian N(μ_c, Σ_c)
+(:data:`clients.ccvr.PAYLOADS`), hold an implausible covariance or, where the server
+holds the client's data, differ from the server's recomputation of eq. 1 are left out
+(one note). The moments are pooled into the federation's per-class Gaussian N(μ_c, Σ_c)
 (eqs. 2–3, :func:`fedimb.core.feature_stats.pooled_moments`), ``virtual_per_class``
 (M_c) virtual features are drawn per class, and the classifier alone is re-trained on
 them by cross-entropy (:class:`strategies.base.feature_retraining.FeatureRetraining`).
@@ -32,6 +33,9 @@ from strategies.base.feature_retraining import FeatureRetraining, HeadTraining
 
 #: how far a covariance may be from symmetric, relative to its largest entry (float32)
 SYMMETRY_TOLERANCE = 1e-3
+#: how far reported statistics may be from the server's recomputation of them, relative to
+#: the largest (float32 features summed in another order; a crafted value is far off)
+RECOMPUTED_TOLERANCE = 1e-3
 
 
 def covariance_problem(covariances: np.ndarray) -> str | None:
@@ -132,6 +136,24 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
                     arrays[i][c] = value
         return means, covariances, counts
 
+    def statistics_differ(
+        self, pid: int, arrays: dict[str, np.ndarray], weights: list[np.ndarray]
+    ) -> str | None:
+        """Where the server holds client ``pid``'s data (every client but a device with
+        its own), why its statistics are not eq. 1 on that data under ``weights``, which
+        the server recomputes, or None: a mean or covariance within every bound would
+        still move the calibrated head. A device's own statistics stay bounded
+        (:meth:`bounded_statistics`)."""
+        if self.registry.has_own_data(pid):
+            return None
+        recomputed = self.run.client_feature_moments(weights, pid)
+        for name, actual in zip(STATISTICS, recomputed):
+            scale = max(float(np.abs(actual).max(initial=0.0)), 1e-12)
+            reported = np.asarray(arrays[name], dtype=np.float64)
+            if not np.allclose(reported, actual, rtol=0, atol=RECOMPUTED_TOLERANCE * scale):
+                return f"its {name} are not those of its data (recomputed by the server)"
+        return None
+
     def client_statistics(
         self, server_round: int, weights: list[np.ndarray]
     ) -> dict[int, dict[str, np.ndarray]]:
@@ -153,6 +175,7 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
                 problem = self.check_answer(answer, answer.get(protocol.NUM_EXAMPLES), STATISTICS)
                 arrays = payload.unpack(answer) if problem is None else {}
                 problem = problem or covariance_problem(arrays[STATISTICS[1]])
+                problem = problem or self.statistics_differ(pid, arrays, weights)
             except Exception as err:  # whatever a crafted answer makes decoding raise
                 problem = f"unreadable answer ({type(err).__name__}: {err})"
             if problem:

@@ -12,8 +12,11 @@ The previous prototypes are read from the current global model, so a checkpoint 
 resume keep them with no state of their own. The clients' statistics are checked
 against their declaration (:mod:`clients.fednh`) before they are read: a reply with
 NaN/Inf, the wrong shape or counts that do not sum to its sample count is rejected as a
-whole; prototypes that would still not be finite are never adopted (the previous ones
-stay, and the round notes it).
+whole; a class mean pointing away from the median direction of its class (the holders'
+means and the current prototype, one vote each; ``influence.min_cosine``: a
+sign-flipped mean keeps every bound) is set aside, counted;
+prototypes that would still not be finite are never adopted (the previous ones stay, and
+the round notes it).
 """
 
 from __future__ import annotations
@@ -57,12 +60,15 @@ class FedNHStrategy(PersonalEvaluation, BaseStrategy):
     def updated_prototypes(self, previous: np.ndarray, updates: list[ClientUpdate]) -> np.ndarray:
         """The smoothed prototypes from the accepted updates' class means, or the
         previous ones (and a note) where the result is not finite."""
-        new = smoothed_prototypes(
-            previous,
-            [u.payload[FEATURE_MEANS] for u in updates],
+        means = [u.payload[FEATURE_MEANS] for u in updates]
+        counts = self.agreeing_counts(
+            [u.partition_id for u in updates],
+            means,
             [u.payload[CLASS_COUNTS] for u in updates],
-            self.rho,
+            previous,
+            "class_mean",
         )
+        new = smoothed_prototypes(previous, means, counts, self.rho)
         if not np.all(np.isfinite(new)):
             self.round_log.note("prototype update not finite: previous prototypes kept")
             return previous

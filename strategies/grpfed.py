@@ -17,14 +17,25 @@ Readings the paper leaves open (the defaults are the rule as implemented first):
   by less than 2·η_q per round and its sum telescopes to about η_q·ln(σ_T/σ_1), so
   from q_0 = 10 q stays near 10 unless σ changes by orders of magnitude.
 - the loss L^g itself is chosen on the client (``method.client.loss_at``).
+
+A loss weighs its client through a power (q = 10: 1.25 times the loss is ~9 times the
+weight), and the paper's L^g_m is measured while the client trains, where the server
+cannot see it. Where the server holds the client's data (every client but a device with
+its own), it replays that training (``replay_training``, on by default): L^g_m is the
+mean batch cross-entropy of the global model, the batch order is seeded by (seed, round,
+client), so the replay gives the loss the client must report, and an update whose loss
+differs by more than :data:`REPLAY_TOLERANCE` is rejected. Off, the loss is only bounded
+(:meth:`strategies.base.influence.InfluenceBounds.bounded_by_received_loss`).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from clients.grpfed import LOSS_AT_RECEIVED, GRPFEDClient
-from fedimb.core import protocol
+from fedimb.core import payload, protocol
 from fedimb.core.aggregate import adaptive_q, loss_power_weights
 from fedimb.core.errors import ConfigError, one_of
 from strategies.base import (
@@ -32,6 +43,11 @@ from strategies.base import (
     ClientUpdate,
     PersonalEvaluation,
 )
+
+#: how far a reported training loss may differ from the server's replay of that training
+#: (relative): the same float32 steps in another order of summation, or on another
+#: device, drift apart in their last bits only; an inflation that moves the weight is 25 %
+REPLAY_TOLERANCE = 0.02
 
 
 class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
@@ -58,6 +74,7 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         lambda_over: str,
         q_min: float | None,
         q_max: float | None,
+        replay_training: bool,
     ):
         super().__init__(run=run)
         self.q_bounds = (
@@ -72,17 +89,42 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
             if GRPFEDClient.read_settings(self.client_hparams).loss_at == LOSS_AT_RECEIVED
             else protocol.TRAIN_LOSS
         )
+        self.replay_training = bool(replay_training) and self.loss_key == protocol.TRAIN_LOSS
         self.sigma: float | None = None
         self.last_loss: dict[int, float] = {}
 
     def check_update(self, pid, arrays, res):
-        return super().check_update(pid, arrays, res) or self.check_reported_loss(
-            pid, res, self.loss_key
+        return (
+            super().check_update(pid, arrays, res)
+            or self.check_reported_loss(pid, res, self.loss_key)
+            or self.check_training_loss(pid, res)
+        )
+
+    def check_training_loss(self, pid: int | None, res) -> str | None:
+        """Why the training loss client ``pid`` reports is not the one the server's replay
+        of its training gives (``replay_training``; every client whose data the server
+        holds), or None."""
+        if not self.replay_training or pid is None or self.registry.has_own_data(pid):
+            return None
+        reported = payload.scalars(res.metrics)[self.loss_key]
+        replayed = self.run.replayed_training_loss(
+            self.sent_models[pid], pid, self.sent_configs[pid]
+        )
+        gap = abs(reported - replayed) / max(abs(reported), abs(replayed))
+        key = (
+            "influence.train_loss_replay_gap"  # the round's largest: how close honest clients come
+        )
+        self.round_log.extra[key] = max(gap, self.round_log.extra.get(key, 0.0))
+        if math.isclose(reported, replayed, rel_tol=REPLAY_TOLERANCE):
+            return None
+        return (
+            f"{self.loss_key} {reported:.6g} is not the loss its training gives "
+            f"({replayed:.6g}, replayed by the server)"
         )
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         losses = self.bounded_losses(updates, self.loss_key)
-        if self.loss_key == protocol.TRAIN_LOSS:  # a loss_at=received loss was checked exactly
+        if self.loss_key == protocol.TRAIN_LOSS and not self.replay_training:
             losses = self.bounded_by_received_loss(updates, losses, self.loss_key)
         sigma = float(losses.std())
         q = (

@@ -79,19 +79,51 @@ def bound_norms(
     return out, cut, norms
 
 
+def cosines_to_median(
+    rows: np.ndarray, held: np.ndarray, anchor: np.ndarray | None = None
+) -> np.ndarray:
+    """For each held row (one client's direction for one class), its cosine with the
+    coordinate-wise median of every held row and ``anchor`` (each as a unit vector;
+    FedNH's: the class's current prototype, one vote among the clients'). A minority
+    of flipped rows cannot move the median far, and with two opposed holders the anchor
+    decides. NaN for rows not held, zero rows, or a zero median."""
+    r = np.asarray(rows, dtype=np.float64)
+    held = np.asarray(held, dtype=bool)
+    out = np.full(len(r), np.nan)
+    votes = [_unit(r[i]) for i in np.nonzero(held)[0]]
+    if anchor is not None:
+        votes.append(_unit(np.asarray(anchor, dtype=np.float64)))
+    if not votes:
+        return out
+    median = np.median(np.stack(votes), axis=0)
+    scale = float(np.linalg.norm(median))
+    for i in np.nonzero(held)[0]:
+        norm = float(np.linalg.norm(r[i])) * scale
+        if norm > 0:
+            out[i] = float(r[i] @ median) / norm
+    return out
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm > 0 else v
+
+
 @dataclass(frozen=True)
 class InfluenceSettings:
     """The ``influence`` section, each bound a factor on the others' median: ``ratio`` for
     the sample count a device announces (honest sizes differ least), ``update_ratio`` for
     update norms, ``statistic_ratio`` for what a server step reads per class or per
     parameter (class statistics, prototypes, feature gradients, control deltas: honest
-    clients differ most there), ``loss_ratio`` for reported losses. None switches a
-    bound off."""
+    clients differ most there), ``loss_ratio`` for reported losses; ``min_cosine`` the
+    least cosine a class direction (FedNH's class means) may make with the other
+    clients' for that class (their median with the class's anchor). None switches a bound off."""
 
     ratio: float | None = None
     update_ratio: float | None = None
     statistic_ratio: float | None = None
     loss_ratio: float | None = None
+    min_cosine: float | None = None
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any] | None) -> InfluenceSettings:
@@ -103,6 +135,7 @@ class InfluenceSettings:
             update_ratio=section.get("update_ratio"),
             statistic_ratio=section.get("statistic_ratio"),
             loss_ratio=section.get("loss_ratio"),
+            min_cosine=section.get("min_cosine"),
         )
 
     def check(self) -> None:
@@ -118,3 +151,10 @@ class InfluenceSettings:
                 and value > 1
             ):
                 raise ConfigError(f"influence.{name} must be a number > 1 or null, got {value!r}")
+        cosine = self.min_cosine
+        if cosine is not None and not (
+            isinstance(cosine, (int, float)) and not isinstance(cosine, bool) and -1 <= cosine < 1
+        ):
+            raise ConfigError(
+                f"influence.min_cosine must be a number in [-1, 1) or null, got {cosine!r}"
+            )

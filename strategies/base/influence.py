@@ -34,6 +34,7 @@ from fedimb.core.influence import (
     bound_above,
     bound_norms,
     bound_within,
+    cosines_to_median,
     references,
 )
 from fedimb.core.robust import clip_update
@@ -224,6 +225,41 @@ class InfluenceBounds:
                 f"{what} of norm {norms[i]:.3g} cut to {ratio:g}x the others' median",
             )
         return bounded
+
+    def agreeing_counts(
+        self: InfluenceHost,
+        pids: Sequence[int],
+        rows: Sequence[np.ndarray],
+        counts: Sequence[np.ndarray],
+        anchors: np.ndarray,
+        what: str,
+    ) -> list[np.ndarray]:
+        """Each client's count per class (``counts``, C entries), zero where its row for
+        the class (``rows``, C x d) points away from the median direction of the class's
+        holders and its anchor (``anchors``' row: FedNH's current prototype): a cosine
+        below ``min_cosine`` (a sign-flipped class mean keeps its norm and its bounds).
+        The largest 1 − cosine of the round is its ``influence.<what>_disagreement``."""
+        out = [np.array(c, copy=True) for c in counts]
+        least = self.influence.min_cosine
+        stacked, weights = np.asarray(rows, dtype=np.float64), np.asarray(counts)
+        key = f"influence.{what}_disagreement"
+        for c in range(len(anchors)):
+            cosines = cosines_to_median(stacked[:, c], weights[:, c] > 0, anchors[c])
+            known = np.isfinite(cosines)
+            if not known.any():
+                continue
+            worst = float(1.0 - cosines[known].min())
+            self.round_log.extra[key] = max(worst, self.round_log.extra.get(key, 0.0))
+            if least is None:
+                continue
+            for i in np.nonzero(known & (cosines < least))[0]:
+                out[i][c] = 0
+                self.round_log.bound(
+                    pids[i],
+                    f"{what} of class {c} set aside: cosine {cosines[i]:.3f} with the "
+                    f"median of its class (below {least:g})",
+                )
+        return out
 
     def validated(
         self: InfluenceHost, before: list[np.ndarray], after: list[np.ndarray], what: str

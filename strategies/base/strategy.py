@@ -180,9 +180,9 @@ class BaseStrategy(
         self, instructions: dict[int, FitIns]
     ) -> list[tuple[ClientProxy, FitIns]]:
         """Each client's instruction addressed to its node, counted as sent, and the
-        model each client receives kept for checking and bounding its update (each
-        distinct model decoded once)."""
-        self.sent_layouts, self.sent_models = {}, {}
+        model and instruction each client receives kept for checking and bounding its
+        update (each distinct model decoded once)."""
+        self.sent_layouts, self.sent_models, self.sent_configs = {}, {}, {}
         model_of: dict[int, list[np.ndarray]] = {}
         layout_of: dict[int, Layout] = {}
         out = []
@@ -193,6 +193,7 @@ class BaseStrategy(
                 layout_of[key] = [(a.shape, a.dtype) for a in model_of[key]]
             self.sent_layouts[pid] = layout_of[key]
             self.sent_models[pid] = model_of[key]
+            self.sent_configs[pid] = ins.config
             self.accounting.count_sent(ins)
             out.append((self.registry.proxy(pid), ins))
         return out

@@ -24,21 +24,8 @@ UNCOUNTABLE = {  # row -> unharmed
     "ipm": False,
     "ipm_krum": True,
 }
-#: attacks fedimb does not stop yet, each with why; a cell that starts passing fails (strict)
-UNDEFENDED = {
-    "loss_skew_grpfed": "GRP-FED's default loss is measured during local training, so the server "
-    "bounds it only at influence.loss_ratio times the received model's loss, which a loss "
-    "1.25x the honest one stays within (loss_at=received is checked exactly)"
-}
 CELLS = [
-    pytest.param(
-        runtime,
-        name,
-        id=f"{runtime}-{name}",
-        marks=[pytest.mark.xfail(strict=True, reason=UNDEFENDED[name])]
-        if name in UNDEFENDED
-        else [],
-    )
+    pytest.param(runtime, name, id=f"{runtime}-{name}")
     for name, row in ROWS.items()
     for runtime in row.runtimes
 ]

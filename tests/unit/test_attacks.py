@@ -113,6 +113,14 @@ def test_prototype_class_count_1e300():
     assert np.all(arrays["prototypes_counts"] == 1e300)
 
 
+def test_fednh_class_means_sign_flipped():
+    means = np.array([[0.6, -0.8], [0.0, 0.0]], dtype=np.float32)
+    honest = {**METRICS, **payload.pack({"feature_means": means, "class_counts": np.array([3, 0])})}
+    arrays = payload.unpack(fit("prototype_flip", metrics=honest)[2])
+    np.testing.assert_array_equal(arrays["feature_means"], -means)
+    np.testing.assert_array_equal(arrays["class_counts"], [3, 0])  # counts as they were
+
+
 def test_scaffold_control_delta_or_sample_count():
     deltas = payload.pack(
         {

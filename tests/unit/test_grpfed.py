@@ -103,7 +103,8 @@ def test_grpfed_server_weights_and_q():
 
 
 def test_grpfed_aggregates_by_loss_power():
-    fed = InProcessFederation(["method=grpfed", *COMMON])
+    # hand-made losses, which the server's replay of the clients' training would refuse
+    fed = InProcessFederation(["method=grpfed", *COMMON, "method.strategy.replay_training=false"])
     s = fed.strategy
     s.begin_round(1)
     instructions = s.configure_fit(
@@ -303,3 +304,45 @@ def test_a_diverged_personal_model_is_not_scored_and_the_round_says_why():
         "personal evaluation: 1 clients failed" in m and "non-finite" in m
         for m in record["messages"]
     )
+
+
+def test_the_server_replays_each_clients_training_and_finds_its_loss():
+    fed = InProcessFederation(["method=grpfed", *COMMON])
+    for server_round in (1, 2):
+        record = fed.round(server_round)
+        assert record["clients"]["rejected"] == 0
+        # the same steps on the same samples in the same order: the loss to the last bit
+        assert record["extra"]["influence.train_loss_replay_gap"] < 1e-6
+
+
+@pytest.mark.parametrize("scale", [1.25, 100.0])
+def test_a_training_loss_its_training_does_not_give_is_rejected(scale):
+    fed = InProcessFederation(
+        [
+            "method=grpfed",
+            *COMMON,
+            "fault.kind=loss_skew",
+            "fault.clients=[1]",
+            f"fault.scale={scale}",
+        ]
+    )
+    record = fed.round(1)
+    assert record["clients"]["rejected"] == 1 and record["clients"]["succeeded"] == 3
+    (message,) = record["messages"]
+    assert "client 1 rejected" in message and "replayed by the server" in message
+    assert record["extra"]["influence.train_loss_replay_gap"] == pytest.approx(1 - 1 / scale)
+
+
+def test_without_the_replay_an_inflated_training_loss_is_only_bounded():
+    fed = InProcessFederation(
+        [
+            "method=grpfed",
+            *COMMON,
+            "method.strategy.replay_training=false",
+            "fault.kind=loss_skew",
+            "fault.clients=[1]",
+            "fault.scale=100",
+        ]
+    )
+    record = fed.round(1)
+    assert record["clients"]["rejected"] == 0 and record["clients"]["bounded"] == 1

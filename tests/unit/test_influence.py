@@ -136,8 +136,11 @@ def test_weights_of_1e19_are_cut_and_counted_and_the_honest_stay_finite():
 
 @pytest.mark.parametrize("factor", [5.0, 100.0])
 def test_grpfed_training_loss_far_above_the_received_models_loss_is_cut(factor):
-    # before: GRP-FED's training loss was taken as reported (1e6: all the weight)
-    strategy, nodes, base = started_round("method=grpfed", "method.strategy.q0=10")
+    # before: GRP-FED's training loss was taken as reported (1e6: all the weight); without
+    # the server's replay of the training (which rejects any other loss) it is bounded
+    strategy, nodes, base = started_round(
+        "method=grpfed", "method.strategy.q0=10", "method.strategy.replay_training=false"
+    )
     ratio = strategy.influence.loss_ratio
     received = [strategy.run.client_training_loss(base, pid) for pid in range(3)]
     losses = [0.5 * received[0], 2.0 * received[1], factor * received[2]]
@@ -196,31 +199,46 @@ def test_scaffold_control_deltas_just_inside_the_declared_bound_are_cut():
     assert largest < 1e3
 
 
-def test_ccvr_huge_finite_statistics_are_bounded_and_counted():
-    # before: class means of 1e9 and covariances of 1e15 from one client of ten made the
-    # calibrated head predict one class (0.45 -> 0.10), counting nothing
-    from clients.ccvr import FEATURE_COVARIANCES, FEATURE_MEANS
-
+def ccvr_after_round_1():
     fed = federation("method=ccvr", "num_rounds=1", num_clients=4)
-    strategy = fed.strategy
     fed.round(1)
-    honest_answers = dict(strategy.registry.query(strategy.registry.partition_ids(), {}))
-    assert honest_answers  # every client answered
-    statistics = {}
-    weights = parameters_to_ndarrays(fed.parameters)
+    return fed.strategy, parameters_to_ndarrays(fed.parameters)
+
+
+def test_ccvr_statistics_the_server_can_recompute_must_be_those_of_the_clients_data():
+    # before: class means of 1e9 and covariances of 1e15 from one client of ten made the
+    # calibrated head predict one class (0.45 -> 0.10), counting nothing; bounded at 50x
+    # the others' they could still move it where no validation share checks the result
+    from clients.ccvr import FEATURE_MEANS
+
+    strategy, weights = ccvr_after_round_1()
+    assert sorted(strategy.client_statistics(1, weights)) == [0, 1, 2, 3]  # honest: all kept
     original = strategy.registry.query
 
     def crafted(pids, question):
         answers = original(pids, question)
-        arrays = {
-            FEATURE_MEANS: np.full_like(unpacked(answers[3])[FEATURE_MEANS], 1e9),
-            FEATURE_COVARIANCES: np.full_like(unpacked(answers[3])[FEATURE_COVARIANCES], 1e15),
-        }
-        answers[3] = {**answers[3], **packed(arrays)}
+        means = unpacked(answers[3])[FEATURE_MEANS]
+        answers[3] = {**answers[3], **packed({FEATURE_MEANS: means * 1.5})}  # within any bound
         return answers
 
     strategy.registry.query = crafted
+    assert sorted(strategy.client_statistics(1, weights)) == [0, 1, 2]
+    assert strategy.round_log.extra["clients_left_out"] == 1
+    assert any("recomputed by the server" in m for m in strategy.round_log.messages)
+
+
+def test_ccvr_huge_finite_statistics_are_bounded_and_counted():
+    # a device with its own data: the server cannot recompute its statistics, so they
+    # are bounded relative to the others'
+    from clients.ccvr import FEATURE_COVARIANCES, FEATURE_MEANS
+
+    strategy, weights = ccvr_after_round_1()
     statistics = strategy.client_statistics(1, weights)
+    statistics[3] = {
+        **statistics[3],
+        FEATURE_MEANS: np.full_like(statistics[3][FEATURE_MEANS], 1e9),
+        FEATURE_COVARIANCES: np.full_like(statistics[3][FEATURE_COVARIANCES], 1e15),
+    }
     means, covariances, counts = strategy.bounded_statistics(statistics)
     assert 3 in strategy.round_log.bounded
     honest_norm = max(np.linalg.norm(m, axis=1).max() for m in means[:3])

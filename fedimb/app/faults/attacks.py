@@ -38,6 +38,7 @@ FIT_KINDS = (
     "latent_length",
     "prototype_mismatch",
     "prototype_count",
+    "prototype_flip",
     "scaffold_huge",
     "forged_event",
     "forged_print",
@@ -67,6 +68,7 @@ METHODS = {
     "loss_skew": ("qffl", "afl", "grpfed", "grpfed_tuned"),
     "prototype_mismatch": ("rebafl",),
     "prototype_count": ("rebafl",),
+    "prototype_flip": ("fednh",),
     "scaffold_huge": ("scaffold",),
     "astraea_counts": ("astraea", "astraea_aug", "astraea_sched"),
     "fedconcat_counts": ("fedconcat",),
@@ -145,6 +147,10 @@ def crafted_fit(
             if name.startswith(prefix)
         }
         return weights, num_examples, _replace(metrics, deltas)
+    if kind == "prototype_flip":  # FedNH's class means, sign-flipped: every bound still holds
+        arrays = payload.unpack(metrics)
+        flipped = {name: -arrays[name] for name in _payload_names(metrics, "_means")}
+        return weights, num_examples, _replace(metrics, flipped)
     if kind == "sign_flip":
         return sign_flipped(received, weights, scale), num_examples, metrics
     raise ValueError(f"not a fit attack: {kind!r}")

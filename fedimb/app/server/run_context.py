@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -21,10 +22,19 @@ from fedimb.app.configuration.build import (
     resolve_device,
 )
 from fedimb.app.configuration.seeds import train_seed
+from fedimb.core import protocol
 from fedimb.core.data.stats import label_counts
 from fedimb.core.dropout import Availability, availability_from_config
+from fedimb.core.feature_stats import class_moments
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
-from fedimb.core.training import evaluate_model, evaluate_predictions
+from fedimb.core.training import (
+    TrainConfig,
+    evaluate_model,
+    evaluate_predictions,
+    predict,
+    seeded_generator,
+    train_cross_entropy,
+)
 
 
 @dataclass
@@ -85,6 +95,46 @@ class ServerRun:
         x, y = as_tensors(self.data.dataset.x_train[train], self.data.dataset.y_train[train])
         metrics = evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)
         return float(cast(float, metrics["loss"]))
+
+    def replayed_training_loss(
+        self, weights: list[np.ndarray], pid: int, config: Mapping[str, Any]
+    ) -> float:
+        """The mean batch loss client ``pid`` reports (``train_loss``) when it trains
+        ``weights`` by plain cross-entropy under the fit instruction ``config``: its
+        training replayed on the server, which holds its samples, the seed of its batch
+        order (``BaseClient.generator``) and the instruction's optimiser settings."""
+        if self._loss_model is None:
+            self._loss_model = self.new_model().to(self.device)
+        set_weights(self._loss_model, weights)
+        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        x, y = as_tensors(self.data.dataset.x_train, self.data.dataset.y_train)
+        order = seeded_generator(
+            int(config[protocol.SEED]), int(config[protocol.SERVER_ROUND]), pid
+        )
+        result = train_cross_entropy(
+            self._loss_model,
+            x.to(self.device),
+            y.to(self.device),
+            torch.from_numpy(train),
+            TrainConfig.from_mapping(config),
+            order,
+            device=self.device,
+        )
+        return result.mean_loss
+
+    def client_feature_moments(
+        self, weights: list[np.ndarray], pid: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CCVR's eq. 1 (per-class feature means, covariances and counts) on client
+        ``pid``'s training samples under ``weights``' encoder, as the client computes it
+        (``CCVRClient.feature_statistics``)."""
+        if self._loss_model is None:
+            self._loss_model = self.new_model().to(self.device)
+        set_weights(self._loss_model, weights)
+        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        x = torch.from_numpy(self.data.dataset.x_train[train]).to(self.device)
+        features = predict(self._loss_model.encoder, x).cpu().numpy()
+        return class_moments(features, self.data.dataset.y_train[train], self.num_classes)
 
     def client_label_counts(self, pid: int) -> np.ndarray:
         """Client ``pid``'s label histogram of its training samples, as the client
