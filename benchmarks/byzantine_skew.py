@@ -27,9 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import common
+from benchmarks.accuracy import leaderboard_record
 from fedimb.cli.rundir.events import read_events
 
-LEADERBOARD_TUNE = common.REPO / "benchmarks" / "results" / "leaderboard" / "tune"
 OUT = common.REPO / "results" / "byzantine_skew"
 SETUPS = {
     "pathological": ["partition=pathological", "partition.classes_per_client=2"],
@@ -63,7 +63,7 @@ RULES = {
 
 def tuned_lr(setup: str) -> float | None:
     """FedAvg's learning rate as the leaderboard tuned it on ``setup`` (None: not tuned)."""
-    summary = LEADERBOARD_TUNE / setup / "fedavg" / "summary.json"
+    summary = leaderboard_record.RESULTS / "tune" / setup / "fedavg" / "summary.json"
     if not summary.is_file():
         return None
     return float(json.loads(summary.read_text())["fedavg"]["best_params"]["train.lr"])
@@ -71,7 +71,8 @@ def tuned_lr(setup: str) -> float | None:
 
 def run(setup: str, rule: str, attack: str, attackers: int, max_attackers: int) -> dict:
     """One run (reused where finished) and its numbers."""
-    folder = OUT / "runs" / setup / rule.replace(" + ", "+") / f"{attack}-{attackers}"
+    run_name = f"{attack}-{attackers}" if attackers else "honest"  # one honest run serves all
+    folder = OUT / "runs" / setup / rule.replace(" + ", "+") / run_name
     lr = tuned_lr(setup) or tuned_lr("pathological")
     overrides = [
         *SHARED,
@@ -158,6 +159,7 @@ def main() -> None:
         "--table-only", action="store_true", help="write the tables from the runs measured so far"
     )
     args = parser.parse_args()
+    leaderboard_record.restored()  # FedAvg's tuned rates, from the committed record
     setups = args.setups.split(",")
     path = OUT / "table.json"
     rows = json.loads(path.read_text()) if path.is_file() else []

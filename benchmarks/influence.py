@@ -22,9 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import common
-from benchmarks.accuracy import leaderboard
+from benchmarks.accuracy import leaderboard, leaderboard_record
 
-LEADERBOARD = common.REPO / "benchmarks" / "results" / "leaderboard"
 OUT = common.REPO / "results" / "influence"
 SETUPS = ("pathological", "dir01", "longtail")
 
@@ -36,9 +35,9 @@ def run_folder(setup: str, method: str) -> Path:
 def honest_run(setup: str, method: str) -> Path | None:
     """The tuned method on ``setup``, seed 0, in its folder (reused when finished); None
     where the leaderboard holds no tuning of it."""
-    experiment_dir = LEADERBOARD / "tune" / setup / method / "conf" / "experiment"
-    experiments = sorted(experiment_dir.glob("*.yaml"))
-    plan = LEADERBOARD / "tune" / setup / method / "leaderboard_done.json"
+    tuned = leaderboard_record.RESULTS / "tune" / setup / method
+    experiments = sorted((tuned / "conf" / "experiment").glob("*.yaml"))
+    plan = tuned / "leaderboard_done.json"
     if not experiments or not plan.is_file():
         return None
     folder = run_folder(setup, method)
@@ -78,6 +77,7 @@ def main() -> None:
     parser.add_argument("--methods", default="")
     args = parser.parse_args()
     methods = args.methods.split(",") if args.methods else leaderboard.suite_methods()
+    leaderboard_record.restored()  # the tunings, from the committed record
     rows = []
     for setup in args.setups.split(","):
         for method in methods:

@@ -43,8 +43,8 @@ Rerunning the same command resumes: tuning skips completed trials (``fedimb tune
 replays them) and report runs with a completed ``summary.json`` in their fixed folder
 (``<out>/runs/<set-up>/<method>/s<seed>``) are not run again. The full suite also keeps
 each finished step's few files in ``benchmarks/results/leaderboard/`` (``--record``;
-:mod:`leaderboard_record`), committed, so that a run started on one clone resumes on
-another. Writes ``<out>/leaderboard.md``
+:mod:`leaderboard_record`: one JSON Lines file per set-up), committed, so that a run
+started on one clone resumes on another. Writes ``<out>/leaderboard.md``
 and, for the full suite, ``docs/tables/leaderboard.md``, ``docs/tables/data/leaderboard.csv``
 and ``docs/img/bench/leaderboard.png``; ``--estimate-only`` writes the cost to
 ``docs/tables/leaderboard_cost.md``.

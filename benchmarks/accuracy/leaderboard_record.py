@@ -7,12 +7,15 @@ calibration's timings (``calibration.json``); a tuning's ``leaderboard_done.json
 experiment file (``conf/experiment/*.yaml``) and ``summary.json`` (its trials); a report
 run's ``config.yaml``, ``summary.json``, its plan and the accuracy rows of its
 ``metrics.csv`` (the curves of ``fedimb compare``'s figure; the other metrics would make
-the record ten times larger). The record mirrors the results folder's layout, so one
-function copies either way: at the start the script copies every step of the record
-that its results folder lacks, and every step of the folder that the record lacks; after
-each step it records that step. A step recorded under another plan (other overrides or
-trials) is not reused: :func:`leaderboard.tune` compares the plans. Delete the record to
-start the suite over.
+the record ten times larger).
+
+The record is data, not a folder tree: ``calibration.json`` and one JSON Lines file per
+set-up (``<set-up>.jsonl``), a line per finished step with its files' texts by path. At
+the start the script writes every step of the record that its results folder lacks into
+that folder, and records every finished step of the folder that the record lacks; after
+each step it records that step (its line replaced). Everything else reads the results
+folder. A step recorded under another plan (other overrides or trials) is not reused:
+:func:`leaderboard.tune` compares the plans. Delete the record to start the suite over.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from benchmarks import common
 
 #: the full suite's record, committed beside the script that writes it
 RECORD = common.REPO / "benchmarks" / "results" / "leaderboard"
+#: where the full suite runs, and where the record is restored for the scripts that read it
+RESULTS = common.REPO / "results" / "leaderboard"
 CALIBRATION = "calibration.json"
 #: the files of a finished tuning, relative to its folder
 TUNING_FILES = ("leaderboard_done.json", "summary.json", "conf/experiment/*.yaml")
@@ -46,21 +51,6 @@ def finished_tuning(folder: Path) -> bool:
     return (folder / "leaderboard_done.json").is_file()
 
 
-def copy_step(source: Path, target: Path, patterns: tuple[str, ...]) -> None:
-    """The files of one step from the folder ``source`` to ``target`` (emptied first, so a
-    half-written step there is not mixed with the finished one)."""
-    if target.exists():
-        shutil.rmtree(target)
-    for pattern in patterns:
-        for path in source.glob(pattern):
-            destination = target / path.relative_to(source)
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            if path.name == "metrics.csv":
-                destination.write_text(accuracy_rows(path.read_text()))
-            else:
-                shutil.copy2(path, destination)
-
-
 def accuracy_rows(metrics: str) -> str:
     """The header and the :data:`KEPT_METRIC` rows of a ``metrics.csv`` (round, stage,
     split, metric, value)."""
@@ -68,18 +58,74 @@ def accuracy_rows(metrics: str) -> str:
     return "".join(lines[:1] + [line for line in lines[1:] if line.split(",")[3] == KEPT_METRIC])
 
 
+def step_files(folder: Path, patterns: tuple[str, ...]) -> dict[str, str]:
+    """The texts of one step's files in ``folder``, by path relative to it."""
+    files = {}
+    for pattern in patterns:
+        for path in sorted(folder.glob(pattern)):
+            text = path.read_text(encoding="utf-8")
+            files[path.relative_to(folder).as_posix()] = (
+                accuracy_rows(text) if path.name == "metrics.csv" else text
+            )
+    return files
+
+
+def write_step(folder: Path, files: dict[str, str]) -> None:
+    """One step's files into ``folder`` (emptied first, so a half-written step there is
+    not mixed with the finished one)."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def step_key(step: dict) -> tuple:
+    return (step["step"], step["method"], step.get("seed", -1))
+
+
+def step_folder(out: Path, step: dict) -> Path:
+    """Where ``step`` lives in a results folder."""
+    if step["step"] == "tune":
+        return out / "tune" / step["setup"] / step["method"]
+    return out / "runs" / step["setup"] / step["method"] / f"s{step['seed']}"
+
+
+def read_steps(record: Path, setup: str) -> list[dict]:
+    path = record / f"{setup}.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def write_steps(record: Path, setup: str, steps: list[dict]) -> None:
+    """The set-up's steps, one line each, in a fixed order (a rerun of the table or a
+    step recorded again changes only its own line)."""
+    record.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(s, sort_keys=True) for s in sorted(steps, key=step_key)]
+    (record / f"{setup}.jsonl").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+
+
+def record_step(record: Path | None, step: dict, folder: Path, patterns: tuple[str, ...]) -> None:
+    """Record the finished step in ``folder`` (its line replaced; nothing without a record)."""
+    if record is None:
+        return
+    step = {**step, "files": step_files(folder, patterns)}
+    others = [s for s in read_steps(record, step["setup"]) if step_key(s) != step_key(step)]
+    write_steps(record, step["setup"], [*others, step])
+
+
 def record_tuning(out: Path, record: Path | None, setup: str, method: str) -> None:
-    """Record the finished tuning of ``method`` on ``setup`` (nothing without a record)."""
-    if record is not None:
-        where = Path("tune", setup, method)
-        copy_step(out / where, record / where, TUNING_FILES)
+    """Record the finished tuning of ``method`` on ``setup``."""
+    step = {"step": "tune", "setup": setup, "method": method}
+    record_step(record, step, step_folder(out, step), TUNING_FILES)
 
 
 def record_report(out: Path, record: Path | None, setup: str, method: str, seed: int) -> None:
     """Record the finished report run of ``method`` on ``setup`` with ``seed``."""
-    if record is not None:
-        where = Path("runs", setup, method, f"s{seed}")
-        copy_step(out / where, record / where, REPORT_FILES)
+    step = {"step": "run", "setup": setup, "method": method, "seed": seed}
+    record_step(record, step, step_folder(out, step), REPORT_FILES)
 
 
 def record_calibration(out: Path, record: Path | None) -> None:
@@ -88,26 +134,58 @@ def record_calibration(out: Path, record: Path | None) -> None:
         shutil.copy2(out / CALIBRATION, record / CALIBRATION)
 
 
+def folder_steps(out: Path) -> list[tuple[dict, Path, tuple[str, ...]]]:
+    """The finished steps of a results folder: (step, its folder, its files)."""
+    steps = []
+    for done in sorted(out.glob("tune/*/*/leaderboard_done.json")):
+        folder = done.parent
+        step = {"step": "tune", "setup": folder.parent.name, "method": folder.name}
+        steps.append((step, folder, TUNING_FILES))
+    for summary in sorted(out.glob("runs/*/*/s*/summary.json")):
+        folder = summary.parent
+        if finished_run(folder):
+            step = {
+                "step": "run",
+                "setup": folder.parent.parent.name,
+                "method": folder.parent.name,
+                "seed": int(folder.name[1:]),
+            }
+            steps.append((step, folder, REPORT_FILES))
+    return steps
+
+
 def merge(out: Path, record: Path) -> tuple[int, int]:
-    """Copy the finished steps of ``record`` that ``out`` lacks into ``out`` and those of
-    ``out`` that ``record`` lacks into ``record``; the calibration goes where it is missing.
-    Returns (steps restored, steps recorded)."""
+    """Write the steps of ``record`` that ``out`` lacks into ``out`` and record the
+    finished steps of ``out`` that ``record`` lacks; the calibration goes where it is
+    missing. Returns (steps restored, steps recorded)."""
     restored = recorded = 0
     for source, target in ((record, out), (out, record)):
         if (source / CALIBRATION).is_file() and not (target / CALIBRATION).is_file():
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source / CALIBRATION, target / CALIBRATION)
-        steps = [
-            (folder.parent, TUNING_FILES, finished_tuning)
-            for folder in source.glob("tune/*/*/leaderboard_done.json")
-        ] + [
-            (folder.parent, REPORT_FILES, finished_run)
-            for folder in source.glob("runs/*/*/s*/summary.json")
-        ]
-        for folder, files, finished in steps:
-            twin = target / folder.relative_to(source)
-            if finished(folder) and not finished(twin):
-                copy_step(folder, twin, files)
-                restored += source is record
-                recorded += source is out
+    known = {}
+    for path in sorted(record.glob("*.jsonl")):
+        for step in read_steps(record, path.stem):
+            known[(step["setup"], *step_key(step))] = step
+            folder = step_folder(out, step)
+            done = finished_tuning(folder) if step["step"] == "tune" else finished_run(folder)
+            if not done:
+                write_step(folder, step["files"])
+                restored += 1
+    new: dict[str, list[dict]] = {}
+    for step, folder, patterns in folder_steps(out):
+        if (step["setup"], *step_key(step)) not in known:
+            new.setdefault(step["setup"], []).append(
+                {**step, "files": step_files(folder, patterns)}
+            )
+    for setup, steps in new.items():
+        write_steps(record, setup, [*read_steps(record, setup), *steps])
+        recorded += len(steps)
     return restored, recorded
+
+
+def restored(record: Path = RECORD, out: Path = RESULTS) -> Path:
+    """The results folder with every recorded step in it (for scripts that read the
+    leaderboard's tunings: the influence and Byzantine studies)."""
+    merge(out, record)
+    return out
