@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from clients.base import BaseClient
+from fedimb.app.faults.method_attacks import label_count_attack
 from fedimb.core import payload, protocol
 from fedimb.core.data.client_data import ClientData
 from fedimb.core.data.stats import label_counts
@@ -35,6 +36,12 @@ _REBALANCED: ProcessCache[ClientData] = ProcessCache(max_entries=256)
 
 class AstraeaClient(BaseClient):
     """Applies the z-score plan, then trains like FedAvg."""
+
+    attacks = {
+        "astraea_counts": label_count_attack(
+            protocol.LABEL_COUNTS, variants=("shape", "nan", "missing", "huge")
+        )
+    }
 
     @dataclasses.dataclass(frozen=True)
     class Settings:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from clients.base import BaseClient, PersonalEvaluation
+from fedimb.app.faults.method_attacks import LOSS_ATTACKS
 from fedimb.core import protocol
 
 
@@ -18,6 +19,8 @@ class InitialLossClient(PersonalEvaluation, BaseClient):
     """FedAvg's local training, plus the loss of the received global model on the local
     data (F_k in q-FFL, the mixture gradient in AFL), measured before training and
     reported as ``initial_loss``."""
+
+    attacks = LOSS_ATTACKS  # the loss weighs the client (q-FFL's F_k^q, AFL's mixture)
 
     def before_training(self, config):
         self.initial_loss = self.local_loss()

@@ -14,10 +14,11 @@ import numpy as np
 import torch
 
 from clients.base import BaseClient
+from fedimb.app.faults.method_attacks import label_count_attack
 from fedimb.core import payload, protocol
 from fedimb.core.clustering import inferred_distribution, noisy_distribution
 from fedimb.core.models import get_weights
-from fedimb.core.models.concat import concatenated_model, encoders_from_arrays
+from fedimb.core.models.concat import ENCODERS, concatenated_model, encoders_from_arrays
 from fedimb.core.schema import ANSWER, NUM_CLASSES, UP, PayloadSpec
 from fedimb.core.training import TrainConfig, train_head
 
@@ -29,12 +30,13 @@ STAGE_CLUSTER, STAGE_ENCODERS, STAGE_CLASSIFIER = "cluster", "encoders", "classi
 INFER_SAMPLES = "infer_samples"
 LAPLACE_EPSILON = "laplace_epsilon"
 #: FedConcat-ID's inferred distribution (round 1); the (noised) label distribution in the
-#: answer, with the histogram; the frozen encoders travel as ``protocol.ENCODERS``
+#: answer, with the histogram; the frozen encoders travel as ``concat.ENCODERS``
 INFERRED_DISTRIBUTION = "inferred_distribution"
+LABEL_DISTRIBUTION = "label_distribution"
 PAYLOADS = protocol.BASE_PAYLOADS + (
     PayloadSpec(INFERRED_DISTRIBUTION, UP, "float", (NUM_CLASSES,), nonnegative=True, total=1.0),
     PayloadSpec(
-        protocol.LABEL_DISTRIBUTION,
+        LABEL_DISTRIBUTION,
         ANSWER,
         "float",
         (NUM_CLASSES,),
@@ -50,6 +52,14 @@ class FedConcatClient(BaseClient):
     """Local side of FedConcat: stage-dependent."""
 
     needs_linear_head = True  # its classifier stage builds a linear head
+    #: the per-class arrays of its properties answer (a label-flipping attacker reports them
+    #: for its real labels)
+    class_histograms = (protocol.LABEL_COUNTS, LABEL_DISTRIBUTION)
+    attacks = {
+        "fedconcat_counts": label_count_attack(
+            protocol.LABEL_COUNTS, LABEL_DISTRIBUTION, variants=("shape", "missing")
+        )
+    }
 
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
     instruction_keys = (INFER_SAMPLES, LAPLACE_EPSILON)
@@ -66,7 +76,7 @@ class FedConcatClient(BaseClient):
             noisy = noisy_distribution(
                 self.data.label_counts, float(epsilon), np.random.default_rng(seed)
             )
-            props.update(payload.pack({protocol.LABEL_DISTRIBUTION: noisy}))
+            props.update(payload.pack({LABEL_DISTRIBUTION: noisy}))
         return props
 
     def fit(self, parameters, config):
@@ -93,7 +103,7 @@ class FedConcatClient(BaseClient):
         if encoders:
             self.save_state(
                 EXTRACTOR_STATE,
-                {k: v for k, v in arrays.items() if k.startswith(protocol.ENCODERS)},
+                {k: v for k, v in arrays.items() if k.startswith(ENCODERS)},
             )
             return encoders
         stored = self.load_state(EXTRACTOR_STATE)

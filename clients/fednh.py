@@ -26,6 +26,7 @@ import numpy as np
 
 from clients.base import BaseClient, PersonalEvaluation
 from clients.base_settings import setting
+from fedimb.app.faults.method_attacks import FIT, MethodAttack, replaced
 from fedimb.core import payload, protocol
 from fedimb.core.models import get_weights, set_weights
 from fedimb.core.models.cosine import prototype_slot
@@ -53,8 +54,17 @@ PAYLOADS = protocol.PERSONAL_PAYLOADS + (
 PERSONAL_STATE = "fednh_personal"
 
 
+def flipped_means(metrics: dict, num_examples: int, variant: str, scale: float):
+    """``prototype_flip``: the class means sign-flipped, which keeps every declared bound."""
+    return replaced(metrics, {FEATURE_MEANS: -payload.unpack(metrics)[FEATURE_MEANS]}), (
+        num_examples
+    )
+
+
 class FedNHClient(PersonalEvaluation, BaseClient):
     """Cross-entropy of the cosine logits with fixed prototypes; reports class means."""
+
+    attacks = {"prototype_flip": MethodAttack(FIT, flipped_means)}
 
     trains_encoder_alone = True  # the prototypes stay fixed: the encoder must have parameters
 

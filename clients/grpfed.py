@@ -43,6 +43,7 @@ from torch import nn
 
 from clients.base import BaseClient, PersonalEvaluation
 from clients.base_settings import setting
+from fedimb.app.faults.method_attacks import LOSS_ATTACKS
 from fedimb.core import protocol
 from fedimb.core.errors import FedimbError, at_least, one_of
 from fedimb.core.models import get_weights, set_weights
@@ -90,6 +91,7 @@ class GRPFEDClient(PersonalEvaluation, BaseClient):
     """Global model + adversarially regularised personal extractor."""
 
     needs_linear_head = True  # reads the head's bias
+    attacks = LOSS_ATTACKS  # its loss weighs it (L^g_m to the power q)
 
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import torch
 
 from clients.base import BaseClient
 from clients.base_settings import setting
-from fedimb.core import protocol
+from fedimb.app.faults.method_attacks import FIT, MethodAttack, replaced
+from fedimb.core import payload, protocol
 from fedimb.core.errors import at_least
 from fedimb.core.losses import relaxed_balanced_softmax_loss
 from fedimb.core.prototypes import (
@@ -63,8 +65,37 @@ PAYLOADS = protocol.BASE_PAYLOADS + (
 )
 
 
+#: ``prototype_count``: what an attacker reports as each prototype's class count
+HUGE_CLASS_COUNT = 1e300
+
+
+def mismatched_prototypes(metrics: dict, num_examples: int, variant: str, scale: float):
+    """``prototype_mismatch``: prototype classes that do not match their vectors, one
+    class more (``classes``) or a 2-D class array (``2d``)."""
+    classes = payload.unpack(metrics)[PROTOTYPE_CLASSES]
+    crafted = (
+        np.arange(len(classes) + 1, dtype=classes.dtype)
+        if variant == "classes"
+        else np.stack([classes, classes])
+    )
+    return replaced(metrics, {PROTOTYPE_CLASSES: crafted}), num_examples
+
+
+def huge_class_counts(metrics: dict, num_examples: int, variant: str, scale: float):
+    """``prototype_count``: every prototype's class count 1e300 (a float)."""
+    counts = payload.unpack(metrics)[PROTOTYPE_COUNTS]
+    return replaced(metrics, {PROTOTYPE_COUNTS: np.full(counts.shape, HUGE_CLASS_COUNT)}), (
+        num_examples
+    )
+
+
 class ReBaFLClient(BaseClient):
     """Relaxed balanced softmax + prototype-based feature augmentation."""
+
+    attacks = {
+        "prototype_mismatch": MethodAttack(FIT, mismatched_prototypes, variants=("classes", "2d")),
+        "prototype_count": MethodAttack(FIT, huge_class_counts),
+    }
 
     def _local_prototypes(self):
         return class_prototypes(

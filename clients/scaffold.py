@@ -38,6 +38,8 @@ import torch
 
 from clients.base import BaseClient
 from clients.base_settings import setting
+from fedimb.app.faults.attacks import HUGE_COUNT, HUGE_FLOAT
+from fedimb.app.faults.method_attacks import FIT, MethodAttack, replaced
 from fedimb.core import payload, protocol
 from fedimb.core.aggregate import fednova_normaliser
 from fedimb.core.errors import one_of
@@ -51,11 +53,26 @@ CONTROLS = ("auto", "option2_normalised", "option2", "option1", "gradient_mean")
 #: gradient of the local loss, whose entries no honest client sees near 1e6; beyond it
 #: one client would steer every client's correction
 CONTROL_BOUND = 1e6
-#: the server control variate c and each client's change Δc_i, per trainable parameter
+#: the server control variate c and each client's change Δc_i, per trainable parameter j
+CONTROL = "control.<j>"
+CONTROL_DELTA = "control_delta.<j>"
 PAYLOADS = protocol.BASE_PAYLOADS + (
-    PayloadSpec(protocol.CONTROL, DOWN, "float", MODEL),
-    PayloadSpec(protocol.CONTROL_DELTA, UP, "float", MODEL, bound=CONTROL_BOUND, required=True),
+    PayloadSpec(CONTROL, DOWN, "float", MODEL),
+    PayloadSpec(CONTROL_DELTA, UP, "float", MODEL, bound=CONTROL_BOUND, required=True),
 )
+
+
+def huge_control(metrics: dict, num_examples: int, variant: str, scale: float):
+    """``scaffold_huge``: every control delta 3e38 (``delta``), or 10^12 samples (``n``)."""
+    if variant == "n":
+        return metrics, HUGE_COUNT
+    prefix = CONTROL_DELTA.split("<j>")[0]
+    deltas = {
+        name: np.full_like(array, HUGE_FLOAT)
+        for name, array in payload.unpack(metrics).items()
+        if name.startswith(prefix)
+    }
+    return replaced(metrics, deltas), num_examples
 
 
 def resolve_control(control: str, optimizer: str) -> str:
@@ -69,6 +86,8 @@ def resolve_control(control: str, optimizer: str) -> str:
 class ScaffoldClient(BaseClient):
     """Control-variate corrected local training."""
 
+    attacks = {"scaffold_huge": MethodAttack(FIT, huge_control, variants=("delta", "n"))}
+
     @dataclasses.dataclass(frozen=True)
     class Settings:
         control: str = setting(one_of(*CONTROLS))  # the c_i⁺ rule (module docstring)
@@ -81,7 +100,7 @@ class ScaffoldClient(BaseClient):
         arrays = payload.unpack(config)
         params = self.controlled_parameters()
         self.server_control = [
-            torch.as_tensor(arrays[protocol.indexed(protocol.CONTROL, j)], device=self.device)
+            torch.as_tensor(arrays[protocol.indexed(CONTROL, j)], device=self.device)
             for j in range(len(params))
         ]
         stored = self.load_state(STATE)
@@ -179,10 +198,7 @@ class ScaffoldClient(BaseClient):
         self.save_state(STATE, {f"c{j}": c.cpu().numpy() for j, c in enumerate(new_control)})
         return payload.pack(
             {
-                protocol.indexed(protocol.CONTROL_DELTA, j): (new - old)
-                .cpu()
-                .numpy()
-                .astype(np.float32)
+                protocol.indexed(CONTROL_DELTA, j): (new - old).cpu().numpy().astype(np.float32)
                 for j, (new, old) in enumerate(zip(new_control, self.client_control))
             }
         )

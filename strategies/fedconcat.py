@@ -32,6 +32,7 @@ from flwr.common import FitIns, ndarrays_to_parameters
 from clients.fedconcat import (
     INFER_SAMPLES,
     INFERRED_DISTRIBUTION,
+    LABEL_DISTRIBUTION,
     LAPLACE_EPSILON,
     PAYLOADS,
     STAGE_CLASSIFIER,
@@ -147,7 +148,7 @@ class FedConcatStrategy(BaseStrategy):
             )
             distributions = self.valid_answers(
                 {p: (a.get(protocol.NUM_EXAMPLES), a) for p, a in answers.items()},
-                protocol.LABEL_DISTRIBUTION,
+                LABEL_DISTRIBUTION,
                 "the clustering",
             )
         self.assign_clusters(distributions)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clients.scaffold import PAYLOADS
+from clients.scaffold import CONTROL, CONTROL_DELTA, PAYLOADS
 from fedimb.core import payload, protocol
 from fedimb.core.errors import one_of
 from fedimb.core.models import trainable_indices
@@ -47,9 +47,7 @@ class ScaffoldStrategy(BaseStrategy):
     def fit_config(self, server_round):
         return {
             **super().fit_config(server_round),
-            **payload.pack(
-                {protocol.indexed(protocol.CONTROL, j): c for j, c in enumerate(self.control)}
-            ),
+            **payload.pack({protocol.indexed(CONTROL, j): c for j, c in enumerate(self.control)}),
         }
 
     def control_shares(self, updates: list[ClientUpdate]) -> list[float]:
@@ -118,8 +116,7 @@ class ScaffoldStrategy(BaseStrategy):
         would still move c, which every client adds to each gradient step."""
         count = len(self.control)
         deltas = [
-            [u.payload[protocol.indexed(protocol.CONTROL_DELTA, j)] for j in range(count)]
-            for u in updates
+            [u.payload[protocol.indexed(CONTROL_DELTA, j)] for j in range(count)] for u in updates
         ]
         flat = [np.concatenate([d.ravel() for d in delta]) for delta in deltas]
         bounded = self.bounded_vectors([u.partition_id for u in updates], flat, "control_delta")

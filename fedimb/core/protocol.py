@@ -7,10 +7,10 @@ this module; a method's own keys are declared in its client module.
 Server → client (``FitIns.config`` / ``EvaluateIns.config``), key: type — meaning
 
 - ``server_round``: int — the Flower round (seeds the client's local shuffling)
-- ``stage``: str — the phase of a multi-stage method (FedConcat), else ``train``
+- ``stage``: str — the phase of a multi-stage method, else ``train``
 - ``seed``: int — the run's seed
 - ``report_latent``: bool — also return the mean latent (contribution normalisation)
-- ``personal_eval``: bool — evaluate the personal model (GRP-FED §4.1's T_p and T_r)
+- ``personal_eval``: bool — evaluate the personal model (the personal scores)
 - ``return_probs``: bool — with ``personal_eval``, also the global-test probabilities
 - ``array:<name>``: bytes — a named array (:mod:`fedimb.core.payload`)
 - ``assigned_partition``: int — the client the node serves for this message, where the
@@ -29,9 +29,8 @@ Client → server (``FitRes.metrics``, ``EvaluateRes.metrics``, ``get_properties
 
 The arrays every method may exchange are declared here (``BASE_PAYLOADS``,
 ``PERSONAL_PAYLOADS``, one :class:`fedimb.core.schema.PayloadSpec` each). A method's own
-keys and payloads are declared once in its client module (``clients/<name>.py``), which
-its strategy imports; the few of them the framework itself reads (attacks, the
-concatenated model) are named here, and the method's module reuses these constants.
+keys, payloads and attacks are declared once in its client module (``clients/<name>.py``),
+which its strategy imports; this module names no method.
 """
 
 from __future__ import annotations
@@ -102,14 +101,7 @@ LABEL_COUNTS_PAYLOAD = PayloadSpec(
     required=True,
 )
 
-# method keys the framework reads too (fedimb.app.faults.attacks, fedimb.core.models.concat);
-# their declarations are in clients/scaffold.py and clients/fedconcat.py
-CONTROL = "control.<j>"  # SCAFFOLD: the server control variate, per trainable parameter
-CONTROL_DELTA = "control_delta.<j>"  # SCAFFOLD: a client's change of its control variate
-LABEL_DISTRIBUTION = "label_distribution"  # FedConcat: a client's (noised) label distribution
-ENCODERS = "encoder."  # FedConcat: the frozen encoders, encoder.<k>.<j>, server -> client
-
-# personal evaluation (GRP-FED, local-only ...): the personal model's global-test probabilities
+# personal evaluation (personalised methods): the personal model's global-test probabilities
 PERSONAL_PAYLOADS = BASE_PAYLOADS + (
     PayloadSpec(
         GLOBAL_TEST_PROBS,

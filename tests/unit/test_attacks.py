@@ -14,10 +14,18 @@ from flwr.client import NumPyClient
 from omegaconf import OmegaConf
 
 from benchmarks.attacks import ROWS, Cell, RunSummary, judge, summarise
+from clients.astraea import AstraeaClient
+from clients.fedconcat import FedConcatClient
+from clients.fednh import FedNHClient
+from clients.grpfed import GRPFEDClient
+from clients.qffl import QFFLClient
+from clients.rebafl import ReBaFLClient
+from clients.scaffold import ScaffoldClient
 from fedimb.app.configuration import compose as config
 from fedimb.app.faults import attacks, omniscient
 from fedimb.app.faults import injection as faults
 from fedimb.app.faults.clients import AttackingClient, LabelFlippingClient, flipped_labels
+from fedimb.app.faults.method_attacks import declaring_methods, method_attacks
 from fedimb.app.faults.omniscient import OmniscientServer, OmniscientStrategy
 from fedimb.app.server.round_loop import FedImbServer
 from fedimb.core import events, payload, protocol
@@ -37,16 +45,47 @@ HONEST = [
 METRICS = {protocol.TRAIN_LOSS: 2.0, protocol.INITIAL_LOSS: 1.5, protocol.LOCAL_STEPS: 4}
 
 
+#: the client class that declares each method's own attack
+DECLARED = {
+    "huge_loss": QFFLClient,
+    "loss_skew": GRPFEDClient,
+    "prototype_mismatch": ReBaFLClient,
+    "prototype_count": ReBaFLClient,
+    "prototype_flip": FedNHClient,
+    "scaffold_huge": ScaffoldClient,
+    "astraea_counts": AstraeaClient,
+    "fedconcat_counts": FedConcatClient,
+}
+
+
+def own(kind: str):
+    return DECLARED[kind].attacks[kind] if kind in DECLARED else None
+
+
 def fit(kind: str, variant: str = "", scale: float = 1.0, metrics: dict | None = None):
+    attack = own(kind)
     return attacks.crafted_fit(
         kind,
-        variant or attacks.VARIANTS.get(kind, ("",))[0],
+        variant or (attack.variants[0] if attack else ""),
         scale,
         RECEIVED,
         [w.copy() for w in HONEST],
         100,
         dict(metrics or METRICS),
+        attack,
     )
+
+
+def properties(kind: str, variant: str, claim=None) -> dict:
+    return attacks.crafted_properties(kind, variant, claim, PROPS, own(kind))
+
+
+def test_every_method_attack_is_declared_by_the_methods_it_names():
+    declared = declaring_methods()
+    assert set(declared) == set(DECLARED)
+    assert declared["loss_skew"] == ["afl", "grpfed", "qffl"]
+    assert declared["scaffold_huge"] == ["scaffold"]
+    assert not set(declared) & set(attacks.KINDS)  # a kind means one thing
 
 
 def test_dtype_attacks_change_the_arrays_dtype():
@@ -159,20 +198,20 @@ PROPS = {
     ],
 )
 def test_astraea_label_counts(variant, check):
-    arrays = payload.unpack(attacks.crafted_properties("astraea_counts", variant, None, PROPS))
+    arrays = payload.unpack(properties("astraea_counts", variant))
     assert check(arrays[protocol.LABEL_COUNTS])
     assert np.array_equal(arrays["label_distribution"], [0.3, 0.7, 0.0])  # only Astraea's payload
 
 
 def test_missing_label_counts():
-    props = attacks.crafted_properties("astraea_counts", "missing", None, PROPS)
+    props = properties("astraea_counts", "missing")
     assert protocol.LABEL_COUNTS not in payload.unpack(props) and props[protocol.PARTITION_ID] == 1
-    props = attacks.crafted_properties("fedconcat_counts", "missing", None, PROPS)
+    props = properties("fedconcat_counts", "missing")
     assert payload.unpack(props) == {}
 
 
 def test_fedconcat_distribution_of_the_wrong_shape():
-    arrays = payload.unpack(attacks.crafted_properties("fedconcat_counts", "shape", None, PROPS))
+    arrays = payload.unpack(properties("fedconcat_counts", "shape"))
     assert arrays["label_distribution"].shape == (4,) and arrays[protocol.LABEL_COUNTS].shape == (
         4,
     )
@@ -180,7 +219,7 @@ def test_fedconcat_distribution_of_the_wrong_shape():
 
 @pytest.mark.parametrize("claim,expected", [(0, 0), (99, 99), (None, "absent")])
 def test_claim_partition(claim, expected):
-    props = attacks.crafted_properties("claim_partition", "", claim, PROPS)
+    props = properties("claim_partition", "", claim)
     assert (
         props.get(protocol.PARTITION_ID, "absent") == expected
         and props[protocol.NUM_EXAMPLES] == 30
@@ -278,7 +317,8 @@ def test_attack_settings_that_make_sense_compose():
 def test_every_matrix_row_names_an_attack_that_composes():
     for name, row in ROWS.items():
         overrides = [f"method={row.method}", *row.overrides]
-        assert config.compose(overrides).fault.kind in attacks.KINDS, name
+        cfg = config.compose(overrides)
+        assert cfg.fault.kind in attacks.KINDS or cfg.fault.kind in method_attacks(cfg), name
 
 
 # ------------------------------------------------------------------ the matrix's verdicts

@@ -12,6 +12,7 @@ import pytest
 from flwr.common import FitRes, ndarrays_to_parameters, parameters_to_ndarrays
 
 from clients import rebafl
+from clients.fedconcat import LABEL_DISTRIBUTION
 from fedimb.app.runtimes.in_process import OK, InProcessFederation
 from fedimb.core import payload, protocol, schema
 from fedimb.core.schema import ANSWER, UP, PayloadSpec
@@ -342,8 +343,8 @@ def test_fedconcat_leaves_out_a_noised_distribution_of_the_wrong_shape(monkeypat
 
     def query(pids, config):
         answers = real_query(pids, config)
-        answers[0] = {**answers[0], **payload.pack({protocol.LABEL_DISTRIBUTION: np.ones(3) / 3})}
-        del answers[2][payload.PREFIX + protocol.LABEL_DISTRIBUTION]
+        answers[0] = {**answers[0], **payload.pack({LABEL_DISTRIBUTION: np.ones(3) / 3})}
+        del answers[2][payload.PREFIX + LABEL_DISTRIBUTION]
         return answers
 
     monkeypatch.setattr(fed.strategy.registry, "query", query)

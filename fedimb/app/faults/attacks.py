@@ -12,6 +12,11 @@ round).
 reports (``none``: no id at all). Each function below is pure, so a test checks the
 crafted value without a run.
 
+The attacks here touch what every method's clients send. An attack on what only one
+method reads is declared beside that method's payloads: its client class's ``attacks``,
+a :class:`~fedimb.app.faults.method_attacks.MethodAttack` by kind
+(:mod:`fedimb.app.faults.method_attacks`).
+
 Three attacks of the Byzantine-robustness literature answer with honest-looking values:
 ``label_flip`` trains honestly on flipped labels (the client wrapper
 :class:`~fedimb.app.faults.clients.LabelFlippingClient`); ``alie`` and ``ipm`` send models
@@ -24,61 +29,36 @@ from __future__ import annotations
 import numpy as np
 from omegaconf import DictConfig
 
+from fedimb.app.faults.method_attacks import MethodAttack, replaced
 from fedimb.core import events, payload, protocol
 from fedimb.core.errors import ConfigError
 
-#: attacks on the fit result (weights, number of examples, metrics)
+#: attacks on the fit result (weights, number of examples, metrics) of any method
 FIT_KINDS = (
     "dtype_int64",
     "dtype_float16",
     "dtype_complex",
     "huge_num_examples",
     "huge_weights",
-    "huge_loss",
     "latent_length",
-    "prototype_mismatch",
-    "prototype_count",
-    "prototype_flip",
-    "scaffold_huge",
     "forged_event",
     "forged_print",
-    "loss_skew",
     "sign_flip",
 )
-#: attacks on the answer to the server's properties query
-PROPERTIES_KINDS = ("astraea_counts", "fedconcat_counts", "claim_partition")
+#: attacks on the answer to the server's properties query of any method
+PROPERTIES_KINDS = ("claim_partition",)
 #: attacks on the training data: the client trains honestly on poisoned labels
 DATA_KINDS = ("label_flip",)
 #: attacks the server makes for the attackers from the round's honest updates
 OMNISCIENT_KINDS = ("alie", "ipm")
 KINDS = FIT_KINDS + PROPERTIES_KINDS + DATA_KINDS + OMNISCIENT_KINDS
 
-#: the forms of the attacks that have several; the first is the default
-VARIANTS = {
-    "prototype_mismatch": ("classes", "2d"),  # one class more than vectors / a 2-D class array
-    "scaffold_huge": ("delta", "n"),  # control deltas of 3e38 / num_examples 10**12
-    "astraea_counts": ("shape", "nan", "missing", "huge"),
-    "fedconcat_counts": ("shape", "missing"),
-}
 #: ``fault.scale`` when left null
-DEFAULT_SCALE = {"sign_flip": 10.0, "loss_skew": 1.25, "ipm": 0.1}  # alie: z_max of the round
-#: the methods an attack makes sense for (absent: every method)
-METHODS = {
-    "huge_loss": ("qffl", "afl", "grpfed", "grpfed_tuned"),
-    "loss_skew": ("qffl", "afl", "grpfed", "grpfed_tuned"),
-    "prototype_mismatch": ("rebafl",),
-    "prototype_count": ("rebafl",),
-    "prototype_flip": ("fednh",),
-    "scaffold_huge": ("scaffold",),
-    "astraea_counts": ("astraea", "astraea_aug", "astraea_sched"),
-    "fedconcat_counts": ("fedconcat",),
-}
+DEFAULT_SCALE = {"sign_flip": 10.0, "ipm": 0.1}  # alie: z_max of the round
+
 
 HUGE_FLOAT = 3e38  # finite in float32 (its maximum is 3.4e38)
 HUGE_COUNT = 10**12
-HUGE_LOSS = 1e40
-HUGE_CLASS_COUNT = 1e300
-HUGE_LABEL_COUNT = 1e15
 #: what the forged events claim
 FORGED_ACCURACY = 0.999
 FORGED_ARTIFACT = "partition"
@@ -86,14 +66,6 @@ FORGED_ARTIFACT = "partition"
 
 def _floating(array: np.ndarray) -> bool:
     return np.issubdtype(array.dtype, np.floating)
-
-
-def _payload_names(metrics: dict, suffix: str) -> list[str]:
-    return sorted(name for name in payload.unpack(metrics) if name.endswith(suffix))
-
-
-def _replace(metrics: dict, arrays: dict[str, np.ndarray]) -> dict:
-    return {**metrics, **payload.pack(arrays)}
 
 
 def crafted_fit(
@@ -104,9 +76,14 @@ def crafted_fit(
     weights: list[np.ndarray],
     num_examples: int,
     metrics: dict,
+    attack: MethodAttack | None = None,
 ) -> tuple[list[np.ndarray], int, dict]:
-    """The attacker's fit result, made from its honest one (``received``: the global model)."""
+    """The attacker's fit result, made from its honest one (``received``: the global
+    model); ``attack``: the method's own attack of that kind, where it is one."""
     weights = [np.asarray(w) for w in weights]
+    if attack is not None:
+        metrics, num_examples = attack.craft(metrics, num_examples, variant, scale)
+        return weights, num_examples, metrics
     if kind == "dtype_int64":
         return [w.astype(np.int64) for w in weights], 1, metrics
     if kind in ("dtype_float16", "dtype_complex"):
@@ -120,37 +97,8 @@ def crafted_fit(
             num_examples,
             metrics,
         )
-    if kind in ("huge_loss", "loss_skew"):
-        losses = {
-            k: (HUGE_LOSS if kind == "huge_loss" else float(metrics[k]) * scale)
-            for k in (protocol.TRAIN_LOSS, protocol.INITIAL_LOSS)
-            if k in metrics
-        }
-        return weights, num_examples, {**metrics, **losses}
     if kind == "latent_length":
         return weights, num_examples, _crafted_latent(metrics)
-    if kind == "prototype_mismatch":
-        return weights, num_examples, _mismatched_prototypes(metrics, variant)
-    if kind == "prototype_count":
-        counts = {
-            name: np.full(payload.unpack(metrics)[name].shape, HUGE_CLASS_COUNT)
-            for name in _payload_names(metrics, "_counts")
-        }
-        return weights, num_examples, _replace(metrics, counts)
-    if kind == "scaffold_huge":
-        if variant == "n":
-            return weights, HUGE_COUNT, metrics
-        prefix = protocol.CONTROL_DELTA.split("<j>")[0]
-        deltas = {
-            name: np.full_like(array, HUGE_FLOAT)
-            for name, array in payload.unpack(metrics).items()
-            if name.startswith(prefix)
-        }
-        return weights, num_examples, _replace(metrics, deltas)
-    if kind == "prototype_flip":  # FedNH's class means, sign-flipped: every bound still holds
-        arrays = payload.unpack(metrics)
-        flipped = {name: -arrays[name] for name in _payload_names(metrics, "_means")}
-        return weights, num_examples, _replace(metrics, flipped)
     if kind == "sign_flip":
         return sign_flipped(received, weights, scale), num_examples, metrics
     raise ValueError(f"not a fit attack: {kind!r}")
@@ -171,45 +119,20 @@ def _crafted_latent(metrics: dict) -> dict:
     latent = payload.unpack(metrics).get(protocol.LATENT_MEAN)
     if latent is None:
         return metrics
-    return _replace(metrics, {protocol.LATENT_MEAN: np.append(latent, latent[-1:])})
+    return replaced(metrics, {protocol.LATENT_MEAN: np.append(latent, latent[-1:])})
 
 
-def _mismatched_prototypes(metrics: dict, variant: str) -> dict:
-    """Prototype class arrays that do not match their vectors: one class more, or 2-D."""
-    arrays = payload.unpack(metrics)
-    crafted = {}
-    for name in _payload_names(metrics, "_classes"):
-        classes = arrays[name]
-        crafted[name] = (
-            np.arange(len(classes) + 1, dtype=classes.dtype)
-            if variant == "classes"
-            else np.stack([classes, classes])
-        )
-    return _replace(metrics, crafted)
-
-
-def crafted_properties(kind: str, variant: str, claim, props: dict) -> dict:
-    """The attacker's properties answer, made from its honest one."""
+def crafted_properties(
+    kind: str, variant: str, claim, props: dict, attack: MethodAttack | None = None
+) -> dict:
+    """The attacker's properties answer, made from its honest one; ``attack``: the
+    method's own attack of that kind, where it is one."""
+    if attack is not None:
+        return attack.craft(props, 0, variant, 1.0)[0]
     if kind == "claim_partition":
         props = {k: v for k, v in props.items() if k != protocol.PARTITION_ID}
         return props if claim is None else {**props, protocol.PARTITION_ID: int(claim)}
-    names = [protocol.LABEL_COUNTS] + (
-        [protocol.LABEL_DISTRIBUTION] if kind == "fedconcat_counts" else []
-    )
-    arrays = payload.unpack(props)
-    present = [n for n in names if n in arrays]
-    if variant == "missing":
-        return {k: v for k, v in props.items() if k not in {payload.PREFIX + n for n in present}}
-    crafted = {n: _crafted_counts(arrays[n], variant) for n in present}
-    return {**props, **payload.pack(crafted)}
-
-
-def _crafted_counts(counts: np.ndarray, variant: str) -> np.ndarray:
-    if variant == "shape":
-        return np.append(counts, counts[-1:])
-    wrong = np.asarray(counts, dtype=np.float64).copy()
-    wrong[0] = np.nan if variant == "nan" else HUGE_LABEL_COUNT
-    return wrong
+    raise ValueError(f"not a properties attack: {kind!r}")
 
 
 def forged_message(pid: int, server_round: int) -> str:
@@ -232,27 +155,30 @@ def forged_output(pid: int, server_round: int) -> list[str]:
     return lines + [f"client {pid} at 50%\r{line}" for line in lines]
 
 
-def settings(fault: DictConfig) -> tuple[str, float, object]:
-    """(variant, scale, claim) of an attack, defaults filled in."""
+def settings(fault: DictConfig, attack: MethodAttack | None) -> tuple[str, float, object]:
+    """(variant, scale, claim) of an attack (``attack``: the method's own, where it is
+    one), defaults filled in."""
     kind = str(fault.kind)
-    variant = fault.get("variant") or VARIANTS.get(kind, ("",))[0]
+    forms = attack.variants if attack is not None else ("",)
+    default = attack.default_scale if attack is not None else DEFAULT_SCALE.get(kind, 1.0)
     scale = fault.get("scale")
     claim = fault.get("claim")
     return (
-        str(variant),
-        float(DEFAULT_SCALE.get(kind, 1.0) if scale is None else scale),
+        str(fault.get("variant") or forms[0]),
+        float(default if scale is None else scale),
         None if claim in (None, "none") else claim,
     )
 
 
 def check(
     fault: DictConfig,
-    method: str | None = None,
+    attack: MethodAttack | None,
     normalize: str | None = None,
     num_clients: int | None = None,
 ) -> None:
-    """One-line errors for an attack that has no such form, or that the run's method (or
-    its ``num_clients``) never gives the chance to make."""
+    """One-line errors for an attack (``attack``: the method's own, where it is one) that
+    has no such form, or that the run (its ``normalize``, its ``num_clients``) never
+    gives the chance to make."""
     kind = str(fault.kind)
     clients = set(fault.get("clients") or [])
     if kind in DATA_KINDS and (fault.get("rounds") or fault.get("scale") is not None):
@@ -268,10 +194,11 @@ def check(
                 f"{num_clients} clients; set fault.scale (z) or name fewer fault.clients"
             )
     variant = fault.get("variant")
-    if variant is not None and str(variant) not in VARIANTS.get(kind, ()):
-        forms = ", ".join(VARIANTS.get(kind, ())) or "none (leave it null)"
+    forms = tuple(v for v in (attack.variants if attack is not None else ()) if v)
+    if variant is not None and str(variant) not in forms:
         raise ConfigError(
-            f"fault.variant of fault.kind={kind} must be one of {forms}, got {variant!r}"
+            f"fault.variant of fault.kind={kind} must be one of "
+            f"{', '.join(forms) or 'none (leave it null)'}, got {variant!r}"
         )
     scale = fault.get("scale")
     if scale is not None and not (
@@ -287,10 +214,6 @@ def check(
     ):
         raise ConfigError(
             f"fault.kind=claim_partition needs fault.claim: a partition id or none, got {claim!r}"
-        )
-    if method is not None and kind in METHODS and method not in METHODS[kind]:
-        raise ConfigError(
-            f"fault.kind={kind} needs method {' or '.join(METHODS[kind])}, got {method!r}"
         )
     if kind == "latent_length" and normalize is not None and normalize != "latent_cosine":
         raise ConfigError(

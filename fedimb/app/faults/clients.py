@@ -19,6 +19,7 @@ from fedimb.app.faults.attacks import (
     forged_message,
     forged_output,
 )
+from fedimb.app.faults.method_attacks import FIT, PROPERTIES, MethodAttack
 from fedimb.core import payload, protocol
 
 #: the size of the injected unknown payload array (float32 values: 8 MiB)
@@ -59,23 +60,26 @@ class AttackingClient(WrappedClient):
         variant: str,
         scale: float,
         claim,
+        attack: MethodAttack | None = None,
     ):
         super().__init__(inner, kind, pid, rounds)
         self.variant = variant
         self.scale = scale
         self.claim = claim
+        self.attack = attack  # the method's own attack of this kind, where it is one
+
+    def attacks(self, on: str, framework_kinds: tuple[str, ...]) -> bool:
+        return self.attack.on == on if self.attack is not None else self.kind in framework_kinds
 
     def get_properties(self, config):
         props = self.inner.get_properties(config)
-        return (
-            crafted_properties(self.kind, self.variant, self.claim, props)
-            if self.kind in PROPERTIES_KINDS
-            else props
-        )
+        if not self.attacks(PROPERTIES, PROPERTIES_KINDS):
+            return props
+        return crafted_properties(self.kind, self.variant, self.claim, props, self.attack)
 
     def fit(self, parameters, config):
         server_round = int(config.get(protocol.SERVER_ROUND, 0))
-        if self.kind not in FIT_KINDS or (self.rounds and server_round not in self.rounds):
+        if not self.attacks(FIT, FIT_KINDS) or (self.rounds and server_round not in self.rounds):
             return self.inner.fit(parameters, config)
         if self.kind == "forged_print":  # print and log the forged events, then raise them
             for line in forged_output(self.pid, server_round):
@@ -93,6 +97,7 @@ class AttackingClient(WrappedClient):
             list(weights),
             num_examples,
             dict(metrics),
+            self.attack,
         )
 
 
@@ -123,8 +128,8 @@ class LabelFlippingClient(WrappedClient):
     every hook of the method sees the flipped labels and their counts, in every round
     (the federated evaluation on the client's training split too; its local test split
     keeps its labels). The label counts it reports in its properties answer are those of
-    its real data: the map permutes the classes, so the counts (and FedConcat's label
-    distribution) of the flipped labels, reversed."""
+    its real data: the map permutes the classes, so the counts (and any other per-class
+    array its client class names in ``class_histograms``) of the flipped labels, reversed."""
 
     def __init__(self, inner: NumPyClient, kind: str, pid: int, rounds: frozenset[int]):
         super().__init__(inner, kind, pid, rounds)
@@ -141,7 +146,7 @@ class LabelFlippingClient(WrappedClient):
         arrays = payload.unpack(props)
         real = {
             name: np.flip(arrays[name], axis=-1).copy()
-            for name in (protocol.LABEL_COUNTS, protocol.LABEL_DISTRIBUTION)
+            for name in getattr(type(self.inner), "class_histograms", (protocol.LABEL_COUNTS,))
             if name in arrays
         }
         return {**props, **payload.pack(real)} if real else props

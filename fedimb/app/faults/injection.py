@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from fedimb.app.faults import attacks
 from fedimb.app.faults.clients import AttackingClient, FaultyClient, LabelFlippingClient
+from fedimb.app.faults.method_attacks import declaring_methods, method_attacks
 from fedimb.app.faults.omniscient import OmniscientServer
 from fedimb.app.server.phases import PhaseClock
 from fedimb.app.server.round_loop import FedImbServer
@@ -35,24 +36,32 @@ KINDS = ("none", "raise", "nan", "shape", "payload", "hang", "server") + attacks
 SERVER_KINDS = ("none", "server") + attacks.OMNISCIENT_KINDS
 
 
-def check(fault: DictConfig, cfg: DictConfig | None = None) -> None:
-    """One-line errors for a malformed ``fault`` section (and, given the run's ``cfg``,
-    an attack its method never gives the chance to make)."""
-    if str(fault.kind) not in KINDS:
-        raise ConfigError(f"fault.kind must be one of {', '.join(KINDS)}, got {fault.kind!r}")
+def check(fault: DictConfig, cfg: DictConfig) -> None:
+    """One-line errors for a malformed ``fault`` section, or an attack the run's method
+    never gives the chance to make (a method's own attacks are declared by its client:
+    :mod:`~fedimb.app.faults.method_attacks`)."""
+    kind = str(fault.kind)
+    own = {} if kind in KINDS else method_attacks(cfg)
+    if kind not in own and kind not in KINDS:
+        elsewhere = declaring_methods()
+        if kind in elsewhere:
+            raise ConfigError(
+                f"fault.kind={kind} needs method {' or '.join(elsewhere[kind])}, "
+                f"got {cfg.method.get('name')!r}"
+            )
+        raise ConfigError(
+            f"fault.kind must be one of {', '.join([*KINDS, *elsewhere])}, got {fault.kind!r}"
+        )
     for key in ("clients", "rounds"):
         values = list(fault.get(key) or [])
         if not all(isinstance(v, int) and v >= 0 for v in values):
             raise ConfigError(f"fault.{key} must be a list of integers >= 0, got {values!r}")
-    if cfg is not None:
-        attacks.check(
-            fault,
-            str(cfg.method.get("name")),
-            str((cfg.get("normalize") or {}).get("name")),
-            int(cfg.num_clients) if cfg.get("num_clients") is not None else None,
-        )
-    else:
-        attacks.check(fault)
+    attacks.check(
+        fault,
+        own.get(kind),
+        str((cfg.get("normalize") or {}).get("name")),
+        int(cfg.num_clients) if cfg.get("num_clients") is not None else None,
+    )
 
 
 ClientFactory = Callable[[DictConfig, Context, int, PhaseClock | None], NumPyClient]
@@ -84,8 +93,11 @@ def inject(cfg: DictConfig, pid: int, client: NumPyClient) -> NumPyClient:
     rounds = frozenset(fault.rounds or [])
     if fault.kind in attacks.DATA_KINDS:
         return LabelFlippingClient(client, str(fault.kind), pid, rounds)
-    if fault.kind in attacks.KINDS:
-        return AttackingClient(client, str(fault.kind), pid, rounds, *attacks.settings(fault))
+    own = None if fault.kind in attacks.KINDS else method_attacks(cfg).get(str(fault.kind))
+    if fault.kind in attacks.KINDS or own is not None:
+        return AttackingClient(
+            client, str(fault.kind), pid, rounds, *attacks.settings(fault, own), attack=own
+        )
     return FaultyClient(client, str(fault.kind), pid, rounds, float(fault.hang_seconds))
 
 

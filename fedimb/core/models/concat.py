@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedimb.core import payload, protocol
+from fedimb.core import payload
 from fedimb.core.models.base import EncoderHeadNet, set_weights
 
 
@@ -51,14 +51,14 @@ def split_model_weights(
     return encoder, head
 
 
+#: the prefix of the K frozen encoders' arrays, ``encoder.<k>.<j>`` (server -> client)
+ENCODERS = "encoder."
+
+
 def encoders_to_payload(encoder_weights: list[list[np.ndarray]]) -> dict:
     """The K encoders' weights as named payload arrays ``encoder.<k>.<j>``."""
     return payload.pack(
-        {
-            f"{protocol.ENCODERS}{k}.{j}": w
-            for k, ws in enumerate(encoder_weights)
-            for j, w in enumerate(ws)
-        }
+        {f"{ENCODERS}{k}.{j}": w for k, ws in enumerate(encoder_weights) for j, w in enumerate(ws)}
     )
 
 
@@ -66,7 +66,7 @@ def encoders_from_arrays(arrays: dict[str, np.ndarray]) -> list[list[np.ndarray]
     """The K encoders' weights back from :func:`encoders_to_payload`'s arrays."""
     grouped: dict[int, dict[int, np.ndarray]] = {}
     for key, value in arrays.items():
-        if key.startswith(protocol.ENCODERS):
-            k, j = key[len(protocol.ENCODERS) :].split(".")
+        if key.startswith(ENCODERS):
+            k, j = key[len(ENCODERS) :].split(".")
             grouped.setdefault(int(k), {})[int(j)] = value
     return [[grouped[k][j] for j in sorted(grouped[k])] for k in sorted(grouped)]
