@@ -1,4 +1,6 @@
-"""MOON client (Li, He & Song, CVPR 2021, eq. 3): cross-entropy plus μ·ℓ_con with
+"""MOON client (Li, He & Song, CVPR 2021, eq. 3): cross-entropy plus μ·ℓ_con, a contrastive
+term that pulls the local representation towards the received global model's and away
+from the client's previous model's.
 
 ℓ_con = −log( e^{sim(z, z_glob)/τ} / (e^{sim(z, z_glob)/τ} + e^{sim(z, z_prev)/τ}) ),
 

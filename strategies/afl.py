@@ -6,10 +6,13 @@ global model, λ ← Proj_Δ(λ + γ_λ·L), so the worst-off clients gain weigh
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from fedimb.core import protocol
 from fedimb.core.aggregate import project_simplex
+from fedimb.core.settings import setting
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
@@ -23,9 +26,14 @@ class AFLStrategy(PersonalEvaluation, BaseStrategy):
     checkpoint_attributes = ("mixture",)
     robust_aggregation = "clip"  # the mixture weights are the method: mean only, with clipping
 
-    def __init__(self, *, run, lambda_lr: float):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        lambda_lr: float = setting()
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.lambda_lr = float(lambda_lr)
+        s = self.settings
+        self.lambda_lr = float(s.lambda_lr)
         self.mixture = np.full(run.num_clients, 1.0 / run.num_clients)
 
     def check_update(self, pid, arrays, res):

@@ -26,6 +26,7 @@ gives every client its own mediator, i.e. FedAvg on rebalanced data (augmentatio
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -36,6 +37,7 @@ from fedimb.core import payload, protocol
 from fedimb.core.aggregate import weighted_average, zscore_plan
 from fedimb.core.errors import at_least, one_of
 from fedimb.core.rebalance import beyond_plan, clip_ratios, grouped_by_kld, mean_kl
+from fedimb.core.settings import setting
 from strategies.base import BaseStrategy, ClientUpdate, parameters_nbytes
 
 SCHEDULES = ("every_round", "once")
@@ -46,13 +48,6 @@ class AstraeaStrategy(BaseStrategy):
 
     round_unit = "synchronization round"  # num_rounds counts them
     robust_aggregation = "none"  # it averages mediator models, each a chain of clients
-    setting_rules = {
-        "tau_d": at_least(0, strict=True),
-        "gamma": at_least(1, integer=True),
-        "mediator_epochs": at_least(1, integer=True),
-        "schedule": one_of(*SCHEDULES),
-        "max_ratio": at_least(1),
-    }
 
     payloads = PAYLOADS
     checkpoint_attributes = (
@@ -67,27 +62,27 @@ class AstraeaStrategy(BaseStrategy):
         "sync_bytes",
     )
 
-    def __init__(
-        self,
-        *,
-        run,
-        augment: bool,
-        reschedule: bool,
-        tau_d: float,
-        gamma: int,
-        mediator_epochs: int,
-        schedule: str,
-        max_ratio: float,
-    ):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        augment: bool = setting()
+        reschedule: bool = setting()
+        tau_d: float = setting(at_least(0, strict=True))
+        gamma: int = setting(at_least(1, integer=True))
+        mediator_epochs: int = setting(at_least(1, integer=True))
+        schedule: str = setting(one_of(*SCHEDULES))
+        max_ratio: float = setting(at_least(1))
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.augment, self.reschedule = bool(augment), bool(reschedule)
+        s = self.settings
+        self.augment, self.reschedule = bool(s.augment), bool(s.reschedule)
         self.tau_d, self.gamma, self.mediator_epochs = (
-            float(tau_d),
-            int(gamma),
-            int(mediator_epochs),
+            float(s.tau_d),
+            int(s.gamma),
+            int(s.mediator_epochs),
         )
-        self.schedule = schedule
-        self.max_ratio = float(max_ratio)
+        self.schedule = s.schedule
+        self.max_ratio = float(s.max_ratio)
         cfg = run.cfg
         self.clients_per_sync = min(
             run.num_clients,

@@ -21,6 +21,8 @@ the calibrated classifier.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from flwr.common import ndarrays_to_parameters
 
@@ -28,6 +30,7 @@ from clients.ccvr import CALIBRATION_MODEL, PAYLOADS, STATISTICS, flatten_weight
 from fedimb.core import payload, protocol
 from fedimb.core.errors import at_least
 from fedimb.core.feature_stats import pooled_moments, sample_virtual_features
+from fedimb.core.settings import setting
 from strategies.base.averaging import AveragingStrategy
 from strategies.base.feature_retraining import FeatureRetraining, HeadTraining
 
@@ -55,34 +58,26 @@ class CCVRStrategy(FeatureRetraining, AveragingStrategy):
     """FedAvg, then classifier calibration with virtual representations."""
 
     payloads = PAYLOADS
-    setting_rules = {
-        "virtual_per_class": at_least(1, integer=True),
-        "calibration_epochs": at_least(1, integer=True),
-        "calibration_batch_size": at_least(1, integer=True),
-        "calibration_lr": at_least(0, strict=True),
-        "calibration_momentum": at_least(0),
-        "calibration_weight_decay": at_least(0),
-    }
 
-    def __init__(
-        self,
-        *,
-        run,
-        virtual_per_class: int,
-        calibration_epochs: int,
-        calibration_batch_size: int,
-        calibration_lr: float,
-        calibration_momentum: float,
-        calibration_weight_decay: float,
-    ):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        virtual_per_class: int = setting(at_least(1, integer=True))
+        calibration_epochs: int = setting(at_least(1, integer=True))
+        calibration_batch_size: int = setting(at_least(1, integer=True))
+        calibration_lr: float = setting(at_least(0, strict=True))
+        calibration_momentum: float = setting(at_least(0))
+        calibration_weight_decay: float = setting(at_least(0))
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.virtual_per_class = int(virtual_per_class)
+        s = self.settings
+        self.virtual_per_class = int(s.virtual_per_class)
         self.calibration = HeadTraining(
-            epochs=int(calibration_epochs),
-            batch_size=int(calibration_batch_size),
-            lr=float(calibration_lr),
-            momentum=float(calibration_momentum),
-            weight_decay=float(calibration_weight_decay),
+            epochs=int(s.calibration_epochs),
+            batch_size=int(s.calibration_batch_size),
+            lr=float(s.calibration_lr),
+            momentum=float(s.calibration_momentum),
+            weight_decay=float(s.calibration_weight_decay),
         )
 
     def end_round(self, server_round: int):

@@ -22,6 +22,7 @@ Every round:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -39,6 +40,7 @@ from clients.creff import (
 )
 from fedimb.core import payload
 from fedimb.core.errors import at_least
+from fedimb.core.settings import setting
 from strategies.base import ClientUpdate
 from strategies.base.averaging import AveragingStrategy
 from strategies.base.feature_retraining import FeatureRetraining, HeadTraining
@@ -124,34 +126,26 @@ class CReFFStrategy(FeatureRetraining, AveragingStrategy):
 
     payloads = PAYLOADS
     checkpoint_attributes = ("federated_features", "retrained_head")
-    setting_rules = {
-        "features_per_class": at_least(1, integer=True),
-        "match_steps": at_least(1, integer=True),
-        "feature_lr": at_least(0, strict=True),
-        "retrain_epochs": at_least(1, integer=True),
-        "retrain_batch_size": at_least(1, integer=True),
-        "retrain_lr": at_least(0, strict=True),
-    }
 
-    def __init__(
-        self,
-        *,
-        run,
-        features_per_class: int,
-        match_steps: int,
-        feature_lr: float,
-        retrain_epochs: int,
-        retrain_batch_size: int,
-        retrain_lr: float,
-    ):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        features_per_class: int = setting(at_least(1, integer=True))
+        match_steps: int = setting(at_least(1, integer=True))
+        feature_lr: float = setting(at_least(0, strict=True))
+        retrain_epochs: int = setting(at_least(1, integer=True))
+        retrain_batch_size: int = setting(at_least(1, integer=True))
+        retrain_lr: float = setting(at_least(0, strict=True))
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.features_per_class = int(features_per_class)
-        self.match_steps = int(match_steps)
-        self.feature_lr = float(feature_lr)
+        s = self.settings
+        self.features_per_class = int(s.features_per_class)
+        self.match_steps = int(s.match_steps)
+        self.feature_lr = float(s.feature_lr)
         self.retraining = HeadTraining(
-            epochs=int(retrain_epochs),
-            batch_size=int(retrain_batch_size),
-            lr=float(retrain_lr),
+            epochs=int(s.retrain_epochs),
+            batch_size=int(s.retrain_batch_size),
+            lr=float(s.retrain_lr),
             momentum=0.0,  # plain SGD, as the authors' code
             weight_decay=0.0,
         )

@@ -4,16 +4,25 @@ momentum (:class:`fedimb.core.aggregate.ServerMomentum`)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from fedimb.core.aggregate import ServerMomentum
+from fedimb.core.settings import setting
 from strategies.base import BaseStrategy, ClientUpdate
 
 
 class FedAvgMStrategy(BaseStrategy):
     """Server momentum on the averaged update."""
 
-    def __init__(self, *, run, server_lr: float, server_momentum: float):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        server_lr: float = setting()
+        server_momentum: float = setting()
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.optimizer = ServerMomentum(lr=server_lr, momentum=server_momentum)
+        s = self.settings
+        self.optimizer = ServerMomentum(lr=s.server_lr, momentum=s.server_momentum)
 
     def state_dict(self):
         return {**super().state_dict(), "velocity": self.optimizer.velocity}

@@ -11,26 +11,30 @@ distributions ``local.global`` and ``local.personal``)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from flwr.common import EvaluateIns
 
 from clients.fedbabu import FINETUNE_EPOCHS, FINETUNED_ACCURACY, FINETUNED_MACRO_F1
 from fedimb.core import payload, protocol
 from fedimb.core.errors import at_least
+from fedimb.core.settings import setting
 from strategies.base import BaseStrategy
 
 
 class FedBABUStrategy(BaseStrategy):
     """FedAvg with head fine-tuning at evaluation."""
 
-    setting_rules = {
-        FINETUNE_EPOCHS: at_least(1, integer=True),
-        "finetune_every": at_least(1, integer=True),
-    }
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        finetune_epochs: int = setting(at_least(1, integer=True))
+        finetune_every: int = setting(at_least(1, integer=True))
 
-    def __init__(self, *, run, finetune_epochs: int, finetune_every: int):
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.finetune_epochs = int(finetune_epochs)
-        self.finetune_every = int(finetune_every)
+        s = self.settings
+        self.finetune_epochs = int(s.finetune_epochs)
+        self.finetune_every = int(s.finetune_every)
 
     def configure_evaluate(self, server_round, parameters, client_manager):
         last = int(self.run.cfg.num_rounds)

@@ -26,6 +26,8 @@ not) and ``elbow.json``/``elbow.png`` (K-means inertia for K = 1..``elbow_max_k`
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from flwr.common import FitIns, ndarrays_to_parameters
 
@@ -49,6 +51,7 @@ from fedimb.core.models.concat import (
     encoders_to_payload,
     split_model_weights,
 )
+from fedimb.core.settings import setting
 from strategies.base import BaseStrategy, ClientUpdate
 
 
@@ -59,12 +62,6 @@ class FedConcatStrategy(BaseStrategy):
         False  # until the last stage the clients hold their cluster's model, not the tested one
     )
     robust_aggregation = "none"  # per-cluster models, then a classifier: not one global average
-    setting_rules = {
-        "num_clusters": at_least(1, integer=True),
-        "classifier_rounds": at_least(1, integer=True),
-        INFER_SAMPLES: at_least(1, integer=True),
-        LAPLACE_EPSILON: optional(at_least(0, strict=True)),
-    }
 
     checkpoint_attributes = (
         "clusters",
@@ -86,24 +83,24 @@ class FedConcatStrategy(BaseStrategy):
                 f"method.strategy.classifier_rounds{' + 1 (inference round)' if inferred else ''}"
             )
 
-    def __init__(
-        self,
-        *,
-        run,
-        num_clusters: int,
-        classifier_rounds: int,
-        inferred: bool,
-        infer_samples: int,
-        laplace_epsilon: float | None,
-        elbow_max_k: int,
-    ):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        num_clusters: int = setting(at_least(1, integer=True))
+        classifier_rounds: int = setting(at_least(1, integer=True))
+        inferred: bool = setting()
+        infer_samples: int = setting(at_least(1, integer=True))
+        laplace_epsilon: float | None = setting(optional(at_least(0, strict=True)))
+        elbow_max_k: int = setting()
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.num_clusters = int(num_clusters)
-        self.classifier_rounds = int(classifier_rounds)
-        self.inferred = bool(inferred)
-        self.infer_samples = int(infer_samples)
-        self.laplace_epsilon = None if laplace_epsilon is None else float(laplace_epsilon)
-        self.elbow_max_k = int(elbow_max_k)
+        s = self.settings
+        self.num_clusters = int(s.num_clusters)
+        self.classifier_rounds = int(s.classifier_rounds)
+        self.inferred = bool(s.inferred)
+        self.infer_samples = int(s.infer_samples)
+        self.laplace_epsilon = None if s.laplace_epsilon is None else float(s.laplace_epsilon)
+        self.elbow_max_k = int(s.elbow_max_k)
         self.cluster_round = 1 if self.inferred else 0
         self.encoder_end = int(run.cfg.num_rounds) - self.classifier_rounds
         self.template = run.new_model()

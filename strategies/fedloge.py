@@ -13,6 +13,8 @@ classes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -20,6 +22,7 @@ from clients.fedloge import PAYLOADS, SSE_CLASSIFIER
 from fedimb.core import payload
 from fedimb.core.errors import ConfigError, at_least
 from fedimb.core.models.etf import sparse_simplex_etf
+from fedimb.core.settings import setting
 from strategies.base.averaging import AveragingStrategy
 
 
@@ -40,24 +43,26 @@ class FedLoGeStrategy(AveragingStrategy):
     """FedAvg; SSE-C to every client; the GA-FR head for the server's test."""
 
     payloads = PAYLOADS
-    setting_rules = {
-        "sparsity": share_below_one,
-        "sse_steps": at_least(0, integer=True),
-        "realign_norm": at_least(0),
-    }
 
-    def __init__(self, *, run, sparsity: float, sse_steps: int, realign_norm: float):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        sparsity: float = setting(share_below_one)
+        sse_steps: int = setting(at_least(0, integer=True))
+        realign_norm: float = setting(at_least(0))
+
+    def __init__(self, *, run):
         super().__init__(run=run)
+        s = self.settings
         model = run.new_model()
         generator = torch.Generator().manual_seed(int(run.seed))
         self.sse = (
             sparse_simplex_etf(
-                model.feature_dim, model.num_classes, float(sparsity), int(sse_steps), generator
+                model.feature_dim, model.num_classes, float(s.sparsity), int(s.sse_steps), generator
             )
             .T.numpy()
             .astype(np.float32)
         )
-        self.realign_norm = float(realign_norm)
+        self.realign_norm = float(s.realign_norm)
         self.head_weight = list(model.state_dict()).index("head.weight")
 
     def fit_config(self, server_round):

@@ -21,12 +21,15 @@ the round notes it).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from clients.fednh import CLASS_COUNTS, FEATURE_MEANS, PAYLOADS
 from fedimb.core.errors import ConfigError, check_number
 from fedimb.core.models.cosine import prototype_slot
 from fedimb.core.prototypes import smoothed_prototypes
+from fedimb.core.settings import setting
 from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation
 
 
@@ -41,11 +44,15 @@ class FedNHStrategy(PersonalEvaluation, BaseStrategy):
     """FedAvg of the encoder; smoothed prototype update of the cosine head."""
 
     payloads = PAYLOADS  # every reply is checked against them before aggregate reads it
-    setting_rules = {"rho": check_fraction}
 
-    def __init__(self, *, run, rho: float):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        rho: float = setting(check_fraction)
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.rho = float(rho)
+        s = self.settings
+        self.rho = float(s.rho)
         self.slot = prototype_slot(run.new_model())
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):

@@ -30,6 +30,7 @@ differs by more than :data:`REPLAY_TOLERANCE` is rejected. Off, the loss is only
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -38,6 +39,7 @@ from clients.grpfed import LOSS_AT_RECEIVED, GRPFEDClient
 from fedimb.core import payload, protocol
 from fedimb.core.aggregate import adaptive_q, loss_power_weights
 from fedimb.core.errors import ConfigError, one_of
+from fedimb.core.settings import setting
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
@@ -55,7 +57,6 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
 
     checkpoint_attributes = ("q", "sigma", "last_loss")
     robust_aggregation = "clip"  # the loss powers are the method: mean only, with clipping
-    setting_rules = {"lambda_over": one_of("participants", "all")}
 
     @classmethod
     def check_settings(cls, settings) -> None:
@@ -65,31 +66,31 @@ class GRPFEDStrategy(PersonalEvaluation, BaseStrategy):
         if q_min is not None and q_max is not None and q_min > q_max:
             raise ConfigError(f"method.strategy.q_min ({q_min}) must not exceed q_max ({q_max})")
 
-    def __init__(
-        self,
-        *,
-        run,
-        q0: float,
-        eta_q: float,
-        lambda_over: str,
-        q_min: float | None,
-        q_max: float | None,
-        replay_training: bool,
-    ):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        q0: float = setting()
+        eta_q: float = setting()
+        lambda_over: str = setting(one_of("participants", "all"))
+        q_min: float | None = setting()
+        q_max: float | None = setting()
+        replay_training: bool = setting()
+
+    def __init__(self, *, run):
         super().__init__(run=run)
+        s = self.settings
         self.q_bounds = (
-            -np.inf if q_min is None else float(q_min),
-            np.inf if q_max is None else float(q_max),
+            -np.inf if s.q_min is None else float(s.q_min),
+            np.inf if s.q_max is None else float(s.q_max),
         )
-        self.q = float(np.clip(float(q0), *self.q_bounds))
-        self.eta_q = float(eta_q)
-        self.lambda_over = lambda_over
+        self.q = float(np.clip(float(s.q0), *self.q_bounds))
+        self.eta_q = float(s.eta_q)
+        self.lambda_over = s.lambda_over
         self.loss_key = (
             protocol.INITIAL_LOSS
             if GRPFEDClient.read_settings(self.client_hparams).loss_at == LOSS_AT_RECEIVED
             else protocol.TRAIN_LOSS
         )
-        self.replay_training = bool(replay_training) and self.loss_key == protocol.TRAIN_LOSS
+        self.replay_training = bool(s.replay_training) and self.loss_key == protocol.TRAIN_LOSS
         self.sigma: float | None = None
         self.last_loss: dict[int, float] = {}
 

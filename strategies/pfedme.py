@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from fedimb.core.settings import setting
 from strategies.base import BaseStrategy, ClientUpdate, PersonalEvaluation
 
 
 class PFedMeStrategy(PersonalEvaluation, BaseStrategy):
     """pFedMe's server step with β."""
 
-    def __init__(self, *, run, beta: float):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        beta: float = setting()
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.beta = float(beta)
+        s = self.settings
+        self.beta = float(s.beta)
 
     def aggregate(self, server_round: int, updates: list[ClientUpdate]):
         mean = super().aggregate(server_round, updates)

@@ -1,6 +1,8 @@
 """q-FFL server (Li et al., "Fair Resource Allocation in Federated Learning", ICLR 2020)
 with a fixed q, F_k being the clients' ``initial_loss`` (loss of the global model on
-their data). Two update rules:
+their data), under one of two update rules (``update``).
+
+The rules:
 
 - ``loss_power`` (default): the model average with weights F_k^q / Σ F_k^q — q-FFL as
   GRP-FED compares against it (GRP-FED eq. 3 with a constant q, "the same q = 10 as
@@ -19,9 +21,12 @@ already the paper's "uniform" baseline rather than the data-weighted one.
 
 from __future__ import annotations
 
+import dataclasses
+
 from fedimb.core import protocol
 from fedimb.core.aggregate import loss_power_weights, qffl_update
 from fedimb.core.errors import one_of
+from fedimb.core.settings import setting
 from strategies.base import (
     BaseStrategy,
     ClientUpdate,
@@ -32,18 +37,22 @@ from strategies.base import (
 class QFFLStrategy(PersonalEvaluation, BaseStrategy):
     """q-FFL with a fixed q; ``update`` (from the method config) picks the rule."""
 
-    setting_rules = {"update": one_of("loss_power", "qfedavg")}
-
     @staticmethod
     def robust_aggregation(settings) -> str:
         """The loss powers are the method, so only the weighted mean (with clipping); the
         q-FedAvg step is no average of the client models."""
         return "none" if settings.get("update") == "qfedavg" else "clip"
 
-    def __init__(self, *, run, q: float, update: str):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        q: float = setting()
+        update: str = setting(one_of("loss_power", "qfedavg"))
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.q = float(q)
-        self.update = update
+        s = self.settings
+        self.q = float(s.q)
+        self.update = s.update
 
     def check_update(self, pid, arrays, res):
         return super().check_update(pid, arrays, res) or self.check_reported_loss(

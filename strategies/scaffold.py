@@ -18,12 +18,15 @@ finite is never adopted.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from clients.scaffold import CONTROL, CONTROL_DELTA, PAYLOADS
 from fedimb.core import payload, protocol
 from fedimb.core.errors import one_of
 from fedimb.core.models import trainable_indices
+from fedimb.core.settings import setting
 from strategies.base import BaseStrategy, ClientUpdate
 
 
@@ -32,12 +35,17 @@ class ScaffoldStrategy(BaseStrategy):
 
     payloads = PAYLOADS
     checkpoint_attributes = ("control",)
-    setting_rules = {"weighting": one_of("uniform", "samples")}
 
-    def __init__(self, *, run, server_lr: float, weighting: str):
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        server_lr: float = setting()
+        weighting: str = setting(one_of("uniform", "samples"))
+
+    def __init__(self, *, run):
         super().__init__(run=run)
-        self.server_lr = float(server_lr)
-        self.weighting = weighting
+        s = self.settings
+        self.server_lr = float(s.server_lr)
+        self.weighting = s.weighting
         initial = run.initial_weights()
         self.param_index = trainable_indices(run.new_model())
         self.control = [np.zeros_like(initial[i], dtype=np.float32) for i in self.param_index]

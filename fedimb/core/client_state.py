@@ -4,8 +4,9 @@ linear term, personal models): :class:`ContextState`, Flower's ``Context.state``
 
 Flower keeps ``Context.state`` in memory with the node: a SuperNode holds one client, but
 a process that serves many (the simulation's engine, ``runtime=in_process``) would hold
-the state of every client that ever trained, idle or not — with a CNN, SCAFFOLD's control
-variates alone are 0.9 MB per client, 86 GB at 100,000 devices. There the state goes to
+the state of every client that ever trained, idle or not — SCAFFOLD's control variates
+alone are a model per client, which a hundred thousand devices cannot keep in memory.
+There the state goes to
 disk (``runtime.client_state=disk``) and only the clients of the current message hold
 theirs in memory. Both give the same arrays back, to the last bit.
 """

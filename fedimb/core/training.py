@@ -219,7 +219,7 @@ def evaluate_predictions(
     batch: a large test set's logits are never held at once (4.5 million samples at
     100,000 Synthetic devices). The cross-entropy of a batch is logsumexp(z) - z_y, summed
     in float64: equal to ``nn.functional.cross_entropy`` to float32 rounding, whose
-    log-softmax is slow on the CPU with few classes (the whole test: 2.1x faster)."""
+    log-softmax is slow on the CPU with few classes."""
     model.eval()
     y = y.to(x.device)
     total = torch.zeros((), dtype=torch.float64, device=x.device)

@@ -28,7 +28,7 @@ from flwr.server.strategy import Strategy
 from fedimb.app.runtimes.node_pool import client_registry
 from fedimb.app.server.run_context import ServerRun
 from fedimb.core import protocol
-from fedimb.core.errors import check_rules
+from fedimb.core.settings import NoSettings, check_declared, read_declared
 from fedimb.core.training import TRAIN_KEYS
 from strategies.base.accounting import RoundAccounting
 from strategies.base.aggregation import Aggregation
@@ -63,18 +63,22 @@ class BaseStrategy(
     #: then tests in the background, :meth:`detached_evaluation`): only where the next
     #: round does not depend on the test and the test touches nothing but its round's log
     evaluation_overlaps_next_round = False
-    #: rules for the method's strategy settings (``method.strategy``), by name, e.g.
-    #: ``{"weighting": one_of("uniform", "samples")}``; checked with the configuration
-    setting_rules: dict = {}
+    #: the method's strategy settings (``method.strategy``), declared as a client's are:
+    #: a frozen dataclass whose fields are the YAML keys, each typed, with a rule through
+    #: ``setting(...)``; read into :attr:`settings`
+    Settings: type = NoSettings
 
     @classmethod
     def check_settings(cls, settings) -> None:
-        """One-line ``ConfigError`` for the first setting that breaks its rule."""
-        check_rules(cls.setting_rules, settings, "method.strategy")
+        """One-line ``ConfigError`` for the first setting that is unknown, missing, of the
+        wrong type or against its rule."""
+        check_declared(cls.Settings, settings, "method.strategy")
 
     def __init__(self, *, run: ServerRun):
         self.run = run
         cfg = run.cfg
+        section = cfg.method.get("strategy") or {}
+        self.settings = read_declared(self.Settings, section)
         self.registry = client_registry(cfg)
         self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
         self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}

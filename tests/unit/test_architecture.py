@@ -4,6 +4,7 @@ setting has one source (its YAML)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import re
 from pathlib import Path
@@ -180,16 +181,31 @@ METHOD_FILES = sorted((CONF_DIR / "method").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", METHOD_FILES, ids=[p.stem for p in METHOD_FILES])
-def test_strategy_signatures_hold_no_defaults(path):
-    """A strategy's settings come from its YAML only: no keyword default to drift from it."""
-    target = (yaml.safe_load(path.read_text()) or {}).get("strategy", {}).get("_target_")
-    if target is None:  # a variant that inherits its method's strategy
-        return
-    parameters = inspect.signature(import_class(target).__init__).parameters.values()
-    with_defaults = [p.name for p in parameters if p.default is not inspect.Parameter.empty]
-    assert with_defaults == [], (
-        f"{target} has defaults for {with_defaults}; they belong in {path.name}"
-    )
+def test_strategy_settings_are_declared_as_client_settings_are(path):
+    """A strategy's settings are its ``Settings`` dataclass, read from its YAML only: its
+    constructor takes the run alone, and no field has a default to drift from the YAML."""
+    data = yaml.safe_load(path.read_text()) or {}
+    for half in ("strategy", "client"):
+        target = (data.get(half) or {}).get("_target_")
+        if target is None:  # a variant that inherits its method's classes
+            continue
+        cls = import_class(target)
+        declared = getattr(cls, "Settings", None)
+        if declared is None:
+            continue
+        with_defaults = [
+            f.name
+            for f in dataclasses.fields(declared)
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        ]
+        assert with_defaults == [], (
+            f"{target} has defaults for {with_defaults}: {path.name} holds them"
+        )
+        assert {f.name for f in dataclasses.fields(declared)} == set(data[half]) - {"_target_"}
+    strategy = (data.get("strategy") or {}).get("_target_")
+    if strategy is not None:
+        parameters = inspect.signature(import_class(strategy).__init__).parameters
+        assert list(parameters) == ["self", "run"], f"{strategy} takes its settings as Settings"
 
 
 def test_the_architecture_document_is_the_codes():

@@ -198,8 +198,17 @@ def test_server_evaluation_reports_accuracy_f1_recall_and_loss():
 def make_qffl(update: str):
     from strategies.qffl import QFFLStrategy
 
-    cfg = config.compose(["num_clients=2", "partition=iid", "dropout=none", "method=qffl"])
-    strategy = QFFLStrategy(run=ServerRun.build(cfg), q=1.0, update=update)
+    cfg = config.compose(
+        [
+            "num_clients=2",
+            "partition=iid",
+            "dropout=none",
+            "method=qffl",
+            "method.strategy.q=1.0",
+            f"method.strategy.update={update}",
+        ]
+    )
+    strategy = QFFLStrategy(run=ServerRun.build(cfg))
     manager = SimpleClientManager()
     nodes = [InProcessNode(f"node-{i}", i) for i in range(2)]
     for node in nodes:

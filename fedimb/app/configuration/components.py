@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, cast
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from fedimb.core.errors import ConfigError
 
 
-def build_component(node: DictConfig, **runtime_objects: Any) -> Any:
-    """Instantiate ``node._target_`` with the node's other keys plus ``runtime_objects``.
-
+def build_strategy(node: DictConfig, run: Any) -> Any:
+    """The strategy ``node._target_`` names, for ``run``: it reads its settings (the
+    node's other keys) from the run's configuration, as it declares them (``Settings``).
     (Hydra's ``instantiate`` would try to merge live objects such as the run into the
-    config, so we resolve the class and call it directly.)
-    """
-    params = cast(dict[str, Any], OmegaConf.to_container(node, resolve=True))
-    assert isinstance(params, dict)
-    return import_class(str(params.pop("_target_")))(**params, **runtime_objects)
+    config, so we resolve the class and call it directly.)"""
+    return import_class(str(node._target_))(run=run)
 
 
 #: classes that a run folder saved before every method had modules of its own name may

@@ -1,15 +1,16 @@
 """Search spaces of ``fedimb tune``: the shared knobs (``tune.search`` in conf/config.yaml)
-and each method's own (``search`` in its ``conf/method/<name>.yaml``), declared as
-``key: value`` where the key is a dotted configuration key and the value one of
+and each method's own (``search`` in its ``conf/method/<name>.yaml``), translated into the
+override syntax of Hydra's Optuna sweeper.
+
+Each entry is ``key: value``, the key a dotted configuration key and the value one of
 
 - a list: a choice among its values,
 - ``log(a, b)``: a float drawn log-uniformly from [a, b],
 - ``float(a, b)``: a float drawn uniformly from [a, b],
-- ``int(a, b)``: an integer drawn uniformly from [a, b],
+- ``int(a, b)``: an integer drawn uniformly from [a, b].
 
-translated here into the override syntax of Hydra's Optuna sweeper. The configuration's
-check (:func:`check_search`) refuses, with one line, an entry whose key the configuration
-lacks or whose value does not parse."""
+The configuration's check (:func:`check_search`) refuses, with one line, an entry whose
+key the configuration lacks or whose value does not parse."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def method_classes(cfg: DictConfig) -> tuple[type, type]:
 
 
 def check_method(cfg: DictConfig) -> None:
-    """The method's own rules: each half's ``check_settings`` (its ``setting_rules``),
+    """The method's own rules: each half's ``check_settings`` (its ``Settings``),
     the strategy's ``check_configuration`` where its rules read other sections, its
     model options, and whether it has the personal model ``evaluation.personal`` asks for."""
     client_cls, strategy_cls = method_classes(cfg)

@@ -93,7 +93,7 @@ def inject(cfg: DictConfig, pid: int, client: NumPyClient) -> NumPyClient:
     rounds = frozenset(fault.rounds or [])
     if fault.kind in attacks.DATA_KINDS:
         return LabelFlippingClient(client, str(fault.kind), pid, rounds)
-    own = None if fault.kind in attacks.KINDS else method_attacks(cfg).get(str(fault.kind))
+    own = None if fault.kind in KINDS else method_attacks(cfg).get(str(fault.kind))
     if fault.kind in attacks.KINDS or own is not None:
         return AttackingClient(
             client, str(fault.kind), pid, rounds, *attacks.settings(fault, own), attack=own

@@ -2,12 +2,10 @@
 one worker (``runtime=in_process``, whose clients share its process).
 
 Why not Flower's ``fit_clients``: it runs even one worker in a new thread each round, and
-torch's work in two threads of one process is slow. Measured on 2 cores: the same 20
-clients' training takes 0.47 s a round in a process where only its thread has run torch
-ops, 0.70 s once a second thread has run one (in either thread); in-process rounds took
-0.88 s with the worker thread and 0.64 s without. It fits libgomp (torch's OpenMP), which
-gives every thread a team of its own and, once the teams hold more threads than there
-are cores, lets waiting threads sleep instead of spinning between parallel regions.
+torch's work in two threads of one process is slow once the threads outnumber the cores:
+libgomp (torch's OpenMP) gives every thread a team of its own and lets waiting threads
+sleep instead of spinning between parallel regions (docs/benchmarks/performance.md, "One
+process", has the measurements).
 """
 
 from __future__ import annotations

@@ -156,9 +156,10 @@ class ServerRun:
 
     def test_predictions(self, weights: list[np.ndarray]) -> np.ndarray:
         """The classes ``weights`` predict on the test set: those of the server's test of
-        the same weights where it ran (the local evaluation follows it; 0.8–1.0 s at 100,000
-        Synthetic devices), else from a pass with a model of its own (the central test of
-        the previous round may still run on the evaluation model)."""
+        the same weights where it ran (the local evaluation follows it, and a second pass
+        over a large test set costs as much as the first), else from a pass with a model of
+        its own (the central test of the previous round may still run on the evaluation
+        model)."""
         tested = self._tested
         if tested is not None and same_weights(tested[0], weights):
             return tested[1]

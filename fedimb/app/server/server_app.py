@@ -32,7 +32,7 @@ def build_server(
     try:
         cfg = transport.from_run_config(run_config)
         strategy = with_privacy(
-            components.build_component(cfg.method.strategy, run=ServerRun.build(cfg)), cfg
+            components.build_strategy(cfg.method.strategy, ServerRun.build(cfg)), cfg
         )
     except Exception as err:
         events.emit_error(err)

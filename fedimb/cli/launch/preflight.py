@@ -227,7 +227,7 @@ def build_strategy(cfg: DictConfig):
     """The run's strategy, built here so that a bad method setting fails before Flower
     starts (``runtime=in_process`` then runs with it)."""
     try:
-        return components.build_component(cfg.method.strategy, run=ServerRun.build(cfg))
+        return components.build_strategy(cfg.method.strategy, ServerRun.build(cfg))
     except FedimbError:
         raise
     except (TypeError, ValueError) as err:

@@ -39,8 +39,8 @@ def client_indices(client: list | dict) -> np.ndarray:
 
 def as_file_entry(indices: np.ndarray) -> list | dict:
     """How ``partition.json`` writes one client's indices: ``{"range": [start, stop]}``
-    where they are one ascending block (100,000 Synthetic devices: a partition.json of
-    12 MB instead of 405 MB), else the list."""
+    where they are one ascending block (two numbers instead of one per sample, as every
+    natural Synthetic device's are), else the list."""
     ix = np.asarray(indices, dtype=np.int64)
     if len(ix) > 1 and ix[-1] - ix[0] == len(ix) - 1 and bool(np.all(np.diff(ix) == 1)):
         return {"range": [int(ix[0]), int(ix[-1]) + 1]}
