@@ -13,7 +13,7 @@ import json
 import pytest
 
 from benchmarks import figures
-from benchmarks.accuracy import leaderboard
+from benchmarks.accuracy import leaderboard, leaderboard_record
 
 pytestmark = pytest.mark.slow
 
@@ -62,20 +62,26 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     assert again.count("(done before)") == 4 and "calibrate digits" not in again
     assert {f: (f / "summary.json").stat().st_mtime_ns for f in folders} == written
 
-    assert sorted(p.relative_to(record).as_posix() for p in record.rglob("*.*")) == [
-        "calibration.json",
-        *(
-            f"runs/digits/{m}/s{s}/{f}"
+    assert sorted(p.name for p in record.iterdir()) == ["calibration.json", "digits.jsonl"]
+    steps = {
+        (s["step"], s["method"], s.get("seed")): sorted(s["files"])
+        for s in leaderboard_record.read_steps(record, "digits")
+    }
+    assert steps == {
+        **{
+            ("run", m, s): ["config.yaml", "leaderboard_plan.json", "metrics.csv", "summary.json"]
             for m in suite.methods
             for s in suite.seeds
-            for f in ("config.yaml", "leaderboard_plan.json", "metrics.csv", "summary.json")
-        ),
-        *(
-            f"tune/digits/{m}/{f}"
+        },
+        **{
+            ("tune", m, None): [
+                f"conf/experiment/{m}_tuned.yaml",
+                "leaderboard_done.json",
+                "summary.json",
+            ]
             for m in suite.methods
-            for f in (f"conf/experiment/{m}_tuned.yaml", "leaderboard_done.json", "summary.json")
-        ),
-    ]
+        },
+    }
     elsewhere = tmp_path / "elsewhere"
     leaderboard.main(["--smoke", "--out", str(elsewhere), "--record", str(record)])
     restored = capsys.readouterr().out
@@ -83,7 +89,7 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     assert restored.count("(done before)") == 4 and "calibrate digits" not in restored
     assert "[leaderboard] tune digits fedprox |" in restored
     assert not list(elsewhere.glob("tune/*/*/trials"))  # no trial ran again
-    kept = (record / "runs/digits/fedavg/s0/metrics.csv").read_text().splitlines()
+    kept = (elsewhere / "runs/digits/fedavg/s0/metrics.csv").read_text().splitlines()  # restored
     assert kept[0] == "round,stage,split,metric,value" and len(kept) > 1
     assert {line.split(",")[3] for line in kept[1:]} == {"accuracy"}
     assert (elsewhere / "leaderboard.md").read_text() == table_text
