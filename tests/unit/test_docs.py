@@ -35,7 +35,10 @@ FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 CODE_SPAN = re.compile(r"(`+).+?\1", re.S)
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
-INCLUDE = re.compile(r'^--8<-- "([^"]+)"\s*$', re.M)
+#: a table of docs/tables/ a page includes (a name alone; a path is a repository file)
+INCLUDE = re.compile(r'^--8<-- "([^"/]+)"\s*$', re.M)
+#: a repository file a page shows as it is (docs/adding-a-method.md's listings)
+LISTING = re.compile(r'^--8<-- "([^"]+/[^"]+)"\s*$', re.M)
 WRITTEN_BY = re.compile(r"^<!-- written by (\S+); rerun it to update -->$")
 
 
@@ -138,7 +141,14 @@ def test_strict_build_checks_links_anchors_and_included_files():
         for e in config["markdown_extensions"]
         if isinstance(e, dict) and "pymdownx.snippets" in e
     )
-    assert snippets["check_paths"] is True and snippets["base_path"] == ["docs/tables"]
+    assert snippets["check_paths"] is True and snippets["base_path"] == ["docs/tables", "."]
+
+
+def test_every_listing_a_page_shows_is_a_file_of_the_repository():
+    """A listing is the file itself, included when the site is built: it cannot drift."""
+    listings = {name for page in PAGES for name in LISTING.findall(page.read_text())}
+    assert {"clients/feddecorr.py", "clients/fednh.py", "strategies/fednh.py"} <= listings
+    assert all((REPO / name).is_file() for name in listings)
 
 
 def included_tables() -> dict[str, list[Path]]:
