@@ -12,16 +12,18 @@ import pytest
 from benchmarks import figures
 from benchmarks.accuracy.compare_methods import round_rows
 from benchmarks.common import DOCS_FIGURES, DOCS_TABLES
+from benchmarks.figures import reading
 from fedimb.cli.results.run_records import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
-#: the pages holding benchmark tables (``--8<-- "<table>.md"``)
+#: a benchmark table a page includes (``--8<-- "<table>.md"``; a path is a listing)
+INCLUDE = re.compile(r'^--8<-- "([^"/]+)\.md"\s*$', re.M)
+#: the pages holding benchmark tables
 TABLE_PAGES = sorted(
-    p for p in DOCS.rglob("*.md") if DOCS_TABLES not in p.parents and '--8<-- "' in p.read_text()
+    p for p in DOCS.rglob("*.md") if DOCS_TABLES not in p.parents and INCLUDE.search(p.read_text())
 )
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]*img/bench/[^)\s]+\.png)\)")
-INCLUDE = re.compile(r'^--8<-- "([^"]+)\.md"\s*$', re.M)
 MAX_BYTES = 150_000
 
 
@@ -83,11 +85,11 @@ def test_an_unknown_figure_is_a_one_line_error(capsys):
 
 
 def test_cells_read_as_numbers():
-    assert figures.number("92.93 ± 0.31") == 92.93 and figures.spread("92.93 ± 0.31") == 0.31
-    assert figures.number("**15.8 (14.5–15.8)**") == 15.8
-    assert figures.numbers("0.95–1.51 s") == [0.95, 1.51]
-    assert figures.number("4,483,319") == 4483319 and figures.number("−0.30 ± 0.36") == -0.30
-    assert str(figures.number("-")) == "nan" and str(figures.spread("65.4")) == "nan"
+    assert reading.number("92.93 ± 0.31") == 92.93 and reading.spread("92.93 ± 0.31") == 0.31
+    assert reading.number("**15.8 (14.5–15.8)**") == 15.8
+    assert reading.numbers("0.95–1.51 s") == [0.95, 1.51]
+    assert reading.number("4,483,319") == 4483319 and reading.number("−0.30 ± 0.36") == -0.30
+    assert str(reading.number("-")) == "nan" and str(reading.spread("65.4")) == "nan"
 
 
 def test_a_repeated_header_cell_is_named_after_the_one_before(tmp_path):

@@ -1,0 +1,86 @@
+"""The benchmark figures the documentation shows, drawn from what the scripts published.
+
+Every figure is drawn from one file under ``docs/tables/``: the Markdown table a script
+wrote (``<table>.md``, where the table holds all the figure needs) or the data a script
+wrote beside it (``data/<name>.csv``, one row per point, e.g. the per-round accuracy of a
+comparison). :func:`benchmarks.common.publish_in_docs` redraws a table's figure each time
+a script rewrites the table, and this module redraws them all without rerunning anything:
+
+    python -m benchmarks.figures [--tables docs/tables] [--out docs/img/bench] [NAME ...]
+
+Each figure lands in ``<out>/<name>.png``, which the page beside the table shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks.figures import (
+    accuracy,  # noqa: F401  (registers its figures)
+    faults,  # noqa: F401  (registers its figures)
+    leaderboard,  # noqa: F401  (registers its figures)
+    performance,  # noqa: F401  (registers its figures)
+    privacy,  # noqa: F401  (registers its figures)
+    synthetic,  # noqa: F401  (registers its figures)
+)
+from benchmarks.figures.reading import read_data, read_table
+from benchmarks.figures.registry import FROM_DATA, FROM_TABLES
+from benchmarks.plotting import DOCS_FIGURES, DOCS_TABLES, publish_figure
+
+__all__ = ["FROM_DATA", "FROM_TABLES", "main", "names", "redraw"]
+
+
+def data_figure(path: Path) -> tuple[str, Callable] | None:
+    """(what the figure shows: the file's name less its suffix, drawer) of a data file,
+    or None where no drawer reads it."""
+    for suffix, draw in FROM_DATA.items():
+        if path.stem.endswith(suffix):
+            return path.stem.removesuffix(suffix), draw
+    return None
+
+
+def redraw(name: str, tables: Path = DOCS_TABLES, out: Path = DOCS_FIGURES) -> Path | None:
+    """Draw figure ``name`` from its table or data file into ``out``; the path, or None
+    where no figure of that name is drawn or its source is missing."""
+    if name in FROM_TABLES:
+        table, draw = FROM_TABLES[name]
+        source = Path(tables) / f"{table}.md"
+        return publish_figure(name, draw(read_table(source)), out) if source.exists() else None
+    source = Path(tables) / "data" / f"{name}.csv"
+    found = data_figure(source) if source.exists() else None
+    if found is None:
+        return None
+    subject, draw = found
+    return publish_figure(name, draw(read_data(source), subject), out)
+
+
+def names(tables: Path = DOCS_TABLES) -> list[str]:
+    """Every figure whose table or data file exists under ``tables``."""
+    drawn = [
+        name for name, (table, _) in FROM_TABLES.items() if (Path(tables) / f"{table}.md").exists()
+    ]
+    data = sorted(p.stem for p in (Path(tables) / "data").glob("*.csv") if data_figure(p))
+    return drawn + data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--tables", type=Path, default=DOCS_TABLES, help="where the tables and data/ are"
+    )
+    parser.add_argument("--out", type=Path, default=DOCS_FIGURES, help="where the figures go")
+    parser.add_argument(
+        "names", nargs="*", help="figures to draw (default: every one whose source exists)"
+    )
+    args = parser.parse_args(argv)
+    known = names(args.tables)
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        parser.error(
+            f"no table or data file draws {', '.join(unknown)} (known: {', '.join(known)})"
+        )
+    for name in args.names or known:
+        redraw(name, args.tables, args.out)
+    return 0

@@ -1,0 +1,237 @@
+"""The figures of docs/benchmarks/accuracy.md: the method comparisons and their studies."""
+
+from __future__ import annotations
+
+import re
+from functools import partial
+
+import numpy as np
+
+from benchmarks.figures.drawing import bar_figure, canvas, legend_below
+from benchmarks.figures.reading import column, errors, label, number, numbers, spread
+from benchmarks.figures.registry import from_data, from_table
+
+
+def method_accuracy(rows: list[dict[str, str]], title: str):
+    """Final accuracy per method as a dot with ±std whiskers over seeds (dots, not bars, so
+    the axis can zoom in on differences of a point), the best accuracy as a diamond."""
+    fig, ax = canvas(figsize=(7, 1.2 + 0.34 * len(rows)))
+    places = np.arange(len(rows))
+    ax.errorbar(
+        column(rows, "final accuracy (%)"),
+        places,
+        xerr=errors(rows, "final accuracy (%)"),
+        fmt="o",
+        capsize=3,
+        color="tab:blue",
+        label="final accuracy, mean ± std over seeds",
+    )
+    if "best accuracy (%)" in rows[0]:
+        ax.plot(
+            column(rows, "best accuracy (%)"),
+            places,
+            "D",
+            color="tab:orange",
+            markersize=5,
+            label="best accuracy, mean over seeds",
+        )
+    ax.set_yticks(places, [label(r) for r in rows])
+    ax.set(xlabel="test accuracy (%)", title=title, ylim=(len(rows) - 0.5, -0.5))
+    ax.grid(alpha=0.3)
+    legend_below(ax, 2)
+    return fig
+
+
+#: the method comparisons of compare_methods.py and their titles
+COMPARISONS = {
+    "rebafl_mnist5k": "ReBaFL and the label-skew baselines",
+    "astraea_mnist5k": "Astraea and its ablations",
+    "grpfed_mnist5k": "GRP-FED and the fairness / personalisation baselines",
+    "stateful_mnist5k_alpha0.1": "Stateful baselines under Adam, Dir(0.1)",
+    "stateful_mnist5k_alpha0.5": "Stateful baselines under Adam, Dir(0.5)",
+}
+
+
+for _table, _title in COMPARISONS.items():
+    from_table(_table)(partial(method_accuracy, title=_title))
+
+
+@from_data("_rounds")
+def accuracy_rounds(rows, table: str):
+    """Test accuracy per round, mean over seeds with a ±std band, one line per method."""
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = canvas(figsize=(7.5, 4.2))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        points = sorted(
+            (int(r["round"]), float(r["mean"]), float(r["std"] or "nan"))  # no band for one run
+            for r in rows
+            if r["method"] == method
+        )
+        rounds, mean, std = (np.array(v) for v in zip(*points))
+        ax.plot(rounds, 100 * mean, label=method, lw=1.3)
+        ax.fill_between(rounds, 100 * (mean - std), 100 * (mean + std), alpha=0.15)
+    runs = sorted({r["runs"] for r in rows})
+    ax.set(
+        xlabel="round",
+        ylabel="test accuracy (%), mean ± std over seeds",
+        ylim=(0, 100),
+        title=f"{COMPARISONS.get(table, table)} ({'/'.join(runs)} seeds per method)",
+    )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right", ncol=2)
+    return fig
+
+
+@from_table("fedconcat_mnist5k")
+def fedconcat(rows):
+    methods = [k for k in rows[0] if k != "partition"]
+    return bar_figure(
+        (7, 3.6),
+        [label(r) for r in rows],
+        {m: (column(rows, m), errors(rows, m)) for m in methods},
+        3,
+        ylabel="final test accuracy (%), mean ± std",
+        ylim=(0, 100),
+        xlabel="partition",
+        title="FedConcat against FedAvg, communication matched",
+    )
+
+
+def grid_cell(row: str) -> tuple[float, float] | None:
+    found = re.fullmatch(r"grpfed q0=(\S+) η_q=(\S+)", row)
+    return (float(found[1]), float(found[2])) if found else None
+
+
+@from_table("grpfed_sensitivity")
+def grpfed_sensitivity(rows):
+    cells = {grid_cell(label(r)): r for r in rows if grid_cell(label(r))}
+    q0s, etas = sorted({q for q, _ in cells}), sorted({e for _, e in cells})
+    fedavg = next(r for r in rows if label(r) == "fedavg")
+    fig, axes = canvas(1, 2, figsize=(10, 4))
+    for ax, key in zip(axes, ("final T_g (%)", "final T_l (%)")):
+        grid = np.array([[number(cells[q, e][key]) for e in etas] for q in q0s])
+        image = ax.imshow(grid, cmap="viridis", origin="lower", aspect="auto")
+        middle = (grid.min() + grid.max()) / 2
+        for i in range(len(q0s)):
+            for j in range(len(etas)):
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.1f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="k" if grid[i, j] > middle else "w",
+                )
+        ax.set(
+            xticks=range(len(etas)),
+            xticklabels=[f"{e:g}" for e in etas],
+            yticks=range(len(q0s)),
+            yticklabels=[f"{q:g}" for q in q0s],
+            xlabel="η_q",
+            ylabel="q_0",
+            title=f"GRP-FED {key}; FedAvg {number(fedavg[key]):.1f}",
+        )
+        fig.colorbar(image, ax=ax, label="%")
+    return fig
+
+
+@from_table("perfedavg_curvature")
+def perfedavg_curvature(rows):
+    rounds = [int(number(k)) for k in rows[0] if k.startswith("round ")]
+    fig, ax = canvas(figsize=(7, 3.8))
+    for row, colour in zip(rows, ("tab:blue", "tab:orange")):
+        pairs = np.array([numbers(row[f"round {r}"]) for r in rounds])
+        name = label(row).split(" (")[0]
+        ax.plot(rounds, pairs[:, 0], "o-", color=colour, label=f"{name}: largest over clients")
+        ax.plot(rounds, pairs[:, 1], "o--", color=colour, label=f"{name}: median over clients")
+    ax.set(
+        xlabel="round",
+        ylabel="largest Hessian eigenvalue of a\nclient's loss at the global model",
+        xticks=rounds,
+        title="Per-FedAvg: curvature along training",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def alpha_panels(rows):
+    """One panel per Dirichlet α of the rows, sharing the y axis: (figure, axes, the αs)."""
+    alphas = list(dict.fromkeys(r["α"] for r in rows))
+    fig, axes = canvas(1, len(alphas), figsize=(5 * len(alphas), 3.8), sharey=True, squeeze=False)
+    return fig, list(axes[0]), alphas
+
+
+@from_table("normalization_mnist5k")
+def normalization(rows):
+    fig, axes, alphas = alpha_panels(rows)
+    key = "difference (points)"
+    for ax, alpha in zip(axes, alphas):
+        chosen = [r for r in rows if r["α"] == alpha]
+        ax.bar(
+            range(len(chosen)),
+            column(chosen, key),
+            yerr=errors(chosen, key),
+            capsize=3,
+            color="tab:green",
+        )
+        ax.set_xticks(range(len(chosen)), [r["method"].split(" (")[0] for r in chosen], rotation=30)
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set(title=f"Dir({alpha})")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("normalised − original,\nfinal accuracy (points, mean ± std)")
+    fig.suptitle("Contribution normalisation: change in final accuracy")
+    return fig
+
+
+@from_table("normalization_temperature")
+def normalization_temperature(rows):
+    fig, axes, alphas = alpha_panels(rows)
+    keys = list(rows[0])
+    temperatures = [(number(k), f"diff. ({k})") for k in keys if k.startswith("T = ")]
+    for ax, alpha in zip(axes, alphas):
+        for row in (r for r in rows if r["α"] == alpha):
+            ax.errorbar(
+                [t for t, _ in temperatures],
+                [number(row[d]) for _, d in temperatures],
+                yerr=[spread(row[d]) for _, d in temperatures],
+                marker="o",
+                capsize=2,
+                label=row["method"],
+            )
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set(xscale="log", xlabel="temperature T", title=f"Dir({alpha})")
+        ax.set_xticks([t for t, _ in temperatures], [f"{t:g}" for t, _ in temperatures])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("normalised − original,\nfinal accuracy (points, mean ± std)")
+    axes[-1].legend(fontsize=8)
+    fig.suptitle("Contribution normalisation: the temperature of eq. 8")
+    return fig
+
+
+@from_table("stability")
+def stability(rows):
+    settings = list(dict.fromkeys((r["momentum"], r["α"]) for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cell = {(r["method"], r["momentum"], r["α"]): r for r in rows}
+    grid = np.array(
+        [[number(cell[m, *s]["final accuracy (%)"]) for s in settings] for m in methods]
+    )
+    fig, ax = canvas(figsize=(7, 0.9 + 0.42 * len(methods)))
+    image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
+    for i, method in enumerate(methods):
+        for j, setting in enumerate(settings):
+            collapsed = cell[method, *setting]["collapsed runs"]
+            note = f"\n{collapsed} collapsed" if not collapsed.startswith("0/") else ""
+            ax.text(j, i, f"{grid[i, j]:.1f}{note}", ha="center", va="center", fontsize=7)
+    ax.set_xticks(
+        range(len(settings)), [f"momentum {m}\nDir({a})" for m, a in settings], fontsize=8
+    )
+    ax.set_yticks(range(len(methods)), methods, fontsize=8)
+    ax.set_title("Final test accuracy (%), mean over seeds, under SGD")
+    fig.colorbar(image, ax=ax, label="final test accuracy (%)")
+    return fig

@@ -1,0 +1,238 @@
+"""The figures of docs/benchmarks/performance.md, docs/gpu.md and docs/edge.md: timings."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from benchmarks.figures.drawing import (
+    canvas,
+    finish,
+    grouped_bars,
+    legend_below,
+    log_log,
+    stacked_bars,
+    time_bars,
+)
+from benchmarks.figures.reading import column, label, number, numbers
+from benchmarks.figures.registry import from_table
+
+#: timing tables drawn as two bars per row: figure size, legend label -> table column, axes
+TIME_BARS = {
+    "perf_fedavg": (
+        (8.5, 3.2),
+        {
+            "rounds 2+ (s per round)": "seconds per round (rounds 2+, wall clock)",
+            "first round (s)": "first round",
+        },
+        {"xlabel": "seconds", "title": "FedAvg: fedimb against a plain PyTorch loop"},
+    ),
+    "perf_methods": (
+        (7, 7.5),
+        {
+            "fedimb (Flower simulation)": "fedimb s/round (rounds 2+, wall clock)",
+            "the same rounds in one process": "one process s/round",
+        },
+        {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: seconds per round"},
+    ),
+    "gpu_methods": (
+        (7, 7.5),
+        {"GPU": "GPU s/round", "the same machine's CPU": "CPU s/round"},
+        {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: GPU against CPU"},
+    ),
+}
+
+
+for _table, (_size, _bars, _settings) in TIME_BARS.items():
+    from_table(_table)(partial(time_bars, size=_size, bars=_bars, **_settings))
+
+
+@from_table("perf_scale")
+def perf_scale(rows):
+    fig, (time_ax, memory_ax) = canvas(1, 2, figsize=(9, 3.8))
+    clients = column(rows, "clients")
+    for key, name in (
+        ("start-up (s)", "start-up"),
+        ("round 1 (s)", "round 1"),
+        ("s/round (rounds 2+)", "rounds 2+, per round"),
+    ):
+        time_ax.plot(clients, column(rows, key), "o-", label=name)
+    log_log(time_ax, "virtual clients (10% sampled per round)", "seconds", clients)
+    time_ax.legend(fontsize=8)
+    memory_ax.plot(
+        clients, column(rows, "peak memory, all processes (MiB)"), "o-", color="tab:purple"
+    )
+    log_log(
+        memory_ax,
+        "virtual clients (10% sampled per round)",
+        "peak memory, all processes (MiB)",
+        clients,
+    )
+    memory_ax.set(yscale="linear", ylim=(0, None))
+    fig.suptitle("Many virtual clients (Flower simulation)")
+    return fig
+
+
+@from_table("synthetic_scale")
+def synthetic_scale(rows):
+    fig, axes = canvas(1, 3, figsize=(11, 3.8))
+    devices = column(rows, "devices")
+    keys = (
+        ("round 1 (s)", "round 1 (s)"),
+        ("s/round (rounds 2+)", "seconds per round, rounds 2+"),
+        ("peak memory, all processes (MiB)", "peak memory, all processes (MiB)"),
+    )
+    for ax, (key, ylabel) in zip(axes, keys):
+        series = lambda r: (r["runtime"], r["method"], r.get("sampled", "10"))  # noqa: E731
+        for run in dict.fromkeys(series(r) for r in rows):
+            chosen = [i for i, r in enumerate(rows) if series(r) == run]
+            ax.plot(
+                devices[chosen],
+                column([rows[i] for i in chosen], key),
+                "o-" if run[1] == "fedavg" else "s--",
+                label=f"{run[0]}, {run[1]}, {run[2]} sampled",
+            )
+        log_log(ax, "devices", ylabel, devices)
+    axes[-1].set(yscale="linear", ylim=(0, None))
+    legend_below(axes[1], 4)
+    fig.suptitle("Many devices on Synthetic")
+    return fig
+
+
+@from_table("perf_deployment")
+def perf_deployment(rows):
+    fig, axes = canvas(1, 2, figsize=(8, 3.4))
+    nodes = list(dict.fromkeys(r["SuperNodes"] for r in rows))
+    for ax, (key, ylabel) in zip(
+        axes,
+        (
+            ("round 1 (s)", "round 1 (seconds)"),
+            ("rounds 2+ (s per round)", "seconds per round, rounds 2+"),
+        ),
+    ):
+        series = {
+            code: (
+                np.array(
+                    [
+                        number(r[key])
+                        for n in nodes
+                        for r in rows
+                        if r["SuperNodes"] == n and r["code"] == code
+                    ]
+                ),
+                None,
+            )
+            for code in dict.fromkeys(r["code"] for r in rows)
+        }
+        grouped_bars(ax, nodes, series)
+        ax.set(xlabel="SuperNodes", ylabel=ylabel)
+    axes[-1].legend(title="code", fontsize=8)
+    fig.suptitle("Deployment on loopback: round latency")
+    return fig
+
+
+@from_table("perf_breakdown_3clients", "perf_breakdown_10clients")
+def perf_breakdown(rows):
+    columns = [key for key in rows[0] if key != "phase (s)"]
+    phases = {
+        "discover": "server: discover",
+        "waiting for the last reply": "server: last_reply",
+        "aggregate": "server: aggregate",
+        "test": "server: test",
+        "checkpoint": "server: checkpoint",
+    }
+    by_phase = {r["phase (s)"]: r for r in rows}
+    _, ax = canvas(figsize=(7.5, 0.9 + 0.45 * len(columns)))
+    stacked_bars(
+        ax,
+        columns,
+        {
+            name: np.array([number(by_phase[phase][c]) for c in columns])
+            for name, phase in phases.items()
+        },
+    )
+    return finish(
+        ax, 5, xlabel="seconds (server side of a round)", title="Where a round's time goes"
+    )
+
+
+def startup_bars(rows, names: list[str]):
+    """Command to round 0, round 0 to round 1, round 1 to exit: differences of the medians."""
+    keys = ("command to round 0 (s)", "command to round 1 (s)", "command to exit (s)")
+    marks = np.array([[number(r[k]) for k in keys] for r in rows])
+    _, ax = canvas(figsize=(8.5, 1.5 + 0.45 * len(rows)))
+    stacked_bars(
+        ax,
+        names,
+        {
+            "command to round 0": marks[:, 0],
+            "round 1": marks[:, 1] - marks[:, 0],
+            "round 1 to exit": marks[:, 2] - marks[:, 1],
+        },
+    )
+    xlabel = "seconds from the command\n(medians; each part is the difference of two medians)"
+    return finish(ax, 3, xlabel=xlabel, title="From the command to the first result")
+
+
+@from_table("perf_startup")
+def perf_startup(rows):
+    return startup_bars(rows, [f"{r['runtime']}, {r['code']}" for r in rows])
+
+
+@from_table("perf_startup_floor")
+def perf_startup_floor(rows):
+    return startup_bars(rows, [label(r) for r in rows])
+
+
+@from_table("perf_startup_steps")
+def perf_startup_steps(rows):
+    steps = [r for r in rows if not label(r).startswith("...")]
+    _, ax = canvas(figsize=(8, 2.8))
+    stacked_bars(
+        ax, ["simulation"], {label(r): np.array([number(r["median (min–max)"])]) for r in steps}
+    )
+    xlabel = "seconds from the command to round 1 (median of each step)"
+    return finish(ax, 2, xlabel=xlabel, title="Start-up, step by step")
+
+
+@from_table("perf_process_start")
+def perf_process_start(rows):
+    parts = [k for k in rows[0] if k not in ("fedimb cache", "total", "scikit-learn imported")]
+    _, ax = canvas(figsize=(7, 2.6))
+    stacked_bars(ax, [label(r) for r in rows], {p: column(rows, p) for p in parts})
+    return finish(ax, 4, xlabel="seconds", title="A fresh client process before it trains")
+
+
+@from_table("perf_edge_node")
+def perf_edge_node(rows):
+    timed = [
+        r for r in rows if r["arm64, emulated"].endswith(" s") and "," not in r["arm64, emulated"]
+    ]
+    fig, ax = canvas(figsize=(8, 3.4))
+    places = np.arange(len(timed))
+    for offset, key, colour in (
+        (-0.12, "arm64, emulated", "tab:red"),
+        (0.12, "native", "tab:blue"),
+    ):
+        for i, row in enumerate(timed):
+            low, high = numbers(row[key])[0], numbers(row[key])[-1]
+            ax.plot(
+                [low, high],
+                [i + offset] * 2,
+                "-o",
+                color=colour,
+                lw=3,
+                markersize=5,
+                label=key if i == 0 else None,
+            )
+    ax.set_yticks(places, [label(r).split(" (")[0] for r in timed], fontsize=8)
+    ax.invert_yaxis()
+    ax.set(
+        xscale="log",
+        xlabel="seconds (log scale; a line spans the table's range over rounds 1–3)",
+        title="An arm64 edge node under QEMU",
+    )
+    ax.grid(axis="x", alpha=0.3, which="both")
+    legend_below(ax, 2)
+    return fig
