@@ -34,17 +34,18 @@ class ClientSampling:
 
     def discover_clients(self: SamplingHost, client_manager: ClientManager) -> None:
         """Which node serves which client. The first call waits for every client (up to
-        ``runtime.connect_timeout``) and reports the clients that never joined and the
-        clients that bring their own data; later calls take whoever is connected, after
-        waiting up to ``runtime.rejoin_timeout`` seconds (deployment; 0 by default) for
-        every node to be connected (nodes that restart or come back from a lost link)."""
+        ``runtime.connect_timeout``; null: as long as it takes) and reports the clients
+        that never joined and the clients that bring their own data; later calls take
+        whoever is connected, after waiting up to ``runtime.rejoin_timeout`` seconds
+        (deployment; 0 by default) for every node to be connected (nodes that restart or
+        come back from a lost link)."""
         runtime = self.run.cfg.runtime
         rejoin = rejoin_timeout(self.run.cfg)
         nodes = self.registry.nodes  # one per client, or the simulation's pool
         if self.clients_discovered:
             wait, timeout = (nodes if rejoin else 0), rejoin
         else:
-            wait, timeout = nodes, float(runtime.connect_timeout or 120)
+            wait, timeout = nodes, runtime.connect_timeout
         self.registry.refresh(client_manager, wait_for=wait, timeout=timeout)
         for refusal in self.registry.take_refusals():  # a bad or duplicate identity claim
             self.round_log.note(refusal)

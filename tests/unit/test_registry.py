@@ -280,3 +280,22 @@ def test_a_node_that_does_not_rejoin_in_time_is_noted():
         "1 of 3 clients not connected after waiting up to 0.1 s (runtime.rejoin_timeout) "
         "for their nodes to rejoin"
     ]
+
+
+def test_a_null_connect_timeout_waits_for_every_node_without_a_limit(monkeypatch):
+    from fedimb.app.nodes import registry
+
+    class Arriving:
+        """A client manager whose nodes connect one per check."""
+
+        def __init__(self):
+            self.checks = 0
+
+        def num_available(self):
+            self.checks += 1
+            return self.checks
+
+    monkeypatch.setattr(registry.time, "sleep", lambda seconds: None)
+    manager = Arriving()
+    registry.wait_for_nodes(manager, 5, None)
+    assert manager.checks == 5  # it stopped when the fifth node connected, not at a clock

@@ -192,7 +192,7 @@ def check_shared_settings(r: DictConfig) -> None:
         value = r.get(key)
         require(
             value is None or (is_number(value) and value > 0),
-            f"runtime.{key} must be a positive number of seconds or null, got {value!r}",
+            f"runtime.{key} must be a positive number of seconds or null (no limit), got {value!r}",
         )
     if "rejoin_timeout" in r:
         require(

@@ -1,9 +1,8 @@
 """Which Flower node is which client.
 
-Flower identifies nodes by random node ids; fedimb samples, drops and tracks clients
-by partition id so that runs are reproducible and restarted nodes are recognised. How a
-node becomes a client depends on what the runtime can state up front
-(``runtime.client_ids``):
+Flower identifies nodes by random node ids; fedimb tracks clients by partition id, so that
+runs are reproducible and restarted nodes are recognised. How a node becomes a client
+depends on what the runtime can state up front (``runtime.client_ids``):
 
 - ``claimed`` (a deployment's nodes, which hold their own partition or data): every new
   node is asked once which client it is; its answer (a :class:`~fedimb.app.nodes.claims.Claim`)
@@ -19,6 +18,7 @@ node becomes a client depends on what the runtime can state up front
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 
@@ -40,9 +40,9 @@ class ClientInfo:
     label_counts: np.ndarray | None
 
 
-def wait_for_nodes(client_manager: ClientManager, count: int, timeout: float) -> None:
-    """Wait up to ``timeout`` seconds until ``count`` nodes are connected."""
-    deadline = time.monotonic() + timeout
+def wait_for_nodes(client_manager: ClientManager, count: int, timeout: float | None) -> None:
+    """Wait up to ``timeout`` seconds (None: no limit) until ``count`` nodes connect."""
+    deadline = math.inf if timeout is None else time.monotonic() + timeout
     while count and client_manager.num_available() < count and time.monotonic() < deadline:
         time.sleep(0.5)
 
@@ -83,13 +83,13 @@ class ClientRegistry:
         self._unreported: list[str] = []
 
     def refresh(
-        self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0
+        self, client_manager: ClientManager, wait_for: int = 0, timeout: float | None = None
     ) -> None:
         """Give every node not seen before its client: assigned (:meth:`_assign`), or
         asked; a node whose claim is bad, or names a client a connected node serves, is
-        refused (:meth:`take_refusals`). ``wait_for`` first waits (up to ``timeout``
-        seconds) until that many nodes are connected; later refreshes pass 0 and only pick
-        up nodes that (re)joined."""
+        refused (:meth:`take_refusals`). ``wait_for`` first waits (``timeout``, as in
+        :func:`wait_for_nodes`) until that many nodes are connected; later refreshes pass 0
+        and only pick up nodes that (re)joined."""
         wait_for_nodes(client_manager, wait_for, timeout)
         proxies = client_manager.all()
         if proxies.keys() == self._settled:  # nobody joined or left, nobody to ask again

@@ -137,7 +137,7 @@ class PooledRegistry(ClientRegistry):
         self.pool = NodePool()
 
     def refresh(
-        self, client_manager: ClientManager, wait_for: int = 0, timeout: float = 120.0
+        self, client_manager: ClientManager, wait_for: int = 0, timeout: float | None = None
     ) -> None:
         """The pool lends the nodes connected now (after waiting, as
         :meth:`ClientRegistry.refresh` does); the clients join with the first node."""
