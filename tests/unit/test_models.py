@@ -158,3 +158,29 @@ def test_unknown_model_lists_choices():
     assert "nosuch" in msg
     for name in MODELS:
         assert name in msg
+
+
+def test_model_auto_saves_every_option_of_the_default_model():
+    from fedimb.app.configuration.compose import compose
+
+    for dataset, model in (("digits", "mlp"), ("synthetic", "mclr")):
+        auto = compose([f"dataset={dataset}"]).model
+        assert auto == compose([f"dataset={dataset}", f"model={model}"]).model
+        assert len(auto) > 1  # the options, not the name alone
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_model_builder_defaults_to_its_yaml(name):
+    """The builders keep keyword defaults for code that builds a model by name alone;
+    they must be the values of the model's YAML, the one source of its defaults."""
+    import inspect
+
+    import yaml
+
+    from fedimb.app.configuration.compose import CONF_DIR
+
+    declared = yaml.safe_load((CONF_DIR / "model" / f"{name}.yaml").read_text())
+    parameters = inspect.signature(MODELS[name]).parameters.values()
+    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+    as_yaml = {k: list(v) if isinstance(v, tuple) else v for k, v in defaults.items()}
+    assert as_yaml == {k: v for k, v in declared.items() if k != "name"}

@@ -104,11 +104,21 @@ def finalize(cfg: DictConfig, *, check: bool = True) -> DictConfig:
     if isinstance(method, dict) and method.get("strategy") is None:
         method["strategy"] = {"_target_": DEFAULT_STRATEGY}  # a client-only method: FedAvg's server
     if data.get("model", {}).get("name") == "auto":
-        data["model"] = {"name": data.get("dataset", {}).get("default_model")}
+        data["model"] = default_model(data.get("dataset", {}).get("default_model"))
     resolved = OmegaConf.create(data)
     if check:
         validate(resolved)
     return resolved
+
+
+def default_model(name) -> dict:
+    """``model=auto``: the data set's default model with every option its own YAML
+    (``conf/model/<name>.yaml``) gives, as ``model=<name>`` composes it, so that a saved
+    configuration holds them."""
+    path = CONF_DIR / "model" / f"{name}.yaml"
+    if not path.is_file():
+        return {"name": name}  # an unknown model: the model check names it
+    return dict(OmegaConf.to_container(OmegaConf.load(path)))  # type: ignore[arg-type]
 
 
 def smoke_overrides(method: str) -> list[str]:
