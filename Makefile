@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/fedimb $(ARGS)
 
-# style and types: ruff (lint and format) on the whole tree, mypy on fedimb/core and fedimb/app
+# style and types: ruff (lint and format) on the whole tree, mypy on the fedimb package
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

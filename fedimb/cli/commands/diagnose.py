@@ -115,7 +115,7 @@ def diagnose_counts(
         zscores,
         augment,
         downsample,
-        kl_to_uniform(nonempty),
+        np.atleast_1d(kl_to_uniform(nonempty)),
         mediator_kl,
         sizes,
         (ks, inertias),

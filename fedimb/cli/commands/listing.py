@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app.configuration.compose import CONF_DIR, GROUPS, LIST_NAMES, either, group_choices
 from fedimb.core.errors import ConfigError
@@ -39,7 +39,8 @@ def group_of(name: str) -> str:
 def describe(path: Path) -> str:
     """The YAML file's one-line description ('' if it has none)."""
     text = path.read_text()
-    description = (OmegaConf.create(text) or {}).get("description")
+    loaded = OmegaConf.create(text)
+    description = loaded.get("description") if isinstance(loaded, DictConfig) else None
     if description:
         return _first_sentence(str(description))
     leading = []

@@ -59,7 +59,7 @@ def federation_config(cfg: DictConfig) -> dict[str, Any]:
     ``client_resources`` (one actor per ``num_cpus``/``num_gpus`` share). The GPU share
     is a float (fractions put several actors on one GPU) and is left out at 0, Flower's
     default."""
-    federation = {
+    federation: dict[str, int | float] = {
         "num-supernodes": node_count(cfg),
         "client-resources-num-cpus": int(cfg.runtime.num_cpus_per_client),
     }

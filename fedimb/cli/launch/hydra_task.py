@@ -55,5 +55,6 @@ def experiment(cfg: DictConfig) -> float | None:
         print(
             f"fedimb: error: [job {HydraConfig.get().job.num}] {err}", file=sys.stderr, flush=True
         )
-        return
+        return None
     print(path, flush=True)
+    return None

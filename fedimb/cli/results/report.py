@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -105,10 +106,10 @@ def write_report(
     folders: list[Path],
     out: Path,
     title: str = "Comparison",
-    mean_keys: list[str] = (),
-    range_keys: list[str] = (),
+    mean_keys: Sequence[str] = (),
+    range_keys: Sequence[str] = (),
     per_run: bool = False,
-    at_rounds: list[int] = (),
+    at_rounds: Sequence[int] = (),
     keep_reruns: bool = False,
 ) -> Path:
     """``<out>/report.md`` and ``<out>/accuracy.png`` over every completed run in ``folders``

@@ -62,8 +62,9 @@ def clients_table(groups: dict[str, list[RunRecord]]) -> list[str]:
     lines = []
     for label, runs in groups.items():
         for model in MODELS:
-            locals_ = [(run, last_local(run, model)) for run in runs]
-            locals_ = [(run, local) for run, local in locals_ if local is not None]
+            locals_ = [
+                (run, local) for run in runs if (local := last_local(run, model)) is not None
+            ]
             if not locals_:
                 continue
             cells = [mean_std([local[stat] for _, local in locals_]) for stat in STATS[:3]]

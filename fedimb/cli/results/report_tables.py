@@ -17,6 +17,7 @@ take run records or run folders (benchmarks pass folders).
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,7 @@ def _percent(value: Any) -> str:
     return f"{100 * value:.2f}" if finite_number(value) else "not a number"
 
 
-def group_runs(run_dirs: list[Run]) -> tuple[dict[str, list[Run]], dict[str, str]]:
+def group_runs(run_dirs: Sequence[Run]) -> tuple[dict[str, list[Run]], dict[str, str]]:
     """Runs with the same set-up, and a legend of the set-ups.
 
     Only settings every run has (every run of the method, for ``method.*``) are
@@ -94,7 +95,7 @@ def _rows(run: Run, split: str) -> list[dict[str, Any]]:
     return [r for r in as_record(run).rows if r["split"] == split]
 
 
-def records_of(groups: dict[str, list[Run]]) -> dict[str, list[RunRecord]]:
+def records_of(groups: Mapping[str, Sequence[Run]]) -> dict[str, list[RunRecord]]:
     """The groups with every run loaded once (callers may pass folders)."""
     return {label: [as_record(run) for run in runs] for label, runs in groups.items()}
 
@@ -141,13 +142,15 @@ def metric_curve(run: Run, metric: str = "accuracy", split: str = "test") -> dic
 
 
 def comparison_table(
-    groups: dict[str, list[Run]], mean_keys: list[str] = (), range_keys: list[str] = ()
+    groups: Mapping[str, Sequence[Run]],
+    mean_keys: Sequence[str] = (),
+    range_keys: Sequence[str] = (),
 ) -> list[str]:
     """Markdown lines of the table (see the module docstring); ``mean_keys`` adds columns
     of 'extra' metrics averaged over rounds, ``range_keys`` (shell patterns) columns of
     their smallest and largest value over every round of every run of the row."""
-    groups = records_of(groups)
-    summaries = {label: [r.summary for r in runs] for label, runs in groups.items()}
+    records = records_of(groups)
+    summaries = {label: [r.summary for r in runs] for label, runs in records.items()}
     target = next(
         (
             s["target_accuracy"]
@@ -157,7 +160,7 @@ def comparison_table(
         ),
         None,
     )
-    scores = {label: [own_scores(r) for r in runs] for label, runs in groups.items()}
+    scores = {label: [own_scores(r) for r in runs] for label, runs in records.items()}
     score_keys = sorted({k for per_run in scores.values() for s in per_run for k in s})
     validated = any(
         s.get("selected_test_accuracy") is not None for v in summaries.values() for s in v
@@ -171,7 +174,7 @@ def comparison_table(
     header += "".join(f" {k} (range over rounds) |" for k in range_keys)
     header += "".join(f" final {k} (%) |" for k in score_keys)
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for label, runs in groups.items():
+    for label, runs in records.items():
         done = summaries[label]
         row = f"| {label} | {len(runs)} | {mean_std([s.get('final_accuracy') for s in done])} |"
         if validated:
@@ -193,13 +196,13 @@ def comparison_table(
     return lines
 
 
-def per_run_table(groups: dict[str, list[Run]], at_rounds: list[int] = ()) -> list[str]:
+def per_run_table(groups: Mapping[str, Sequence[Run]], at_rounds: Sequence[int] = ()) -> list[str]:
     """Markdown lines with one row per run: its seed, final test accuracy, (where runs have
     a validation share) the round of best validation accuracy and the test accuracy there,
     final macro-F1 and, at each of ``at_rounds``, its test accuracy (loss)."""
-    groups = records_of(groups)
+    records = records_of(groups)
     validated = any(
-        r.summary.get("validation_best_round") is not None for v in groups.values() for r in v
+        r.summary.get("validation_best_round") is not None for v in records.values() for r in v
     )
     header = "| method | seed | final test accuracy (%) |"
     if validated:
@@ -207,7 +210,7 @@ def per_run_table(groups: dict[str, list[Run]], at_rounds: list[int] = ()) -> li
     header += " final macro-F1 (%) |"
     header += "".join(f" round {r}: accuracy % (loss) |" for r in at_rounds)
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for label, runs in groups.items():
+    for label, runs in records.items():
         for run in sorted(runs, key=lambda r: str(r.seed).zfill(9)):
             s = run.summary
             accuracy, loss = metric_curve(run), metric_curve(run, "loss")

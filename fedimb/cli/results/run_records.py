@@ -153,7 +153,7 @@ def run_config(run_dir: Path) -> dict[str, Any]:
     up to date (:func:`~fedimb.app.configuration.upgrade.upgrade`), as a plain dict."""
     upgraded = OmegaConf.to_container(upgrade(read_config(run_dir / "config.yaml")))
     assert isinstance(upgraded, dict)
-    return upgraded
+    return {str(k): v for k, v in upgraded.items()}
 
 
 def setup_of(config: dict[str, Any]) -> dict[str, Any]:

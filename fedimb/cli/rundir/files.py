@@ -86,10 +86,11 @@ def selection_scores(rounds: list[dict[str, Any]], objective_last: int | None) -
     ``objective_last``). None where a split is absent."""
     tested = [r for r in rounds if _accuracy(r, "test") is not None]
     validated = [r for r in rounds if _accuracy(r, "validation") is not None]
-    best = max(validated, key=lambda r: _accuracy(r, "validation"), default=None)
-    last = (
-        [_accuracy(r, "validation") for r in validated[-objective_last:]] if objective_last else []
-    )
+    best = max(validated, key=lambda r: _accuracy(r, "validation") or 0.0, default=None)
+    last = [
+        float(_accuracy(r, "validation") or 0.0)
+        for r in (validated[-objective_last:] if objective_last else [])
+    ]
     return {
         "final_accuracy": _accuracy(tested[-1], "test") if tested else None,
         "final_round": tested[-1]["round"] if tested else None,

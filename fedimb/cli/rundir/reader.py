@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -168,7 +168,7 @@ def run_folder_config(run_dir: Path, overrides: Sequence[str] = ()) -> DictConfi
     except OmegaConfBaseException as err:
         raise ConfigError(f"{path}: {_one_line(err)}") from None
     assert isinstance(cfg, DictConfig) and isinstance(data, dict)
-    check_saved_config(data, str(path))
+    check_saved_config({str(k): v for k, v in data.items()}, str(path))
     return cfg
 
 

@@ -101,7 +101,7 @@ def local_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """The last local evaluation's accuracy distribution over clients, per model
     (``local_accuracy_average``, ``..._worst_10``, ``..._best_10``, ``..._variance`` in
     %²; ``personal_`` after ``local_`` for personal models); nothing without one."""
-    last = next((r["local"] for r in reversed(rounds) if r.get("local")), {})
+    last: dict[str, Any] = next((r["local"] for r in reversed(rounds) if r.get("local")), {})
     return {
         f"local_{'' if model == 'global' else model + '_'}accuracy_{stat}": stats.get(stat)
         for model, stats in last.items()

@@ -114,12 +114,12 @@ class TrackedRun:
         self.run_dir = run_dir
         self.echo = echo
 
-    def _guard(self, action: str, call: Callable[[], Any]) -> Any:
-        """``call()``; a failure switches the tracker off with one warning."""
+    def _guard(self, action: str, call: Callable[[Tracker], Any]) -> Any:
+        """``call(tracker)``; a failure switches the tracker off with one warning."""
         if self.tracker is None:
             return None
         try:
-            return call()
+            return call(self.tracker)
         except Exception as err:  # noqa: BLE001 - a tracker must not end the run it logs
             self.echo(
                 f"[fedimb] warning: {self.tracker.name} tracking stopped ({action}): "
@@ -134,14 +134,15 @@ class TrackedRun:
         metrics = round_metrics(event)
         self._guard(
             f"round {event['round']}",
-            lambda: self.tracker.log_metrics(metrics, int(event["round"])),
+            lambda tracker: tracker.log_metrics(metrics, int(event["round"])),
         )
 
     def end(self, summary: dict[str, Any] | None) -> None:
         """The summary, the run folder's files as artifacts, and the run's status."""
         completed = bool(summary and summary.get("completed"))
         self._guard(
-            "end", lambda: self.tracker.end(summary_metrics(summary or {}), self.run_dir, completed)
+            "end",
+            lambda tracker: tracker.end(summary_metrics(summary or {}), self.run_dir, completed),
         )
         self.tracker = None
 

@@ -29,7 +29,9 @@ def kl_to_uniform(counts: np.ndarray) -> np.ndarray | float:
     return float(kl[0]) if single else kl
 
 
-def partition_summary(counts: np.ndarray, groups: Sequence[int] | None = None) -> dict[str, object]:
+def partition_summary(
+    counts: np.ndarray, groups: Sequence[int] | np.ndarray | None = None
+) -> dict[str, object]:
     """JSON-ready description of a partition: per-client and global class counts, KLD."""
     counts = np.asarray(counts, dtype=np.int64)
     kl = np.atleast_1d(kl_to_uniform(counts))  # one value per client
