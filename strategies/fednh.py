@@ -13,10 +13,9 @@ resume keep them with no state of their own. The clients' statistics are checked
 against their declaration (:mod:`clients.fednh`) before they are read: a reply with
 NaN/Inf, the wrong shape or counts that do not sum to its sample count is rejected as a
 whole; a class mean pointing away from the median direction of its class (the holders'
-means and the current prototype, one vote each; ``influence.min_cosine``: a
-sign-flipped mean keeps every bound) is set aside, counted;
-prototypes that would still not be finite are never adopted (the previous ones stay, and
-the round notes it).
+means and the current prototype, one vote each; ``influence.min_cosine``: a sign-flipped
+mean keeps every bound) is set aside, counted; prototypes that would still not be finite
+are never adopted (the previous ones stay, and the round notes it).
 """
 
 from __future__ import annotations
