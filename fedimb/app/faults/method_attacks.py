@@ -57,23 +57,26 @@ def declaring_methods() -> dict[str, list[str]]:
     return found
 
 
-def crafted_losses(
-    metrics: dict, num_examples: int, variant: str, scale: float
-) -> tuple[dict, int]:
-    """The losses a method weighs with: 1e40 (``huge_loss``, variant ``huge``) or the
-    honest ones times ``scale`` (``loss_skew``)."""
-    losses = {
-        k: (HUGE_LOSS if variant == "huge" else float(metrics[k]) * scale)
-        for k in (protocol.TRAIN_LOSS, protocol.INITIAL_LOSS)
-        if k in metrics
-    }
-    return {**metrics, **losses}, num_examples
+def _losses(metrics: dict, value: Callable[[float], float]) -> dict:
+    """``metrics`` with each loss a method weighs with replaced by ``value(loss)``."""
+    keys = (protocol.TRAIN_LOSS, protocol.INITIAL_LOSS)
+    return {**metrics, **{k: value(float(metrics[k])) for k in keys if k in metrics}}
+
+
+def huge_losses(metrics: dict, num_examples: int, variant: str, scale: float):
+    """``huge_loss``: every loss 1e40."""
+    return _losses(metrics, lambda loss: HUGE_LOSS), num_examples
+
+
+def scaled_losses(metrics: dict, num_examples: int, variant: str, scale: float):
+    """``loss_skew``: every loss times ``scale`` (1.25 by default)."""
+    return _losses(metrics, lambda loss: loss * scale), num_examples
 
 
 #: the attacks of a method that weighs its clients by the losses they report
 LOSS_ATTACKS = {
-    "huge_loss": MethodAttack(FIT, crafted_losses, variants=("huge",)),
-    "loss_skew": MethodAttack(FIT, crafted_losses, default_scale=1.25),
+    "huge_loss": MethodAttack(FIT, huge_losses),
+    "loss_skew": MethodAttack(FIT, scaled_losses, default_scale=1.25),
 }
 
 
