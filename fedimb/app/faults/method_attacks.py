@@ -96,11 +96,6 @@ def label_count_attack(*names: str, variants: tuple[str, ...]) -> MethodAttack:
     return MethodAttack(PROPERTIES, craft, variants=variants)
 
 
-def payload_names(metrics: dict, suffix: str) -> list[str]:
-    """The named arrays of ``metrics`` whose names end with ``suffix``."""
-    return sorted(name for name in payload.unpack(metrics) if name.endswith(suffix))
-
-
 def replaced(metrics: dict, arrays: dict[str, np.ndarray]) -> dict:
     """``metrics`` with the named ``arrays`` packed in."""
     return {**metrics, **payload.pack(arrays)}
