@@ -21,7 +21,9 @@ folder. A step recorded under another plan (other overrides or trials) is not re
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 
 from benchmarks import common
@@ -39,6 +41,8 @@ PLAN_FILE = "leaderboard_plan.json"
 REPORT_FILES = ("config.yaml", "summary.json", "metrics.csv", PLAN_FILE)
 #: the rows of ``metrics.csv`` a record keeps
 KEPT_METRIC = "accuracy"
+#: the suite's steps finish in parallel threads, and a set-up's steps share one file
+_WRITING = threading.Lock()
 
 
 def finished_run(folder: Path) -> bool:
@@ -104,7 +108,10 @@ def write_steps(record: Path, setup: str, steps: list[dict]) -> None:
     step recorded again changes only its own line)."""
     record.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(s, sort_keys=True) for s in sorted(steps, key=step_key)]
-    (record / f"{setup}.jsonl").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    path = record / f"{setup}.jsonl"
+    partial = path.with_suffix(".jsonl.partial")  # a stopped write leaves the old file whole
+    partial.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    os.replace(partial, path)
 
 
 def record_step(record: Path | None, step: dict, folder: Path, patterns: tuple[str, ...]) -> None:
@@ -112,8 +119,9 @@ def record_step(record: Path | None, step: dict, folder: Path, patterns: tuple[s
     if record is None:
         return
     step = {**step, "files": step_files(folder, patterns)}
-    others = [s for s in read_steps(record, step["setup"]) if step_key(s) != step_key(step)]
-    write_steps(record, step["setup"], [*others, step])
+    with _WRITING:  # read, replace the line and write as one: other steps end meanwhile
+        others = [s for s in read_steps(record, step["setup"]) if step_key(s) != step_key(step)]
+        write_steps(record, step["setup"], [*others, step])
 
 
 def record_tuning(out: Path, record: Path | None, setup: str, method: str) -> None:

@@ -63,3 +63,17 @@ def test_a_step_recorded_again_replaces_its_line(tmp_path):
     assert [(s["method"], s["seed"]) for s in steps] == [("fedavg", 0), ("fedprox", 0)]
     assert json.loads(steps[0]["files"]["summary.json"])["final"] == 0.9
     record.record_report(out, None, "dir01", "fedavg", 0)  # no record: nothing written
+
+
+def test_steps_recorded_from_parallel_threads_all_keep_their_line(tmp_path):
+    # the suite records its steps from a thread pool; each step reads, replaces its line
+    # and writes the set-up's file, so unguarded writes lost or cut lines
+    from concurrent.futures import ThreadPoolExecutor
+
+    out, book = tmp_path / "out", tmp_path / "record"
+    methods = [f"m{i}" for i in range(24)]
+    for method in methods:
+        finished_run(out, method=method)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(lambda m: record.record_report(out, book, "dir01", m, 0), methods))
+    assert sorted(s["method"] for s in record.read_steps(book, "dir01")) == sorted(methods)
