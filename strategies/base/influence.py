@@ -176,9 +176,9 @@ class InfluenceBounds:
         high learning rate an honest client whose classes the model already fits (a
         received loss near 0) reported many times it (docs/faults.md#bounded-influence);
         the median keeps such a client's room. A loss inflated within the bound (1.25
-        times: ~9 times the weight under F^q, q = 10) is not found; ``loss_at=received`` checks the
-        loss exactly. Off, with the other loss bound, where ``influence.loss_ratio`` is
-        null."""
+        times: ~9 times the weight under F^q, q = 10) is not found here: GRP-FED's replay
+        of the training (on by default) and ``loss_at=received`` check the loss exactly.
+        Off, with the other loss bound, where ``influence.loss_ratio`` is null."""
         out = np.array(losses, dtype=np.float64)
         ratio = self.influence.loss_ratio
         if ratio is None:  # loss bounds off

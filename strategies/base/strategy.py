@@ -77,8 +77,7 @@ class BaseStrategy(
     def __init__(self, *, run: ServerRun):
         self.run = run
         cfg = run.cfg
-        section = cfg.method.get("strategy") or {}
-        self.settings = read_declared(self.Settings, section)
+        self.settings = read_declared(self.Settings, cfg.method.strategy)
         self.registry = client_registry(cfg)
         self.train_hparams = {k: cfg.train[k] for k in TRAIN_KEYS}
         self.client_hparams = {k: v for k, v in cfg.method.client.items() if k != "_target_"}
