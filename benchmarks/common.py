@@ -92,15 +92,21 @@ def publish_table(table: Path, lines: list[str]) -> Path:
 
 
 def publish_in_docs(
-    name: str, lines: list[str], script: str | None = None, new: bool = True
+    name: str,
+    lines: list[str],
+    script: str | None = None,
+    new: bool = True,
+    data: list[dict] | None = None,
 ) -> Path | None:
     """Write ``lines`` to ``docs/tables/<name>.md``, the file a page of the documentation
     includes (``--8<-- "<name>.md"``), so that a table in the docs is the one its script
     wrote last. The first line names the script: ``script`` (a path relative to the
     repository), else the calling module's file. With ``new=False`` only a table the
     docs already hold is rewritten (for scripts whose table names come from arguments).
-    Then draws the table's figure into ``docs/img/bench/`` where :mod:`benchmarks.figures`
-    has one, so the figure on the page is always that of the table beside it.
+    ``data`` (one dict per point, the numbers unrounded) is written beside it as
+    ``docs/tables/data/<name>.csv`` (:func:`write_data`), and the table's figure is drawn
+    from it into ``docs/img/bench/`` where :mod:`benchmarks.figures` has one, so the
+    figure on the page is always that of the table beside it.
     Returns the path, or None where nothing was written."""
     path = DOCS_TABLES / f"{name}.md"
     if not new and not path.exists():
@@ -114,19 +120,23 @@ def publish_in_docs(
         + "\n"
     )
     print(path)
+    if data is not None:
+        write_data(name, data)
     from benchmarks.figures import redraw
 
     redraw(name)
     return path
 
 
-def publish_results(table: Path, name: str, lines: list[str], new: bool = True) -> Path:
+def publish_results(
+    table: Path, name: str, lines: list[str], new: bool = True, data: list[dict] | None = None
+) -> Path:
     """Write a script's whole report ``lines`` to ``table`` (:func:`publish_table`) and its
     first markdown table to the docs' table ``name`` (:func:`publish_in_docs`, which
-    ``new`` goes to); return ``table``."""
+    ``new`` and ``data`` go to); return ``table``."""
     script = calling_script()
     publish_table(table, lines)
-    publish_in_docs(name, table_part(lines), script=script, new=new)
+    publish_in_docs(name, table_part(lines), script=script, new=new, data=data)
     return table
 
 
@@ -137,9 +147,10 @@ def calling_script() -> str:
     return os.path.relpath(Path(caller).resolve(), REPO)
 
 
-def publish_data(name: str, rows: list[dict]) -> Path:
-    """Write ``rows`` (one dict per point) to ``docs/tables/data/<name>.csv``, the data a
-    figure in the docs is drawn from, then draw that figure (:mod:`benchmarks.figures`)."""
+def write_data(name: str, rows: list[dict]) -> Path:
+    """Write ``rows`` (one dict per point; a None value is written as an empty cell, not
+    measured) to ``docs/tables/data/<name>.csv``, the data a figure in the docs is drawn
+    from."""
     import csv
 
     path = DOCS_DATA / f"{name}.csv"
@@ -149,6 +160,13 @@ def publish_data(name: str, rows: list[dict]) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     print(path)
+    return path
+
+
+def publish_data(name: str, rows: list[dict]) -> Path:
+    """Write ``rows`` to ``docs/tables/data/<name>.csv`` (:func:`write_data`), then draw the
+    figure drawn from it (:mod:`benchmarks.figures`)."""
+    path = write_data(name, rows)
     from benchmarks.figures import redraw
 
     redraw(name)

@@ -83,6 +83,7 @@ def main() -> None:
         "|---|---|---|---|",
     ]
     sampled = 4 if args.tiny else 20
+    points = []  # the figure's data: one row per method and noise level
     for method in METHODS:
         for noise in levels:
             scores = [final_accuracy(method, noise, args, seed) for seed in range(args.seeds)]
@@ -90,6 +91,9 @@ def main() -> None:
             shown = "none (no DP)" if noise is None else f"{noise:g}"
             noise_std = "—" if noise is None else f"{noise * args.clipping_norm / sampled:.4g}"
             lines.append(f"| {method} | {shown} | {noise_std} | {mean:.4f} ± {std:.4f} |")
+            points.append(
+                {"method": method, "noise_multiplier": noise, "accuracy": mean, "accuracy_std": std}
+            )
             print(lines[-1], flush=True)
     command = f"--rounds {args.rounds} --seeds {args.seeds} --noise {args.noise}"
     report = [
@@ -104,8 +108,8 @@ def main() -> None:
         f"Command: `python benchmarks/accuracy/privacy.py {command}"
         f"{' --tiny' if args.tiny else ''}`",
     ]
-    # the docs' figure is drawn from the table (benchmarks.figures); a tiny run writes none
-    common.publish_results(args.out / "table.md", "privacy", report, new=not args.tiny)
+    # the docs' figure is drawn from the points (benchmarks.figures); a tiny run writes none
+    common.publish_results(args.out / "table.md", "privacy", report, new=not args.tiny, data=points)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """The benchmark figures the documentation shows, drawn from what the scripts published.
 
-Every figure is drawn from one file under ``docs/tables/``: the Markdown table a script
-wrote (``<table>.md``, where the table holds all the figure needs) or the data a script
-wrote beside it (``data/<name>.csv``, one row per point, e.g. the per-round accuracy of a
-comparison). :func:`benchmarks.common.publish_in_docs` redraws a table's figure each time
-a script rewrites the table, and this module redraws them all without rerunning anything:
+Every figure is drawn from the data a script wrote under ``docs/tables/data/`` beside the
+table the page shows (``<name>.csv``, one row per point, the numbers as the script
+measured them). :func:`benchmarks.common.publish_in_docs` and
+:func:`benchmarks.common.publish_data` redraw a figure each time a script rewrites its
+data, and this module redraws them all without rerunning anything:
 
     python -m benchmarks.figures [--tables docs/tables] [--out docs/img/bench] [NAME ...]
 
@@ -26,15 +26,17 @@ from benchmarks.figures import (
     synthetic,  # noqa: F401  (registers its figures)
 )
 from benchmarks.figures.reading import read_data, read_table
-from benchmarks.figures.registry import FROM_DATA, FROM_TABLES
+from benchmarks.figures.registry import DRAWN, FROM_DATA, FROM_TABLES
 from benchmarks.plotting import DOCS_FIGURES, DOCS_TABLES, publish_figure
 
-__all__ = ["FROM_DATA", "FROM_TABLES", "main", "names", "redraw"]
+__all__ = ["DRAWN", "FROM_DATA", "FROM_TABLES", "main", "names", "redraw"]
 
 
 def data_figure(path: Path) -> tuple[str, Callable] | None:
     """(what the figure shows: the file's name less its suffix, drawer) of a data file,
     or None where no drawer reads it."""
+    if path.stem in DRAWN:
+        return path.stem, lambda rows, _: DRAWN[path.stem](rows)
     for suffix, draw in FROM_DATA.items():
         if path.stem.endswith(suffix):
             return path.stem.removesuffix(suffix), draw

@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 from benchmarks.figures.drawing import canvas
-from benchmarks.figures.reading import column, errors, number
-from benchmarks.figures.registry import from_table
+from benchmarks.figures.reading import floats
+from benchmarks.figures.registry import drawn_from
 
 
-@from_table("privacy")
+@drawn_from("privacy")
 def privacy(rows):
     """Final accuracy against the noise multiplier, a line per method with its std over
-    seeds; the run without DP as a dashed line of the method's colour."""
+    seeds; the run without DP (no noise multiplier) as a dashed line of the method's
+    colour. Rows of benchmarks/accuracy/privacy.py."""
     fig, ax = canvas(figsize=(6, 4))
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
-        noised = [r for r in mine if not r["noise multiplier σ"].startswith("none")]
-        key = "test accuracy (mean ± std)"
+        noised = [r for r in mine if r["noise_multiplier"] != ""]
         line = ax.errorbar(
-            column(noised, "noise multiplier σ"),
-            column(noised, key),
-            yerr=errors(noised, key),
+            floats(noised, "noise_multiplier"),
+            floats(noised, "accuracy"),
+            yerr=floats(noised, "accuracy_std"),
             marker="o",
             capsize=3,
             label=method,
         )
         for r in mine:
-            if r["noise multiplier σ"].startswith("none"):
+            if r["noise_multiplier"] == "":
                 ax.axhline(
-                    number(r[key]),
+                    float(r["accuracy"]),
                     ls="--",
                     color=line[0].get_color(),
                     alpha=0.6,

@@ -37,6 +37,12 @@ def read_data(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def floats(rows: list[dict[str, str]], key: str) -> np.ndarray:
+    """Column ``key`` of a data file's rows as numbers; NaN where a cell is empty (not
+    measured)."""
+    return np.array([float(row[key]) if row[key] != "" else math.nan for row in rows])
+
+
 def numbers(cell: str) -> list[float]:
     """Every number in a table cell, in order (``**`` marks, thousands commas and the
     typographic minus understood)."""
