@@ -463,6 +463,20 @@ def accuracy(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
+def grid_rows(cells: dict[tuple[str, str], Cell]) -> list[dict]:
+    """The figure's data: one row per row and runtime of the matrix, its checks True, False
+    or None (not measured)."""
+    checks = ("survived", "counted", "unharmed")
+    rows = []
+    for name, row in ROWS.items():
+        for runtime in row.runtimes:
+            cell = cells.get((name, runtime)) or Cell(name, runtime, None, None, None)
+            rows.append(
+                {"attack": name, "runtime": runtime, **{k: getattr(cell, k) for k in checks}}
+            )
+    return rows
+
+
 def matrix_lines(cells: dict[tuple[str, str], Cell], flips: list[dict]) -> list[str]:
     lines = [
         f"Set-up: `{' '.join(EXPERIMENT)}` plus the row's method (its `smoke:` settings) "
@@ -548,7 +562,7 @@ def main() -> None:
         "measures those cells again, `--only-byzantine` the Byzantine study)"
     )
     common.publish_table(args.out / "table.md", ["# Attack matrix", "", *lines, "", command])
-    common.publish_in_docs("attack_matrix", [*lines, "", command])
+    common.publish_in_docs("attack_matrix", [*lines, "", command], data=grid_rows(cells))
 
 
 if __name__ == "__main__":

@@ -314,6 +314,15 @@ def mark(value: bool | None) -> str:
     return "n/a" if value is None else ("yes" if value else "**no**")
 
 
+def grid_rows(cells: list[Cell]) -> list[dict]:
+    """The figure's data: one row per cell, its checks True, False or None (no such cell)."""
+    checks = ("survived", "counted", "lost_nothing")
+    return [
+        {"fault": c.fault, "runtime": c.runtime, **{k: getattr(c, k) for k in checks}}
+        for c in cells
+    ]
+
+
 def proved_by(fault: str, runtime: str) -> str:
     return f"test_fault_matrix.py::test_cell[{runtime}-{fault}], {OTHER_TESTS[fault]}"
 
@@ -366,7 +375,7 @@ def main() -> None:
     ]
     common.publish_table(args.out / "table.md", ["# Fault matrix", "", *lines])
     if len(cells) == len(RUNTIMES) * len(FAULTS):  # the whole matrix
-        common.publish_in_docs("fault_matrix", lines)
+        common.publish_in_docs("fault_matrix", lines, data=grid_rows(cells))
 
 
 if __name__ == "__main__":

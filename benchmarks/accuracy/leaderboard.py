@@ -273,14 +273,9 @@ def step_seconds(suite: Suite, timings: dict, setup: str, method: str, phase: st
     return run_seconds(suite, timings, setup, method)
 
 
-def estimate_lines(suite: Suite, timings: dict, jobs: int) -> list[str]:
-    """The plan's cost per phase and set-up, as a Markdown table (hours with ``jobs``
-    runs at a time)."""
-    lines = [
-        f"| phase | set-up | runs | hours ({jobs} at a time) |",
-        "|---|---|---|---|",
-    ]
-    total = 0.0
+def estimate_rows(suite: Suite, timings: dict, jobs: int) -> list[dict]:
+    """The plan's cost per phase and set-up: runs, and hours with ``jobs`` runs at a time."""
+    rows = []
     for phase, steps, runs_per_method in (
         ("tuning", 1, suite.trials),
         ("report runs", len(suite.seeds), len(suite.seeds)),
@@ -289,10 +284,22 @@ def estimate_lines(suite: Suite, timings: dict, jobs: int) -> list[str]:
             seconds = steps * sum(
                 step_seconds(suite, timings, setup, m, phase) for m in suite.methods
             )
-            total += seconds
             runs = runs_per_method * len(suite.methods)
-            lines.append(f"| {phase} | {setup} | {runs} | {seconds / jobs / 3600:.2f} |")
-    lines.append(f"| **total** | | | **{total / jobs / 3600:.2f}** |")
+            rows.append(
+                {"phase": phase, "setup": setup, "runs": runs, "hours": seconds / jobs / 3600}
+            )
+    return [{**row, "jobs": jobs} for row in rows]
+
+
+def estimate_lines(rows: list[dict]) -> list[str]:
+    """The cost of :func:`estimate_rows` as a Markdown table, with the total."""
+    lines = [
+        f"| phase | set-up | runs | hours ({rows[0]['jobs']} at a time) |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(f"| {row['phase']} | {row['setup']} | {row['runs']} | {row['hours']:.2f} |")
+    lines.append(f"| **total** | | | **{sum(row['hours'] for row in rows):.2f}** |")
     return lines
 
 
@@ -636,11 +643,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"[leaderboard] calibrating: {len(suite.methods)} methods, {len(suite.setups)} set-ups")
     timings = calibrate(suite, out, args.jobs)
     leaderboard_record.record_calibration(out, record)
-    cost = estimate_lines(suite, timings, args.jobs)
+    cost_rows = estimate_rows(suite, timings, args.jobs)
+    cost = estimate_lines(cost_rows)
     print("\n".join(["", "Estimated cost:", *cost, ""]), flush=True)
     if args.estimate_only:
         if suite.publish:
-            common.publish_in_docs("leaderboard_cost", [*cost, "", cost_caption(suite, args.jobs)])
+            caption = cost_caption(suite, args.jobs)
+            common.publish_in_docs("leaderboard_cost", [*cost, "", caption], data=cost_rows)
             if not (common.DOCS_TABLES / "leaderboard.md").exists():
                 common.publish_in_docs("leaderboard", pending_lines(suite))
         return

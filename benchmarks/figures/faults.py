@@ -7,7 +7,7 @@ from functools import partial
 import numpy as np
 
 from benchmarks.figures.drawing import canvas, plt_colours
-from benchmarks.figures.registry import from_data, from_table
+from benchmarks.figures.registry import drawn_from, from_data
 
 
 @from_data("_attackers")
@@ -47,23 +47,18 @@ def byzantine_skew(rows, subject: str):
 
 
 def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
-    """One row per fault or attack (the ``what`` column, up to its colon), one column per
-    runtime and check: green yes, red no, grey where the runtime has no such cell."""
+    """One row per fault or attack (the ``what`` column), one column per runtime and check:
+    green yes (True), red no (False), grey where a cell was not measured or the runtime has
+    no such cell (empty). Rows of benchmarks/faults.py and benchmarks/attacks.py."""
     from matplotlib.colors import ListedColormap
 
-    faults = list(dict.fromkeys(r[what].split(":")[0] for r in rows))
+    faults = list(dict.fromkeys(r[what] for r in rows))
     runtimes = list(dict.fromkeys(r["runtime"] for r in rows))
-    cell = {(r[what].split(":")[0], r["runtime"]): r for r in rows}
-    codes = {"yes": 0, "n/a": 1, "no": 2}
-    shown = {"not measured": "n/a"}  # and "**no**" is "no"
-
-    def code(value: str) -> int:
-        value = value.strip("*")
-        return codes.get(shown.get(value, value), 2)
-
+    cell = {(r[what], r["runtime"]): r for r in rows}
+    codes = {"True": 0, "": 1, "False": 2}
     grid = np.array(
         [
-            [code(cell[f, rt][c]) if (f, rt) in cell else 1 for rt in runtimes for c in checks]
+            [codes[cell[f, rt][c]] if (f, rt) in cell else 1 for rt in runtimes for c in checks]
             for f in faults
         ]
     )
@@ -71,13 +66,16 @@ def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
     ax.imshow(
         grid, cmap=ListedColormap(["#8fd18f", "#d9d9d9", "#f08080"]), vmin=0, vmax=2, aspect="auto"
     )
-    words = {v: k for k, v in codes.items()}
+    words = {1: "n/a", 2: "no"}
     for i in range(len(faults)):
         for j in range(grid.shape[1]):
             if grid[i, j]:  # green is "yes": only the exceptions are written
                 ax.text(j, i, words[grid[i, j]], ha="center", va="center", fontsize=8)
     ax.set_xticks(
-        range(grid.shape[1]), [c for _ in runtimes for c in checks], fontsize=7, rotation=30
+        range(grid.shape[1]),
+        [c.replace("_", " ") for _ in runtimes for c in checks],
+        fontsize=7,
+        rotation=30,
     )
     ax.set_yticks(range(len(faults)), faults, fontsize=8)
     for k, runtime in enumerate(runtimes):
@@ -92,7 +90,7 @@ def check_grid(rows, what: str, checks: tuple[str, ...], title: str):
 CHECK_GRIDS = {
     "fault_matrix": (
         "fault",
-        ("survived", "counted", "lost nothing"),
+        ("survived", "counted", "lost_nothing"),
         "The fault matrix: client 1 misbehaves in round 2",
     ),
     "attack_matrix": (
@@ -104,4 +102,4 @@ CHECK_GRIDS = {
 
 
 for _table, (_what, _checks, _title) in CHECK_GRIDS.items():
-    from_table(_table)(partial(check_grid, what=_what, checks=_checks, title=_title))
+    drawn_from(_table)(partial(check_grid, what=_what, checks=_checks, title=_title))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.figures.drawing import canvas, finish, stacked_bars
-from benchmarks.figures.reading import number
-from benchmarks.figures.registry import from_data, from_table
+from benchmarks.figures.registry import drawn_from, from_data
 
 
 @from_data("leaderboard")
@@ -44,21 +43,21 @@ def leaderboard(rows, subject: str):
     return fig
 
 
-@from_table("leaderboard_cost")
+@drawn_from("leaderboard_cost")
 def leaderboard_cost(rows):
-    """The leaderboard's estimated hours per set-up, tuning and report runs stacked."""
-    hours = next(k for k in rows[0] if k.startswith("hours"))
-    shown = [r for r in rows if r["set-up"]]
-    setups = list(dict.fromkeys(r["set-up"] for r in shown))
+    """The leaderboard's estimated hours per set-up, tuning and report runs stacked. Rows of
+    benchmarks/accuracy/leaderboard.py (``--estimate-only``)."""
+    setups = list(dict.fromkeys(r["setup"] for r in rows))
     parts = {
         phase: np.array(
             [
-                sum(number(r[hours]) for r in shown if (r["phase"], r["set-up"]) == (phase, s))
+                sum(float(r["hours"]) for r in rows if (r["phase"], r["setup"]) == (phase, s))
                 for s in setups
             ]
         )
-        for phase in dict.fromkeys(r["phase"] for r in shown)
+        for phase in dict.fromkeys(r["phase"] for r in rows)
     }
     _, ax = canvas(figsize=(7, 1.2 + 0.4 * len(setups)))
     stacked_bars(ax, setups, parts)
+    hours = f"hours ({rows[0]['jobs']} at a time)"
     return finish(ax, len(parts), xlabel=hours, title="The leaderboard's estimated cost")

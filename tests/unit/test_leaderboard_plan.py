@@ -40,7 +40,10 @@ def test_the_estimate_multiplies_the_calibration_out_over_the_plan():
     assert leaderboard.run_seconds(suite, timings, "b", "fedprox") == 2006.0
     # a tuning starts once: 6 + 3 trials * 1000 rounds * 2 s
     assert leaderboard.step_seconds(suite, timings, "a", "fedavg", "tuning") == 6006.0
-    lines = leaderboard.estimate_lines(suite, timings, jobs=2)
+    rows = leaderboard.estimate_rows(suite, timings, jobs=2)
+    # the figure's data: the hours unrounded
+    assert rows[0] == {"phase": "tuning", "setup": "a", "runs": 6, "hours": 9006 / 3600, "jobs": 2}
+    lines = leaderboard.estimate_lines(rows)
     # tuning a: (6006 + 12006) / 2 jobs = 9006 s; b: (3006 + 6006) / 2 = 4506 s; report
     # runs a: 2 seeds * (2006 + 4006) / 2 = 6012 s; b: 2 * (1006 + 2006) / 2 = 3012 s
     assert lines == [
