@@ -65,6 +65,17 @@ def run_folder_contents(run_dir: Path) -> dict:
     return {"events": events, "metrics": metrics, "summary": summary}
 
 
+def first_difference(got: dict, expected: dict) -> str:
+    """Where two run folders' contents first differ, for the failure message."""
+    for part in ("events", "metrics"):
+        for i, (a, b) in enumerate(zip(got[part], expected[part])):
+            if a != b:
+                return f"{part}[{i}]: {a} != {b}"
+        if len(got[part]) != len(expected[part]):
+            return f"{part}: {len(got[part])} lines != {len(expected[part])}"
+    return f"summary: {got['summary']} != {expected['summary']}"
+
+
 def the_run_folder(root: Path) -> Path:
     (partition,) = root.rglob("partition.json")
     return partition.parent
@@ -128,7 +139,8 @@ def test_a_cut_stream_is_reattached_and_a_detached_run_attached(federation, tmp_
     result = finish_fedimb(cut, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "re-attaching (flwr log" in "".join(before) + result.stdout
-    assert run_folder_contents(the_run_folder(tmp_path / "cut")) == expected
+    got = run_folder_contents(the_run_folder(tmp_path / "cut"))
+    assert got == expected, first_difference(got, expected)
 
     # a detached front end is interrupted; the run goes on and fedimb attach fills in its folder
     detached = start_fedimb(
@@ -143,7 +155,8 @@ def test_a_cut_stream_is_reattached_and_a_detached_run_attached(federation, tmp_
     assert run_status(federation, run_dir) in ("starting", "running", "finished:completed")
     attached = run_fedimb("attach", str(run_dir))
     assert attached.returncode == 0, attached.stderr[-3000:]
-    assert run_folder_contents(run_dir) == expected
+    got = run_folder_contents(run_dir)
+    assert got == expected, first_difference(got, expected)
 
 
 def test_an_interrupted_front_end_stops_its_run_on_the_superlink(federation, tmp_path):
