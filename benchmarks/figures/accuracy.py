@@ -8,34 +8,35 @@ from functools import partial
 import numpy as np
 
 from benchmarks.figures.drawing import bar_figure, canvas, legend_below
-from benchmarks.figures.reading import column, errors, label, number, numbers, spread
-from benchmarks.figures.registry import from_data, from_table
+from benchmarks.figures.reading import column, errors, floats, label, number, numbers, spread
+from benchmarks.figures.registry import drawn_from, from_data, from_table
 
 
 def method_accuracy(rows: list[dict[str, str]], title: str):
     """Final accuracy per method as a dot with ±std whiskers over seeds (dots, not bars, so
-    the axis can zoom in on differences of a point), the best accuracy as a diamond."""
+    the axis can zoom in on differences of a point), the best accuracy as a diamond. Rows
+    of benchmarks/accuracy/compare_methods.py."""
     fig, ax = canvas(figsize=(7, 1.2 + 0.34 * len(rows)))
     places = np.arange(len(rows))
     ax.errorbar(
-        column(rows, "final accuracy (%)"),
+        floats(rows, "final_accuracy"),
         places,
-        xerr=errors(rows, "final accuracy (%)"),
+        xerr=floats(rows, "final_accuracy_std"),
         fmt="o",
         capsize=3,
         color="tab:blue",
         label="final accuracy, mean ± std over seeds",
     )
-    if "best accuracy (%)" in rows[0]:
+    if any(r["best_accuracy"] for r in rows):
         ax.plot(
-            column(rows, "best accuracy (%)"),
+            floats(rows, "best_accuracy"),
             places,
             "D",
             color="tab:orange",
             markersize=5,
             label="best accuracy, mean over seeds",
         )
-    ax.set_yticks(places, [label(r) for r in rows])
+    ax.set_yticks(places, [r["method"] for r in rows])
     ax.set(xlabel="test accuracy (%)", title=title, ylim=(len(rows) - 0.5, -0.5))
     ax.grid(alpha=0.3)
     legend_below(ax, 2)
@@ -53,7 +54,7 @@ COMPARISONS = {
 
 
 for _table, _title in COMPARISONS.items():
-    from_table(_table)(partial(method_accuracy, title=_title))
+    drawn_from(_table)(partial(method_accuracy, title=_title))
 
 
 @from_data("_rounds")

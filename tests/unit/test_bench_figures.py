@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import figures
-from benchmarks.accuracy.compare_methods import round_rows
+from benchmarks.accuracy.compare_methods import method_rows, round_rows
 from benchmarks.common import DOCS_FIGURES, DOCS_TABLES
 from benchmarks.figures import reading
 from fedimb.cli.results.run_records import RunRecord
@@ -140,3 +140,31 @@ def test_a_comparison_writes_mean_and_sample_std_per_round_of_the_rounds_all_run
         {"method": "fedavg", "round": 1, "mean": "0.6000", "std": "0.1414", "runs": 2},
         {"method": "local", "round": 0, "mean": "0.2000", "std": "", "runs": 1},
     ]
+
+
+def test_a_comparison_writes_each_methods_final_and_best_accuracy_for_its_figure():
+    def summary(seed: int, final: float, best: float | None) -> RunRecord:
+        return RunRecord(
+            f"run{seed}", {}, seed, {"final_accuracy": final, "best_accuracy": best}, []
+        )
+
+    rows = method_rows(
+        {"fedavg": [summary(0, 0.5, 0.6), summary(1, 0.7, 0.8)], "local": [summary(0, 0.2, None)]}
+    )
+    assert rows[0] == pytest.approx(
+        {
+            "method": "fedavg",
+            "runs": 2,
+            "final_accuracy": 60.0,
+            "final_accuracy_std": 14.142135623730951,
+            "best_accuracy": 70.0,
+        }
+    )
+    # one run has no spread, and no best accuracy is not a best accuracy of 0
+    assert rows[1] == {
+        "method": "local",
+        "runs": 1,
+        "final_accuracy": 20.0,
+        "final_accuracy_std": None,
+        "best_accuracy": None,
+    }
