@@ -155,6 +155,13 @@ def distribution_cells(values: dict[str, list[float]]) -> list[str]:
     return cells
 
 
+def mean_and_std(values: list[float], scale: float = 100.0) -> tuple[float, float | None]:
+    """Mean and sample std over draws of ``values`` x ``scale`` (no std for one draw): the
+    numbers a table cell rounds, as the figures' data keep them."""
+    known = scale * np.array([v for v in values if v is not None], dtype=np.float64)
+    return float(known.mean()), (float(known.std(ddof=1)) if len(known) > 1 else None)
+
+
 def run_name(label: str) -> str:
     """A row's label as a folder name that a Hydra override can carry (letters, digits,
     '.', '_', '-')."""
@@ -167,7 +174,9 @@ def second_half(run_dir: Path) -> list[float]:
     return [v for r, v in sorted(curve.items()) if r > last / 2]
 
 
-def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
+def fedprox_table(draws: list[int], rounds: int, runs: dict) -> tuple[list[str], list[dict]]:
+    """The table's lines, and the figure's points: final accuracy (%) per data and method."""
+    points = []
     lines = [
         "| data | method | final accuracy (%) | final test loss | mean accuracy, 2nd half (%) "
         "| round-to-round std, 2nd half (pp) |",
@@ -183,10 +192,17 @@ def fedprox_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
             half_means = mean_std([float(np.mean(h)) for h in halves])
             half_stds = mean_std([float(np.std(h)) for h in halves])
             lines.append(f"| {data} | {row} | {accuracy} | {loss} | {half_means} | {half_stds} |")
-    return lines
+            final, final_std = mean_and_std([s["final_accuracy"] for s in summaries])
+            points.append(
+                {"data": data, "method": row, "final_accuracy": final, "final_std": final_std}
+            )
+    return lines, points
 
 
-def fairness_table(draws: list[int], runs: dict) -> list[str]:
+def fairness_table(draws: list[int], runs: dict) -> tuple[list[str], list[dict]]:
+    """The table's lines, and the figure's points: the average and worst-10% accuracy
+    over devices (%) per row and model."""
+    points = []
     lines = [
         "| method | sampling | model | devices | average (%) | worst 10% (%) | best 10% (%) "
         "| variance (%²) | devices at 0% | their training samples (median) "
@@ -222,12 +238,18 @@ def fairness_table(draws: list[int], runs: dict) -> list[str]:
             half = mean_std(half_way) if model == "global" else "-"
             setup = f"| {row} | {sampling.replace('_', ' ')} | {model} | {devices} "
             lines.append(f"{setup}| {' | '.join(cells)} | {zero} | {zero_samples} | {half} |")
-    return lines
+            point = {"method": row, "sampling": sampling.replace("_", " "), "model": model}
+            for k in ("average", "worst_10"):
+                point[k], point[f"{k}_std"] = mean_and_std([s[f"{prefix}{k}"] for s in summaries])
+            points.append(point)
+    return lines, points
 
 
-def draws_table(draws: list[int], rounds: int) -> list[str]:
+def draws_table(draws: list[int], rounds: int) -> tuple[list[str], list[dict]]:
     """The fairness table's data draws (Synthetic(1, 1), 100 devices) and how sampling by
-    size treats their devices over ``rounds`` rounds of 10."""
+    size treats their devices over ``rounds`` rounds of 10: the lines, and the figure's
+    points (the shares, %)."""
+    points = []
     lines = [
         "| draw | training samples | devices under 100 samples | largest device's share (%) "
         "| ten largest devices' share (%) | rounds drawing the largest device (%) "
@@ -258,11 +280,22 @@ def draws_table(draws: list[int], rounds: int) -> list[str]:
             f"| {100 * share[:10].sum():.1f} | {100 * drawn[order[-1]] / rounds:.1f} "
             f"| {100 * drawn[order[:50]].mean() / rounds:.1f} |"
         )
-    return lines
+        points.append(
+            {
+                "draw": draw,
+                "largest_share": 100 * share[0],
+                "ten_largest_share": 100 * share[:10].sum(),
+                "rounds_drawing_largest": 100 * drawn[order[-1]] / rounds,
+                "rounds_drawing_smaller_half": 100 * drawn[order[:50]].mean() / rounds,
+            }
+        )
+    return lines, points
 
 
-def horizon_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
-    """The accuracy over devices at a tenth, a quarter, half and all of ``rounds``."""
+def horizon_table(draws: list[int], rounds: int, runs: dict) -> tuple[list[str], list[dict]]:
+    """The accuracy over devices at a tenth, a quarter, half and all of ``rounds``: the
+    lines, and the figure's points (average and worst 10%, mean over draws)."""
+    points = []
     lines = [
         "| method | sampling | round | average (%) | worst 10% (%) | best 10% (%) "
         "| variance (%²) |",
@@ -280,7 +313,11 @@ def horizon_table(draws: list[int], rounds: int, runs: dict) -> list[str]:
                 {k: [curve[at] for curve in curves[k]] for k in DISTRIBUTION}
             )
             lines.append(f"| {row} | {sampling.replace('_', ' ')} | {at:,} | {' | '.join(cells)} |")
-    return lines
+            point = {"method": row, "sampling": sampling.replace("_", " "), "round": at}
+            for k in ("average", "worst_10"):
+                point[k] = mean_and_std([curve[at] for curve in curves[k]])[0]
+            points.append(point)
+    return lines, points
 
 
 def main() -> None:
@@ -351,7 +388,7 @@ def main() -> None:
             "dataset.beta=1.0",
         ]
     runs = dict(zip(keys, ensure_runs(requests, args.jobs)))
-    table = {
+    table, points = {
         "fedprox": lambda: fedprox_table(draws, rounds, runs),
         "fairness": lambda: fairness_table(draws, runs),
         "horizon": lambda: horizon_table(draws, rounds, runs),
@@ -375,7 +412,7 @@ def main() -> None:
         f"Command: `python benchmarks/accuracy/synthetic.py {args.table} --draws {args.draws} "
         f"--rounds {rounds}`",
     ]
-    common.publish_results(out / "table.md", f"synthetic_{args.table}", lines)
+    common.publish_results(out / "table.md", f"synthetic_{args.table}", lines, data=points)
 
 
 if __name__ == "__main__":

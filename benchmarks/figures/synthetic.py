@@ -2,32 +2,25 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from benchmarks.figures.drawing import (
-    bar_figure,
-    canvas,
-    columns_without_errors,
-    grouped_bars,
-    legend_below,
-)
-from benchmarks.figures.reading import column, errors, label, number, spread
-from benchmarks.figures.registry import from_table
+from benchmarks.figures.drawing import bar_figure, canvas, grouped_bars, legend_below
+from benchmarks.figures.reading import floats
+from benchmarks.figures.registry import drawn_from
 
 
-@from_table("synthetic_fedprox")
+@drawn_from("synthetic_fedprox")
 def synthetic_fedprox(rows):
+    """Final accuracy per data and method, mean ± std over draws. Rows of
+    benchmarks/accuracy/synthetic.py (``fedprox``)."""
     data = list(dict.fromkeys(r["data"] for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
     cell = {(r["data"], r["method"]): r for r in rows}
-    key = "final accuracy (%)"
     return bar_figure(
         (8, 3.8),
         data,
         {
             m: (
-                np.array([number(cell[d, m][key]) for d in data]),
-                np.array([spread(cell[d, m][key]) for d in data]),
+                floats([cell[d, m] for d in data], "final_accuracy"),
+                floats([cell[d, m] for d in data], "final_std"),
             )
             for m in methods
         },
@@ -38,16 +31,18 @@ def synthetic_fedprox(rows):
     )
 
 
-@from_table("synthetic_fairness")
+@drawn_from("synthetic_fairness")
 def synthetic_fairness(rows):
+    """Average and worst-10% accuracy over devices per row, mean ± std over draws. Rows of
+    benchmarks/accuracy/synthetic.py (``fairness``)."""
     names = [f"{r['method']} ({r['sampling']}, {r['model']})" for r in rows]
     fig, ax = canvas(figsize=(8, 1.2 + 0.42 * len(rows)))
     grouped_bars(
         ax,
         names,
         {
-            k.replace(" (%)", ""): (column(rows, k), errors(rows, k))
-            for k in ("average (%)", "worst 10% (%)")
+            name: (floats(rows, key), floats(rows, f"{key}_std"))
+            for name, key in (("average", "average"), ("worst 10%", "worst_10"))
         },
         horizontal=True,
     )
@@ -61,24 +56,26 @@ def synthetic_fairness(rows):
     return fig
 
 
-@from_table("synthetic_horizon")
+@drawn_from("synthetic_horizon")
 def synthetic_horizon(rows):
+    """Average and worst-10% accuracy over devices against the round, per row. Rows of
+    benchmarks/accuracy/synthetic.py (``horizon``)."""
     runs = list(dict.fromkeys((r["method"], r["sampling"]) for r in rows))
-    rounds = sorted({int(number(r["round"])) for r in rows})
+    rounds = sorted({int(r["round"]) for r in rows})
     fig, ax = canvas(figsize=(7.5, 4))
     for (method, sampling), colour in zip(runs, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
         chosen = [r for r in rows if (r["method"], r["sampling"]) == (method, sampling)]
-        x = [number(r["round"]) for r in chosen]
+        x = floats(chosen, "round")
         ax.plot(
             x,
-            column(chosen, "average (%)"),
+            floats(chosen, "average"),
             "o-",
             color=colour,
             label=f"{method}, {sampling}: average",
         )
         ax.plot(
             x,
-            column(chosen, "worst 10% (%)"),
+            floats(chosen, "worst_10"),
             "s--",
             color=colour,
             label=f"{method}, {sampling}: worst 10%",
@@ -97,13 +94,23 @@ def synthetic_horizon(rows):
     return fig
 
 
-@from_table("synthetic_draws")
+#: the draws figure's bars: legend label -> column of the data
+DRAW_SHARES = {
+    "largest device's share (%)": "largest_share",
+    "ten largest devices' share (%)": "ten_largest_share",
+    "rounds drawing the largest device (%)": "rounds_drawing_largest",
+    "rounds drawing a device of the smaller half (%, mean)": "rounds_drawing_smaller_half",
+}
+
+
+@drawn_from("synthetic_draws")
 def synthetic_draws(rows):
-    keys = [k for k in rows[0] if k.endswith("(%)") or k.endswith("(%, mean)")]
+    """How skewed each data draw's device sizes are, and how sampling by size treats them.
+    Rows of benchmarks/accuracy/synthetic.py (``draws``)."""
     return bar_figure(
         (8, 4),
-        [f"draw {label(r)}" for r in rows],
-        columns_without_errors(rows, {k: k for k in keys}),
+        [f"draw {r['draw']}" for r in rows],
+        {name: (floats(rows, key), None) for name, key in DRAW_SHARES.items()},
         2,
         ylabel="%",
         ylim=(0, 105),
