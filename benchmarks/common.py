@@ -173,6 +173,18 @@ def publish_data(name: str, rows: list[dict]) -> Path:
     return path
 
 
+def mean_and_std(values: list, scale: float = 100.0) -> tuple[float | None, float | None]:
+    """Mean and sample std of the known ``values`` (None: not measured) x ``scale`` over runs
+    or draws (no std for one; neither where none is known): the numbers a table's
+    ``mean ± std`` cell rounds, as the figures' data keep them."""
+    import numpy as np
+
+    known = scale * np.array([v for v in values if v is not None], dtype=np.float64)
+    if not len(known):
+        return None, None
+    return float(known.mean()), (float(known.std(ddof=1)) if len(known) > 1 else None)
+
+
 def table_part(lines: list[str]) -> list[str]:
     """The first markdown table (run of lines starting with ``|``) of a script's ``lines``."""
     start = next(i for i, line in enumerate(lines) if line.startswith("|"))

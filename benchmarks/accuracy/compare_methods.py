@@ -113,23 +113,19 @@ def method_rows(groups: dict[str, list]) -> list[dict]:
     """The data of the table's figure: per method, the final test accuracy (%) as mean and
     sample std over its runs (the std empty for one run) and the mean best accuracy over
     rounds (empty where no run has one)."""
-    import numpy as np
-
     from fedimb.cli.results.report_tables import records_of
 
     rows = []
     for method, records in records_of(groups).items():
-        final = [r.summary.get("final_accuracy") for r in records]
-        best = [r.summary.get("best_accuracy") for r in records]
-        final = 100 * np.array([v for v in final if v is not None], dtype=np.float64)
-        best = 100 * np.array([v for v in best if v is not None], dtype=np.float64)
+        final, final_std = common.mean_and_std([r.summary.get("final_accuracy") for r in records])
+        best = [r.summary.get("best_accuracy") for r in records]  # None: not measured
         rows.append(
             {
                 "method": method,
                 "runs": len(records),
-                "final_accuracy": final.mean() if len(final) else None,
-                "final_accuracy_std": final.std(ddof=1) if len(final) > 1 else None,
-                "best_accuracy": best.mean() if len(best) else None,
+                "final_accuracy": final,
+                "final_accuracy_std": final_std,
+                "best_accuracy": common.mean_and_std(best)[0],
             }
         )
     return rows

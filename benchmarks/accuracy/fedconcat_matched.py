@@ -72,6 +72,7 @@ def main() -> None:
         "| FedConcat-ID MB |",
         "|---|---|---|---|---|---|",
     ]
+    points = []  # the figure's: final accuracy (%) per partition and method
     for partition in args.partitions.split(","):
         runs = args.out / partition / "runs"
         setup = ["+experiment=fedconcat_mnist5k", f"partition={partition}", *args.overrides]
@@ -91,13 +92,27 @@ def main() -> None:
             f"| {final_accuracy(concat)} | {final_accuracy(concat_id)} "
             f"| {megabytes(concat)} | {megabytes(concat_id)} |"
         )
+        for method, runs_of in (
+            ("FedAvg (matched rounds)", fedavg),
+            ("FedConcat", concat),
+            ("FedConcat-ID", concat_id),
+        ):
+            final, std = common.mean_and_std([r["final_accuracy"] for r in runs_of])
+            points.append(
+                {
+                    "partition": partition,
+                    "method": method,
+                    "final_accuracy": final,
+                    "final_std": std,
+                }
+            )
     lines += [
         "",
         "Accuracy in %, mean ± std over seeds, final round.",
         "Command: `python benchmarks/accuracy/fedconcat_matched.py --partitions "
         f"{args.partitions} --seeds {args.seeds}`",
     ]
-    common.publish_results(args.out / "table.md", "fedconcat_mnist5k", lines)
+    common.publish_results(args.out / "table.md", "fedconcat_mnist5k", lines, data=points)
 
 
 if __name__ == "__main__":

@@ -152,7 +152,17 @@ def main() -> None:
         lines.append(f"| {label} | {cells} | {q_range} |")
     args.out.mkdir(parents=True, exist_ok=True)
     heatmap(means, args.out / "heatmap.png")
-    common.publish_in_docs("grpfed_sensitivity", lines)
+    grid = {grid_label(q0, eta): (q0, eta) for q0 in Q0 for eta in ETA_Q}
+    points = [  # the figure's: the grid's cells and the baselines' final T_g and T_l (%)
+        {
+            "row": label,
+            "q0": grid.get(label, (None, None))[0],
+            "eta_q": grid.get(label, (None, None))[1],
+            **{k: means[label][k] for k in ("T_g", "T_l")},
+        }
+        for label in table
+    ]
+    common.publish_in_docs("grpfed_sensitivity", lines, data=points)
     common.publish_table(
         args.out / "table.md",
         [

@@ -111,7 +111,12 @@ def main() -> None:
     ax.legend(fontsize=7)
     args.out.mkdir(parents=True, exist_ok=True)
     common.save_figure(fig, args.out / "curvature.png")
-    common.publish_in_docs("perfedavg_curvature", lines)
+    points = [  # the figure's: λ_max over the round's clients, largest and median
+        {"setup": name, "round": r, "largest": max(v), "median": float(np.median(v))}
+        for name, found in curves.items()
+        for r, v in found.items()
+    ]
+    common.publish_in_docs("perfedavg_curvature", lines, data=points)
     common.publish_table(
         args.out / "table.md",
         [

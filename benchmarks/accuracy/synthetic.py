@@ -155,13 +155,6 @@ def distribution_cells(values: dict[str, list[float]]) -> list[str]:
     return cells
 
 
-def mean_and_std(values: list[float], scale: float = 100.0) -> tuple[float, float | None]:
-    """Mean and sample std over draws of ``values`` x ``scale`` (no std for one draw): the
-    numbers a table cell rounds, as the figures' data keep them."""
-    known = scale * np.array([v for v in values if v is not None], dtype=np.float64)
-    return float(known.mean()), (float(known.std(ddof=1)) if len(known) > 1 else None)
-
-
 def run_name(label: str) -> str:
     """A row's label as a folder name that a Hydra override can carry (letters, digits,
     '.', '_', '-')."""
@@ -192,7 +185,7 @@ def fedprox_table(draws: list[int], rounds: int, runs: dict) -> tuple[list[str],
             half_means = mean_std([float(np.mean(h)) for h in halves])
             half_stds = mean_std([float(np.std(h)) for h in halves])
             lines.append(f"| {data} | {row} | {accuracy} | {loss} | {half_means} | {half_stds} |")
-            final, final_std = mean_and_std([s["final_accuracy"] for s in summaries])
+            final, final_std = common.mean_and_std([s["final_accuracy"] for s in summaries])
             points.append(
                 {"data": data, "method": row, "final_accuracy": final, "final_std": final_std}
             )
@@ -240,7 +233,9 @@ def fairness_table(draws: list[int], runs: dict) -> tuple[list[str], list[dict]]
             lines.append(f"{setup}| {' | '.join(cells)} | {zero} | {zero_samples} | {half} |")
             point = {"method": row, "sampling": sampling.replace("_", " "), "model": model}
             for k in ("average", "worst_10"):
-                point[k], point[f"{k}_std"] = mean_and_std([s[f"{prefix}{k}"] for s in summaries])
+                point[k], point[f"{k}_std"] = common.mean_and_std(
+                    [s[f"{prefix}{k}"] for s in summaries]
+                )
             points.append(point)
     return lines, points
 
@@ -315,7 +310,7 @@ def horizon_table(draws: list[int], rounds: int, runs: dict) -> tuple[list[str],
             lines.append(f"| {row} | {sampling.replace('_', ' ')} | {at:,} | {' | '.join(cells)} |")
             point = {"method": row, "sampling": sampling.replace("_", " "), "round": at}
             for k in ("average", "worst_10"):
-                point[k] = mean_and_std([curve[at] for curve in curves[k]])[0]
+                point[k] = common.mean_and_std([curve[at] for curve in curves[k]])[0]
             points.append(point)
     return lines, points
 

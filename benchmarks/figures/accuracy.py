@@ -85,13 +85,20 @@ def accuracy_rounds(rows, table: str):
     return fig
 
 
-@from_table("fedconcat_mnist5k")
+@drawn_from("fedconcat_mnist5k")
 def fedconcat(rows):
-    methods = [k for k in rows[0] if k != "partition"]
+    """Final accuracy per partition and method, mean ± std over seeds. Rows of
+    benchmarks/accuracy/fedconcat_matched.py."""
+    partitions = list(dict.fromkeys(r["partition"] for r in rows))
+    cell = {(r["partition"], r["method"]): r for r in rows}
+    series = {}
+    for method in dict.fromkeys(r["method"] for r in rows):
+        chosen = [cell[p, method] for p in partitions]
+        series[method] = (floats(chosen, "final_accuracy"), floats(chosen, "final_std"))
     return bar_figure(
         (7, 3.6),
-        [label(r) for r in rows],
-        {m: (column(rows, m), errors(rows, m)) for m in methods},
+        partitions,
+        series,
         3,
         ylabel="final test accuracy (%), mean ± std",
         ylim=(0, 100),
@@ -100,19 +107,16 @@ def fedconcat(rows):
     )
 
 
-def grid_cell(row: str) -> tuple[float, float] | None:
-    found = re.fullmatch(r"grpfed q0=(\S+) η_q=(\S+)", row)
-    return (float(found[1]), float(found[2])) if found else None
-
-
-@from_table("grpfed_sensitivity")
+@drawn_from("grpfed_sensitivity")
 def grpfed_sensitivity(rows):
-    cells = {grid_cell(label(r)): r for r in rows if grid_cell(label(r))}
+    """GRP-FED's final T_g and T_l over its (q_0, η_q) grid as heat maps, FedAvg's in the
+    titles. Rows of benchmarks/accuracy/grpfed_sensitivity.py."""
+    cells = {(float(r["q0"]), float(r["eta_q"])): r for r in rows if r["q0"] != ""}
     q0s, etas = sorted({q for q, _ in cells}), sorted({e for _, e in cells})
-    fedavg = next(r for r in rows if label(r) == "fedavg")
+    fedavg = next(r for r in rows if r["row"] == "fedavg")
     fig, axes = canvas(1, 2, figsize=(10, 4))
-    for ax, key in zip(axes, ("final T_g (%)", "final T_l (%)")):
-        grid = np.array([[number(cells[q, e][key]) for e in etas] for q in q0s])
+    for ax, key in zip(axes, ("T_g", "T_l")):
+        grid = np.array([[float(cells[q, e][key]) for e in etas] for q in q0s])
         image = ax.imshow(grid, cmap="viridis", origin="lower", aspect="auto")
         middle = (grid.min() + grid.max()) / 2
         for i in range(len(q0s)):
@@ -133,21 +137,25 @@ def grpfed_sensitivity(rows):
             yticklabels=[f"{q:g}" for q in q0s],
             xlabel="η_q",
             ylabel="q_0",
-            title=f"GRP-FED {key}; FedAvg {number(fedavg[key]):.1f}",
+            title=f"GRP-FED final {key} (%); FedAvg {float(fedavg[key]):.1f}",
         )
         fig.colorbar(image, ax=ax, label="%")
     return fig
 
 
-@from_table("perfedavg_curvature")
+@drawn_from("perfedavg_curvature")
 def perfedavg_curvature(rows):
-    rounds = [int(number(k)) for k in rows[0] if k.startswith("round ")]
+    """The largest and the median over clients of λ_max against the round, per set-up.
+    Rows of benchmarks/accuracy/perfedavg_curvature.py."""
+    setups = list(dict.fromkeys(r["setup"] for r in rows))
+    rounds = sorted({int(r["round"]) for r in rows})
     fig, ax = canvas(figsize=(7, 3.8))
-    for row, colour in zip(rows, ("tab:blue", "tab:orange")):
-        pairs = np.array([numbers(row[f"round {r}"]) for r in rounds])
-        name = label(row).split(" (")[0]
-        ax.plot(rounds, pairs[:, 0], "o-", color=colour, label=f"{name}: largest over clients")
-        ax.plot(rounds, pairs[:, 1], "o--", color=colour, label=f"{name}: median over clients")
+    for name, colour in zip(setups, ("tab:blue", "tab:orange")):
+        chosen = [r for r in rows if r["setup"] == name]
+        x = floats(chosen, "round")
+        largest, median = floats(chosen, "largest"), floats(chosen, "median")
+        ax.plot(x, largest, "o-", color=colour, label=f"{name}: largest over clients")
+        ax.plot(x, median, "o--", color=colour, label=f"{name}: median over clients")
     ax.set(
         xlabel="round",
         ylabel="largest Hessian eigenvalue of a\nclient's loss at the global model",

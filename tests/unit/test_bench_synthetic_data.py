@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import common
 from benchmarks.accuracy import synthetic
 
 
 def test_mean_and_sample_std_over_draws_in_percent():
-    assert synthetic.mean_and_std([0.5, 0.7]) == pytest.approx((60.0, 14.142135623730951))
-    assert synthetic.mean_and_std([0.25]) == (25.0, None)  # one draw has no spread
-    assert synthetic.mean_and_std([1200.0, None], scale=1.0) == (1200.0, None)
+    assert common.mean_and_std([0.5, 0.7]) == pytest.approx((60.0, 14.142135623730951))
+    assert common.mean_and_std([0.25]) == (25.0, None)  # one draw has no spread
+    assert common.mean_and_std([1200.0, None], scale=1.0) == (1200.0, None)
+    assert common.mean_and_std([None]) == (None, None)  # nothing measured
 
 
 def test_the_draws_figure_data_are_the_tables_numbers_unrounded():
