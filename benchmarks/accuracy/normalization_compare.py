@@ -120,6 +120,7 @@ def main() -> None:
         header,
         "|" + "---|" * (header.count("|") - 1),
     ]
+    points = []  # the figure's: normalised − original per α, method and T (points)
     for alpha in alphas:
         for method in methods:
             original = [final[alpha, method, "none", s] for s in seeds]
@@ -128,6 +129,16 @@ def main() -> None:
                 normalised = [final[alpha, method, t, s] for s in seeds]
                 differences = [n - o for o, n in zip(original, normalised)]
                 row += f" {mean_std(normalised)} | {mean_std(differences)} |"
+                difference, std = common.mean_and_std(differences)
+                points.append(
+                    {
+                        "alpha": alpha,
+                        "method": method,
+                        "temperature": t,
+                        "difference": difference,
+                        "difference_std": std,
+                    }
+                )
             lines.append(row)
     temperature_plot(final, alphas, methods, temperatures, seeds, args.out / "temperature.png")
     lines += [
@@ -136,7 +147,7 @@ def main() -> None:
         f"--methods {args.methods} --temperatures {args.temperatures} --seeds {args.seeds} --out "
         f"{args.out} -- {' '.join(args.overrides)}`",
     ]
-    common.publish_results(args.out / "table.md", args.out.name, lines, new=False)
+    common.publish_results(args.out / "table.md", args.out.name, lines, new=False, data=points)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,10 @@ def run_scores(run_dir: Path) -> dict[str, float]:
     }
 
 
-def table_lines(rows, settings, seeds, runs) -> list[str]:
+def table_lines(rows, settings, seeds, runs) -> tuple[list[str], list[dict]]:
+    """The table's lines, and the figure's points: the final accuracy (%, mean over seeds)
+    and the collapsed runs of every row and setting."""
+    points = []
     lines = [
         "| method | momentum | α | final accuracy (%) | best accuracy (%) | mean accuracy over "
         "rounds (%) | collapsed runs | rounds with NaN/Inf updates (runs) |",
@@ -110,7 +113,17 @@ def table_lines(rows, settings, seeds, runs) -> list[str]:
                 f"{sum(s['collapsed'] for s in scores)}/{len(scores)} | {sum(bad)} "
                 f"({sum(1 for b in bad if b)}/{len(bad)}) |"
             )
-    return lines
+            points.append(
+                {
+                    "method": row,
+                    "momentum": momentum,
+                    "alpha": alpha,
+                    "final_accuracy": common.mean_and_std([s["final"] for s in scores])[0],
+                    "collapsed": sum(s["collapsed"] for s in scores),
+                    "runs": len(scores),
+                }
+            )
+    return lines, points
 
 
 def curves_plot(rows, settings, seeds, runs, path: Path) -> None:
@@ -162,6 +175,7 @@ def main() -> None:
         f"python benchmarks/accuracy/stability.py --rows '{args.rows}' --seeds {args.seeds} "
         f"--momenta {args.momenta} --alphas {args.alphas}"
     )
+    table, points = table_lines(rows, settings, seeds, runs)
     lines = [
         "# Stateful and optimiser baselines under SGD with and without momentum",
         "",
@@ -169,11 +183,11 @@ def main() -> None:
         f"seeds {', '.join(map(str, seeds))}; mean ± std over seeds.",
         f"Machine: {common.machine()}.",
         "",
-        *table_lines(rows, settings, seeds, runs),
+        *table,
         "",
         f"Command: `{command}`",
     ]
-    common.publish_results(args.out / "table.md", "stability", lines)
+    common.publish_results(args.out / "table.md", "stability", lines, data=points)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from functools import partial
 
 import numpy as np
 
 from benchmarks.figures.drawing import bar_figure, canvas, legend_below
-from benchmarks.figures.reading import column, errors, floats, label, number, numbers, spread
-from benchmarks.figures.registry import drawn_from, from_data, from_table
+from benchmarks.figures.reading import floats
+from benchmarks.figures.registry import drawn_from, from_data
 
 
 def method_accuracy(rows: list[dict[str, str]], title: str):
@@ -169,25 +168,27 @@ def perfedavg_curvature(rows):
 
 def alpha_panels(rows):
     """One panel per Dirichlet α of the rows, sharing the y axis: (figure, axes, the αs)."""
-    alphas = list(dict.fromkeys(r["α"] for r in rows))
+    alphas = list(dict.fromkeys(r["alpha"] for r in rows))
     fig, axes = canvas(1, len(alphas), figsize=(5 * len(alphas), 3.8), sharey=True, squeeze=False)
     return fig, list(axes[0]), alphas
 
 
-@from_table("normalization_mnist5k")
+@drawn_from("normalization_mnist5k")
 def normalization(rows):
+    """Normalised − original final accuracy per method, one panel per α, at the first
+    temperature of the rows. Rows of benchmarks/accuracy/normalization_compare.py."""
     fig, axes, alphas = alpha_panels(rows)
-    key = "difference (points)"
+    rows = [r for r in rows if r["temperature"] == rows[0]["temperature"]]
     for ax, alpha in zip(axes, alphas):
-        chosen = [r for r in rows if r["α"] == alpha]
+        chosen = [r for r in rows if r["alpha"] == alpha]
         ax.bar(
             range(len(chosen)),
-            column(chosen, key),
-            yerr=errors(chosen, key),
+            floats(chosen, "difference"),
+            yerr=floats(chosen, "difference_std"),
             capsize=3,
             color="tab:green",
         )
-        ax.set_xticks(range(len(chosen)), [r["method"].split(" (")[0] for r in chosen], rotation=30)
+        ax.set_xticks(range(len(chosen)), [r["method"] for r in chosen], rotation=30)
         ax.axhline(0, color="k", lw=0.8)
         ax.set(title=f"Dir({alpha})")
         ax.grid(axis="y", alpha=0.3)
@@ -196,24 +197,27 @@ def normalization(rows):
     return fig
 
 
-@from_table("normalization_temperature")
+@drawn_from("normalization_temperature")
 def normalization_temperature(rows):
+    """Normalised − original final accuracy against the temperature of eq. 8, a line per
+    method, one panel per α. Rows of benchmarks/accuracy/normalization_compare.py."""
     fig, axes, alphas = alpha_panels(rows)
-    keys = list(rows[0])
-    temperatures = [(number(k), f"diff. ({k})") for k in keys if k.startswith("T = ")]
+    temperatures = [float(t) for t in dict.fromkeys(r["temperature"] for r in rows)]
     for ax, alpha in zip(axes, alphas):
-        for row in (r for r in rows if r["α"] == alpha):
+        here = [r for r in rows if r["alpha"] == alpha]
+        for method in dict.fromkeys(r["method"] for r in here):
+            chosen = [r for r in here if r["method"] == method]
             ax.errorbar(
-                [t for t, _ in temperatures],
-                [number(row[d]) for _, d in temperatures],
-                yerr=[spread(row[d]) for _, d in temperatures],
+                floats(chosen, "temperature"),
+                floats(chosen, "difference"),
+                yerr=floats(chosen, "difference_std"),
                 marker="o",
                 capsize=2,
-                label=row["method"],
+                label=method,
             )
         ax.axhline(0, color="k", lw=0.8)
         ax.set(xscale="log", xlabel="temperature T", title=f"Dir({alpha})")
-        ax.set_xticks([t for t, _ in temperatures], [f"{t:g}" for t, _ in temperatures])
+        ax.set_xticks(temperatures, [f"{t:g}" for t in temperatures])
         ax.minorticks_off()
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("normalised − original,\nfinal accuracy (points, mean ± std)")
@@ -222,20 +226,21 @@ def normalization_temperature(rows):
     return fig
 
 
-@from_table("stability")
+@drawn_from("stability")
 def stability(rows):
-    settings = list(dict.fromkeys((r["momentum"], r["α"]) for r in rows))
+    """Final accuracy (mean over seeds) per method and setting as a heat map, with the
+    collapsed runs written where there are any. Rows of benchmarks/accuracy/stability.py."""
+    settings = list(dict.fromkeys((r["momentum"], r["alpha"]) for r in rows))
     methods = list(dict.fromkeys(r["method"] for r in rows))
-    cell = {(r["method"], r["momentum"], r["α"]): r for r in rows}
-    grid = np.array(
-        [[number(cell[m, *s]["final accuracy (%)"]) for s in settings] for m in methods]
-    )
+    cell = {(r["method"], r["momentum"], r["alpha"]): r for r in rows}
+    grid = np.array([[float(cell[m, *s]["final_accuracy"]) for s in settings] for m in methods])
     fig, ax = canvas(figsize=(7, 0.9 + 0.42 * len(methods)))
     image = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=100, aspect="auto")
     for i, method in enumerate(methods):
         for j, setting in enumerate(settings):
-            collapsed = cell[method, *setting]["collapsed runs"]
-            note = f"\n{collapsed} collapsed" if not collapsed.startswith("0/") else ""
+            row = cell[method, *setting]
+            collapsed = int(row["collapsed"])
+            note = f"\n{collapsed}/{row['runs']} collapsed" if collapsed else ""
             ax.text(j, i, f"{grid[i, j]:.1f}{note}", ha="center", va="center", fontsize=7)
     ax.set_xticks(
         range(len(settings)), [f"momentum {m}\nDir({a})" for m, a in settings], fontsize=8
