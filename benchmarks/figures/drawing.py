@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.figures.reading import column, label
+from benchmarks.figures.reading import floats
 from benchmarks.plotting import figure
 
 
@@ -88,17 +88,13 @@ def finish(ax, legend_columns: int, **settings):
     return ax.figure
 
 
-def columns_without_errors(rows, columns: dict[str, str]) -> dict[str, tuple[np.ndarray, None]]:
-    """Bar series without error bars: legend label -> the values of that table column."""
-    return {name: (column(rows, key), None) for name, key in columns.items()}
-
-
-def time_bars(rows, size: tuple[float, float], bars: dict[str, str], **settings):
-    """Two horizontal bars per table row (legend label -> table column) without error bars."""
+def time_bars(rows, size: tuple[float, float], names: str, bars: dict[str, str], **settings):
+    """Two horizontal bars per row, named by its column ``names`` (legend label -> column of
+    the data), without error bars."""
     return bar_figure(
         size,
-        [label(r) for r in rows],
-        columns_without_errors(rows, bars),
+        [r[names] for r in rows],
+        {legend: (floats(rows, key), None) for legend, key in bars.items()},
         2,
         horizontal=True,
         **settings,

@@ -15,54 +15,54 @@ from benchmarks.figures.drawing import (
     stacked_bars,
     time_bars,
 )
-from benchmarks.figures.reading import column, label, number, numbers
-from benchmarks.figures.registry import from_table
+from benchmarks.figures.reading import column, floats, label, number, numbers
+from benchmarks.figures.registry import drawn_from, from_table
 
-#: timing tables drawn as two bars per row: figure size, legend label -> table column, axes
+#: timing figures of two bars per row: size, the column naming a row, legend label -> column
 TIME_BARS = {
     "perf_fedavg": (
         (8.5, 3.2),
-        {
-            "rounds 2+ (s per round)": "seconds per round (rounds 2+, wall clock)",
-            "first round (s)": "first round",
-        },
+        "setting",
+        {"rounds 2+ (s per round)": "seconds_per_round", "first round (s)": "first_round_seconds"},
         {"xlabel": "seconds", "title": "FedAvg: fedimb against a plain PyTorch loop"},
     ),
     "perf_methods": (
         (7, 7.5),
+        "method",
         {
-            "fedimb (Flower simulation)": "fedimb s/round (rounds 2+, wall clock)",
-            "the same rounds in one process": "one process s/round",
+            "fedimb (Flower simulation)": "fedimb_seconds",
+            "the same rounds in one process": "one_process_seconds",
         },
         {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: seconds per round"},
     ),
     "gpu_methods": (
         (7, 7.5),
-        {"GPU": "GPU s/round", "the same machine's CPU": "CPU s/round"},
+        "method",
+        {"GPU": "gpu_seconds", "the same machine's CPU": "cpu_seconds"},
         {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: GPU against CPU"},
     ),
 }
 
 
-for _table, (_size, _bars, _settings) in TIME_BARS.items():
-    from_table(_table)(partial(time_bars, size=_size, bars=_bars, **_settings))
+for _name, (_size, _names, _bars, _settings) in TIME_BARS.items():
+    drawn_from(_name)(partial(time_bars, size=_size, names=_names, bars=_bars, **_settings))
 
 
-@from_table("perf_scale")
+@drawn_from("perf_scale")
 def perf_scale(rows):
+    """Start-up, round 1, seconds per round and peak memory against the number of virtual
+    clients. Rows of benchmarks/perf/scale.py."""
     fig, (time_ax, memory_ax) = canvas(1, 2, figsize=(9, 3.8))
-    clients = column(rows, "clients")
+    clients = floats(rows, "clients")
     for key, name in (
-        ("start-up (s)", "start-up"),
-        ("round 1 (s)", "round 1"),
-        ("s/round (rounds 2+)", "rounds 2+, per round"),
+        ("startup_seconds", "start-up"),
+        ("round1_seconds", "round 1"),
+        ("seconds_per_round", "rounds 2+, per round"),
     ):
-        time_ax.plot(clients, column(rows, key), "o-", label=name)
+        time_ax.plot(clients, floats(rows, key), "o-", label=name)
     log_log(time_ax, "virtual clients (10% sampled per round)", "seconds", clients)
     time_ax.legend(fontsize=8)
-    memory_ax.plot(
-        clients, column(rows, "peak memory, all processes (MiB)"), "o-", color="tab:purple"
-    )
+    memory_ax.plot(clients, floats(rows, "peak_memory_mb"), "o-", color="tab:purple")
     log_log(
         memory_ax,
         "virtual clients (10% sampled per round)",
@@ -74,22 +74,24 @@ def perf_scale(rows):
     return fig
 
 
-@from_table("synthetic_scale")
+@drawn_from("synthetic_scale")
 def synthetic_scale(rows):
+    """Round 1, seconds per round and peak memory against the number of devices, a line
+    per runtime, method and sample size. Rows of benchmarks/perf/synthetic_scale.py."""
     fig, axes = canvas(1, 3, figsize=(11, 3.8))
-    devices = column(rows, "devices")
+    devices = floats(rows, "devices")
     keys = (
-        ("round 1 (s)", "round 1 (s)"),
-        ("s/round (rounds 2+)", "seconds per round, rounds 2+"),
-        ("peak memory, all processes (MiB)", "peak memory, all processes (MiB)"),
+        ("round1_seconds", "round 1 (s)"),
+        ("seconds_per_round", "seconds per round, rounds 2+"),
+        ("peak_memory_mb", "peak memory, all processes (MiB)"),
     )
     for ax, (key, ylabel) in zip(axes, keys):
-        series = lambda r: (r["runtime"], r["method"], r.get("sampled", "10"))  # noqa: E731
+        series = lambda r: (r["runtime"], r["method"], r["sampled"])  # noqa: E731
         for run in dict.fromkeys(series(r) for r in rows):
             chosen = [i for i, r in enumerate(rows) if series(r) == run]
             ax.plot(
                 devices[chosen],
-                column([rows[i] for i in chosen], key),
+                floats([rows[i] for i in chosen], key),
                 "o-" if run[1] == "fedavg" else "s--",
                 label=f"{run[0]}, {run[1]}, {run[2]} sampled",
             )

@@ -209,7 +209,15 @@ def write_report(args, out: Path, calls: list[dict[str, dict]]) -> Path:
     ]
     table = out / "perf_fedavg.md"
     table.write_text("\n".join(lines) + "\n")
-    common.publish_in_docs("perf_fedavg", common.part(lines, "| |"))
+    points = [  # the figure's: medians over the calls
+        {
+            "setting": ROW_NAMES[name].replace("`", ""),
+            "seconds_per_round": float(np.median(steady[name])),
+            "first_round_seconds": float(np.median(first[name])),
+        }
+        for name in calls[0]
+    ]
+    common.publish_in_docs("perf_fedavg", common.part(lines, "| |"), data=points)
 
     fig, ax = common.figure(figsize=(7, 4))
     rounds = np.arange(1, args.rounds + 1)

@@ -143,11 +143,29 @@ def table_lines(data: dict) -> list[str]:
     ]
 
 
+def figure_rows(data: dict) -> list[dict]:
+    """The figure's data: seconds per round of every method on each device (empty where
+    the method failed there)."""
+    return [
+        {
+            "method": r["method"],
+            **{
+                f"{name}_seconds": r[device].get("seconds") if "error" not in r[device] else None
+                for name, device in (("gpu", "cuda"), ("cpu", "cpu"))
+            },
+        }
+        for r in data["rows"]
+    ]
+
+
 def publish(path: Path) -> None:
     """The docs' table (and, through :mod:`benchmarks.figures`, its figure) from ``path``."""
-    lines = table_lines(json.loads(path.read_text()))
+    data = json.loads(path.read_text())
     common.publish_results(
-        common.REPO / "results" / "perf" / "gpu_methods.md", "gpu_methods", lines
+        common.REPO / "results" / "perf" / "gpu_methods.md",
+        "gpu_methods",
+        table_lines(data),
+        data=figure_rows(data),
     )
 
 

@@ -95,7 +95,20 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
         ax.grid(alpha=0.3)
     common.save_figure(fig, args.out / f"{args.name}.png")
     (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
-    return common.publish_results(args.out / f"{args.name}.md", args.name, lines, new=False)
+    points = [
+        {
+            "clients": r["clients"],
+            "sampled": r["sampled"],
+            "startup_seconds": r["startup_seconds"],
+            "round1_seconds": r["round_seconds"][0],
+            "seconds_per_round": r["steady"],
+            "peak_memory_mb": r["peak_memory_mb"],
+        }
+        for r in results
+    ]
+    return common.publish_results(
+        args.out / f"{args.name}.md", args.name, lines, new=False, data=points
+    )
 
 
 def main() -> None:

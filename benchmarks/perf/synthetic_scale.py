@@ -314,7 +314,19 @@ def main() -> None:
     else:
         results = measure(args)
     lines = table(results, args)
-    common.publish_results(args.out / f"{args.name}.md", args.name, lines)
+    points = [
+        {
+            "runtime": r["runtime"],
+            "method": r["method"],
+            "devices": r["devices"],
+            "sampled": r.get("sampled", 10),
+            "round1_seconds": r["round_seconds"][0],
+            "seconds_per_round": r["steady"],
+            "peak_memory_mb": r["peak_memory_mb"],
+        }
+        for r in results
+    ]
+    common.publish_results(args.out / f"{args.name}.md", args.name, lines, data=points)
     stored = stored_lines(results)
     if stored:
         common.publish_in_docs(
