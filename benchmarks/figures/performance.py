@@ -102,26 +102,19 @@ def synthetic_scale(rows):
     return fig
 
 
-@from_table("perf_deployment")
+@drawn_from("perf_deployment")
 def perf_deployment(rows):
+    """Round 1 and later rounds' seconds per number of SuperNodes, a bar per measured code.
+    Rows of benchmarks/perf/deployment.py."""
     fig, axes = canvas(1, 2, figsize=(8, 3.4))
-    nodes = list(dict.fromkeys(r["SuperNodes"] for r in rows))
+    nodes = list(dict.fromkeys(r["nodes"] for r in rows))
     for ax, (key, ylabel) in zip(
-        axes,
-        (
-            ("round 1 (s)", "round 1 (seconds)"),
-            ("rounds 2+ (s per round)", "seconds per round, rounds 2+"),
-        ),
+        axes, (("round1", "round 1 (seconds)"), ("later", "seconds per round, rounds 2+"))
     ):
         series = {
             code: (
-                np.array(
-                    [
-                        number(r[key])
-                        for n in nodes
-                        for r in rows
-                        if r["SuperNodes"] == n and r["code"] == code
-                    ]
+                floats(
+                    [r for n in nodes for r in rows if (r["nodes"], r["code"]) == (n, code)], key
                 ),
                 None,
             )
@@ -134,23 +127,25 @@ def perf_deployment(rows):
     return fig
 
 
-@from_table("perf_breakdown_3clients", "perf_breakdown_10clients")
+@drawn_from("perf_breakdown_3clients", "perf_breakdown_10clients")
 def perf_breakdown(rows):
-    columns = [key for key in rows[0] if key != "phase (s)"]
+    """The server's phases of a round stacked, per runtime for round 1 and rounds 2+. Rows
+    of benchmarks/perf/breakdown.py."""
+    columns = list(dict.fromkeys(r["column"] for r in rows))
+    seconds = {(r["column"], r["phase"]): r for r in rows}
     phases = {
-        "discover": "server: discover",
-        "waiting for the last reply": "server: last_reply",
-        "aggregate": "server: aggregate",
-        "test": "server: test",
-        "checkpoint": "server: checkpoint",
+        "discover": "discover",
+        "waiting for the last reply": "last_reply",
+        "aggregate": "aggregate",
+        "test": "test",
+        "checkpoint": "checkpoint",
     }
-    by_phase = {r["phase (s)"]: r for r in rows}
     _, ax = canvas(figsize=(7.5, 0.9 + 0.45 * len(columns)))
     stacked_bars(
         ax,
         columns,
         {
-            name: np.array([number(by_phase[phase][c]) for c in columns])
+            name: floats([seconds[c, phase] for c in columns], "seconds")
             for name, phase in phases.items()
         },
     )

@@ -127,6 +127,21 @@ def table(results: list[dict]) -> list[str]:
     return lines
 
 
+def figure_rows(results: list[dict]) -> list[dict]:
+    """The figure's data: the server's seconds in each phase, for round 1 and the mean of
+    rounds 2+ of every runtime (empty where the phase was not timed)."""
+    return [
+        {
+            "column": f"{r['runtime']}: {part}",
+            "phase": name,
+            "seconds": first_and_later(r["phases"].get(name))[index],
+        }
+        for r in results
+        for index, part in enumerate(("round 1", "rounds 2+"))
+        for name in SERVER_ROWS
+    ]
+
+
 def main() -> None:
     parser = common.argument_parser(__doc__)
     parser.add_argument("--runtimes", default="in_process,simulation,deployment")
@@ -156,7 +171,10 @@ def main() -> None:
     ]
     common.publish_table(args.out / "breakdown.md", lines)
     common.publish_in_docs(
-        f"perf_breakdown_{args.clients}clients", common.table_part(lines), new=False
+        f"perf_breakdown_{args.clients}clients",
+        common.table_part(lines),
+        new=False,
+        data=figure_rows(results),
     )
 
 

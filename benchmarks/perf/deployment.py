@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--secure", action="store_true", help="TLS + SuperNode authentication")
     parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
+    parser.add_argument("--code", default="now", help="what the figure calls the code measured")
     parser.add_argument("overrides", nargs="*", default=["dataset=mnist5k"])
     args = parser.parse_args()
     rows = []
@@ -88,7 +89,13 @@ def main() -> None:
         f"Command: `python benchmarks/perf/deployment.py --nodes {args.nodes} --rounds "
         f"{args.rounds}{' --secure' if args.secure else ''} {' '.join(args.overrides)}`",
     ]
-    common.publish_results(args.out / "deployment_latency.md", "perf_deployment", lines)
+    points = [
+        {"nodes": r["nodes"], "code": args.code, "round1": r["round1"], "later": r["later"]}
+        for r in rows
+    ]
+    common.publish_results(
+        args.out / "deployment_latency.md", "perf_deployment", lines, data=points
+    )
 
 
 if __name__ == "__main__":
