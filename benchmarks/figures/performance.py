@@ -156,8 +156,7 @@ def perf_breakdown(rows):
 
 def startup_bars(rows, names: list[str]):
     """Command to round 0, round 0 to round 1, round 1 to exit: differences of the medians."""
-    keys = ("command to round 0 (s)", "command to round 1 (s)", "command to exit (s)")
-    marks = np.array([[number(r[k]) for k in keys] for r in rows])
+    marks = np.stack([floats(rows, k) for k in ("round0", "round1", "exit")], axis=1)
     _, ax = canvas(figsize=(8.5, 1.5 + 0.45 * len(rows)))
     stacked_bars(
         ax,
@@ -172,23 +171,26 @@ def startup_bars(rows, names: list[str]):
     return finish(ax, 3, xlabel=xlabel, title="From the command to the first result")
 
 
-@from_table("perf_startup")
+@drawn_from("perf_startup")
 def perf_startup(rows):
+    """The runtimes' start-up, a bar per runtime and measured code. Rows of
+    benchmarks/perf/startup.py."""
     return startup_bars(rows, [f"{r['runtime']}, {r['code']}" for r in rows])
 
 
-@from_table("perf_startup_floor")
+@drawn_from("perf_startup_floor")
 def perf_startup_floor(rows):
-    return startup_bars(rows, [label(r) for r in rows])
+    """The simulation's start-up against Flower's alone. Rows of benchmarks/perf/startup.py."""
+    return startup_bars(rows, [r["runtime"] for r in rows])
 
 
-@from_table("perf_startup_steps")
+@drawn_from("perf_startup_steps")
 def perf_startup_steps(rows):
-    steps = [r for r in rows if not label(r).startswith("...")]
+    """The simulation's wait for round 1, step by step (the "of which" rows left out, as
+    they split a step). Rows of benchmarks/perf/startup.py."""
+    steps = [r for r in rows if not r["step"].startswith("...")]
     _, ax = canvas(figsize=(8, 2.8))
-    stacked_bars(
-        ax, ["simulation"], {label(r): np.array([number(r["median (min–max)"])]) for r in steps}
-    )
+    stacked_bars(ax, ["simulation"], {r["step"]: np.array([float(r["seconds"])]) for r in steps})
     xlabel = "seconds from the command to round 1 (median of each step)"
     return finish(ax, 2, xlabel=xlabel, title="Start-up, step by step")
 

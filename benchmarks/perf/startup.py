@@ -37,6 +37,8 @@ from fedimb.cli.rundir.files import read_metrics_csv
 MARKS = {"round 0": "round 0/", "round 1": "round 1/"}
 #: the "runtime" of :mod:`flower_floor`: Flower's launch with fedimb's messages and no work in them
 FLOOR = "flower"
+#: the moments a run is timed at, from the command
+MARKS = ("round 0", "round 1", "exit")
 ROW_NAMES = {FLOOR: "Flower alone: simulation, the same messages, no work (`flower_floor.py`)"}
 #: lines of a simulation's flwr.log that mark its steps
 FLWR_MARKS = {
@@ -117,6 +119,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runtimes", default=f"simulation,in_process,{FLOOR}")
     parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
+    parser.add_argument("--code", default="now", help="what the figure calls the code measured")
     args, overrides = parser.parse_known_args()
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
@@ -132,8 +135,7 @@ def main() -> None:
             )
     header = ["runtime", "command to round 0 (s)", "command to round 1 (s)", "command to exit (s)"]
     rows = [
-        [ROW_NAMES.get(runtime, runtime)]
-        + [_spread(times[mark]) for mark in ("round 0", "round 1", "exit")]
+        [ROW_NAMES.get(runtime, runtime)] + [_spread(times[mark]) for mark in MARKS]
         for runtime, times in results.items()
     ]
     described = " ".join(overrides) or "the defaults"
@@ -151,11 +153,26 @@ def main() -> None:
         "Command: `python benchmarks/perf/startup.py " + " ".join(sys.argv[1:]) + "`",
     ]
     common.publish_table(args.out / "startup.md", lines)
+    points = [  # the figures': medians of the calls
+        {
+            "runtime": ROW_NAMES.get(runtime, runtime).replace("`", ""),
+            "code": args.code,
+            **{mark.replace(" ", ""): float(np.median(times[mark])) for mark in MARKS},
+        }
+        for runtime, times in results.items()
+    ]
     common.publish_in_docs(
-        "perf_startup_floor" if FLOOR in results else "perf_startup", common.table_part(lines)
+        "perf_startup_floor" if FLOOR in results else "perf_startup",
+        common.table_part(lines),
+        data=points,
     )
     if steps := step_table(results.get("simulation", {})):
-        common.publish_in_docs("perf_startup_steps", common.table_part(steps))
+        simulation = results["simulation"]
+        step_points = [
+            {"step": label.replace("`", ""), "seconds": float(np.median(simulation[key]))}
+            for label, key in STEPS
+        ]
+        common.publish_in_docs("perf_startup_steps", common.table_part(steps), data=step_points)
     (args.out / "startup.json").write_text(json.dumps(results, indent=1))
 
 
