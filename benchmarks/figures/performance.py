@@ -195,37 +195,42 @@ def perf_startup_steps(rows):
     return finish(ax, 2, xlabel=xlabel, title="Start-up, step by step")
 
 
-@from_table("perf_process_start")
+@drawn_from("perf_process_start")
 def perf_process_start(rows):
-    parts = [k for k in rows[0] if k not in ("fedimb cache", "total", "scikit-learn imported")]
+    """A fresh client process's phases stacked, per state of the cache. Rows of
+    benchmarks/perf/process_start.py."""
+    states = list(dict.fromkeys(r["cache"] for r in rows))
+    seconds = {(r["cache"], r["phase"]): r for r in rows}
+    phases = list(dict.fromkeys(r["phase"] for r in rows))
     _, ax = canvas(figsize=(7, 2.6))
-    stacked_bars(ax, [label(r) for r in rows], {p: column(rows, p) for p in parts})
+    stacked_bars(
+        ax, states, {p: floats([seconds[s, p] for s in states], "seconds") for p in phases}
+    )
     return finish(ax, 4, xlabel="seconds", title="A fresh client process before it trains")
 
 
-@from_table("perf_edge_node")
+@drawn_from("perf_edge_node")
 def perf_edge_node(rows):
-    timed = [
-        r for r in rows if r["arm64, emulated"].endswith(" s") and "," not in r["arm64, emulated"]
-    ]
+    """Each phase's range over rounds on the emulated node against the native one. Rows of
+    benchmarks/perf/edge_node.py."""
+    phases = list(dict.fromkeys(r["phase"] for r in rows))
+    devices = list(dict.fromkeys(r["device"] for r in rows))
     fig, ax = canvas(figsize=(8, 3.4))
-    places = np.arange(len(timed))
-    for offset, key, colour in (
-        (-0.12, "arm64, emulated", "tab:red"),
-        (0.12, "native", "tab:blue"),
-    ):
-        for i, row in enumerate(timed):
-            low, high = numbers(row[key])[0], numbers(row[key])[-1]
-            ax.plot(
-                [low, high],
-                [i + offset] * 2,
-                "-o",
-                color=colour,
-                lw=3,
-                markersize=5,
-                label=key if i == 0 else None,
-            )
-    ax.set_yticks(places, [label(r).split(" (")[0] for r in timed], fontsize=8)
+    places = np.arange(len(phases))
+    for offset, device, colour in zip((-0.12, 0.12), devices, ("tab:red", "tab:blue")):
+        for i, phase in enumerate(phases):
+            chosen = [r for r in rows if (r["phase"], r["device"]) == (phase, device)]
+            if chosen:
+                ax.plot(
+                    [float(chosen[0]["low"]), float(chosen[0]["high"])],
+                    [i + offset] * 2,
+                    "-o",
+                    color=colour,
+                    lw=3,
+                    markersize=5,
+                    label=device if i == 0 else None,
+                )
+    ax.set_yticks(places, phases, fontsize=8)
     ax.invert_yaxis()
     ax.set(
         xscale="log",

@@ -112,6 +112,23 @@ def table(emulated: dict, native_run: dict, arch: str, image_mb: float) -> list[
     return lines
 
 
+def range_rows(emulated: dict, native_run: dict, arch: str) -> list[dict]:
+    """The figure's data: the start-up, and each phase's smallest and largest seconds over
+    the rounds, of client 0 on each node."""
+    rows = []
+    for device, run in ((f"{arch}, emulated", emulated), ("native", native_run)):
+        rows.append(
+            {"phase": "start-up", "device": device, "low": run["ready"], "high": run["ready"]}
+        )
+        for phase in PHASES:
+            seconds = [c[phase] for c in run["client0"] if phase in c]
+            if seconds and max(seconds) > 0:
+                rows.append(
+                    {"phase": phase, "device": device, "low": min(seconds), "high": max(seconds)}
+                )
+    return rows
+
+
 def main() -> None:
     parser = common.argument_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
@@ -129,7 +146,11 @@ def main() -> None:
     lines = table(emulated, native, args.arch, image_mb)
     lines.append("Command: `python benchmarks/perf/edge_node.py " + " ".join(sys.argv[1:]) + "`")
     common.publish_table(args.out / "edge_node.md", lines)
-    common.publish_in_docs("perf_edge_node", common.part(lines, "- image"))
+    common.publish_in_docs(
+        "perf_edge_node",
+        common.part(lines, "- image"),
+        data=range_rows(emulated, native, args.arch),
+    )
     (args.out / "edge_node.json").write_text(
         json.dumps({"emulated": emulated, "native": native, "image_mb": image_mb}, indent=1)
     )

@@ -76,8 +76,12 @@ def main() -> None:
         "| fedimb cache | " + " | ".join(PHASES) + " | total | scikit-learn imported |",
         "|---|" + "---|" * (len(PHASES) + 2),
     ]
+    points = []  # the figure's: the median seconds of each phase, per cache state
     for state, results in runs.items():
         medians = [float(np.median([r[phase] for r in results])) for phase in PHASES]
+        points += [
+            {"cache": state, "phase": phase, "seconds": m} for phase, m in zip(PHASES, medians)
+        ]
         sklearn = sorted({str(r["scikit-learn imported"]).lower() for r in results})
         lines.append(
             f"| {state} | "
@@ -85,7 +89,7 @@ def main() -> None:
             + f" | {sum(medians):.2f} | {'/'.join(sklearn)} |"
         )
     lines += ["", f"Command: `python benchmarks/perf/process_start.py --repeats {args.repeats}`"]
-    common.publish_results(args.out / "process_start.md", "perf_process_start", lines)
+    common.publish_results(args.out / "process_start.md", "perf_process_start", lines, data=points)
 
 
 if __name__ == "__main__":
