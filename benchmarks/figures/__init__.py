@@ -25,11 +25,11 @@ from benchmarks.figures import (
     privacy,  # noqa: F401  (registers its figures)
     synthetic,  # noqa: F401  (registers its figures)
 )
-from benchmarks.figures.reading import read_data, read_table
-from benchmarks.figures.registry import DRAWN, FROM_DATA, FROM_TABLES
+from benchmarks.figures.reading import read_data
+from benchmarks.figures.registry import DRAWN, FROM_DATA
 from benchmarks.plotting import DOCS_FIGURES, DOCS_TABLES, publish_figure
 
-__all__ = ["DRAWN", "FROM_DATA", "FROM_TABLES", "main", "names", "redraw"]
+__all__ = ["DRAWN", "FROM_DATA", "main", "names", "redraw"]
 
 
 def data_figure(path: Path) -> tuple[str, Callable] | None:
@@ -44,12 +44,8 @@ def data_figure(path: Path) -> tuple[str, Callable] | None:
 
 
 def redraw(name: str, tables: Path = DOCS_TABLES, out: Path = DOCS_FIGURES) -> Path | None:
-    """Draw figure ``name`` from its table or data file into ``out``; the path, or None
-    where no figure of that name is drawn or its source is missing."""
-    if name in FROM_TABLES:
-        table, draw = FROM_TABLES[name]
-        source = Path(tables) / f"{table}.md"
-        return publish_figure(name, draw(read_table(source)), out) if source.exists() else None
+    """Draw figure ``name`` from its data file into ``out``; the path, or None where no
+    figure of that name is drawn or its data file is missing."""
     source = Path(tables) / "data" / f"{name}.csv"
     found = data_figure(source) if source.exists() else None
     if found is None:
@@ -59,19 +55,13 @@ def redraw(name: str, tables: Path = DOCS_TABLES, out: Path = DOCS_FIGURES) -> P
 
 
 def names(tables: Path = DOCS_TABLES) -> list[str]:
-    """Every figure whose table or data file exists under ``tables``."""
-    drawn = [
-        name for name, (table, _) in FROM_TABLES.items() if (Path(tables) / f"{table}.md").exists()
-    ]
-    data = sorted(p.stem for p in (Path(tables) / "data").glob("*.csv") if data_figure(p))
-    return drawn + data
+    """Every figure whose data file exists under ``tables/data``."""
+    return sorted(p.stem for p in (Path(tables) / "data").glob("*.csv") if data_figure(p))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--tables", type=Path, default=DOCS_TABLES, help="where the tables and data/ are"
-    )
+    parser.add_argument("--tables", type=Path, default=DOCS_TABLES, help="the folder holding data/")
     parser.add_argument("--out", type=Path, default=DOCS_FIGURES, help="where the figures go")
     parser.add_argument(
         "names", nargs="*", help="figures to draw (default: every one whose source exists)"
@@ -80,9 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     known = names(args.tables)
     unknown = [n for n in args.names if n not in known]
     if unknown:
-        parser.error(
-            f"no table or data file draws {', '.join(unknown)} (known: {', '.join(known)})"
-        )
+        parser.error(f"no data file draws {', '.join(unknown)} (known: {', '.join(known)})")
     for name in args.names or known:
         redraw(name, args.tables, args.out)
     return 0

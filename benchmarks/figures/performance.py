@@ -15,8 +15,8 @@ from benchmarks.figures.drawing import (
     stacked_bars,
     time_bars,
 )
-from benchmarks.figures.reading import column, floats, label, number, numbers
-from benchmarks.figures.registry import drawn_from, from_table
+from benchmarks.figures.reading import floats
+from benchmarks.figures.registry import drawn_from
 
 #: timing figures of two bars per row: size, the column naming a row, legend label -> column
 TIME_BARS = {

@@ -33,16 +33,3 @@ def from_data(suffix: str):
         return draw
 
     return register
-
-
-#: figures still drawn from their Markdown table while their scripts move to data files
-FROM_TABLES: dict[str, tuple[str, Callable]] = {}
-
-
-def from_table(*names: str):
-    def register(draw: Callable) -> Callable:
-        for name in names:
-            FROM_TABLES[name] = (name, draw)
-        return draw
-
-    return register

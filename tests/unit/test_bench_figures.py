@@ -1,10 +1,11 @@
 """The benchmark pages show figures their scripts draw: every figure a page shows exists and
 is small, every table with a figure is shown beside it, and ``python -m benchmarks.figures``
-redraws every figure from the tables and data files in the repository."""
+redraws every figure from the data files alone (never from a Markdown table)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,6 @@ import pytest
 from benchmarks import figures
 from benchmarks.accuracy.compare_methods import method_rows, round_rows
 from benchmarks.common import DOCS_FIGURES, DOCS_TABLES
-from benchmarks.figures import reading
 from fedimb.cli.results.run_records import RunRecord
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,7 +54,7 @@ def test_every_table_page_shows_a_figure_and_each_exists(page):
 def test_a_table_with_a_figure_shows_it_on_its_page(page):
     names = {i.stem for i in shown(page)}
     tables = INCLUDE.findall(page.read_text())
-    lacking = [t for t in tables if t in {*figures.DRAWN, *figures.FROM_TABLES} and t not in names]
+    lacking = [t for t in tables if t in figures.DRAWN and t not in names]
     assert lacking == [], f"{page.relative_to(REPO)} includes these tables but not their figures"
     data = [
         t
@@ -71,36 +71,26 @@ def test_every_figure_in_the_docs_is_shown_and_small():
         assert png.stat().st_size < MAX_BYTES, f"{png.name} is {png.stat().st_size} bytes"
 
 
-def test_the_module_redraws_every_figure_from_the_tables_and_data(tmp_path):
-    assert figures.main(["--out", str(tmp_path)]) == 0
-    drawn = sorted(p.name for p in tmp_path.glob("*.png"))
+def test_the_module_redraws_every_figure_from_the_data_alone(tmp_path):
+    # the data files without a single Markdown table beside them: no figure reads a table
+    shutil.copytree(DOCS_TABLES / "data", tmp_path / "tables" / "data")
+    assert figures.main(["--tables", str(tmp_path / "tables"), "--out", str(tmp_path / "out")]) == 0
+    drawn = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
     assert drawn == sorted(p.name for p in DOCS_FIGURES.glob("*.png"))
+
+
+def test_every_figure_drawn_by_name_has_its_data_file():
+    missing = [
+        name for name in figures.DRAWN if not (DOCS_TABLES / "data" / f"{name}.csv").is_file()
+    ]
+    assert missing == []
 
 
 def test_an_unknown_figure_is_a_one_line_error(capsys):
     with pytest.raises(SystemExit) as stop:
         figures.main(["--out", "/nonexistent", "no_such_figure"])
     assert stop.value.code == 2
-    assert "no table or data file draws no_such_figure" in capsys.readouterr().err
-
-
-def test_cells_read_as_numbers():
-    assert reading.number("92.93 ± 0.31") == 92.93 and reading.spread("92.93 ± 0.31") == 0.31
-    assert reading.number("**15.8 (14.5–15.8)**") == 15.8
-    assert reading.numbers("0.95–1.51 s") == [0.95, 1.51]
-    assert reading.number("4,483,319") == 4483319 and reading.number("−0.30 ± 0.36") == -0.30
-    assert str(reading.number("-")) == "nan" and str(reading.spread("65.4")) == "nan"
-
-
-def test_a_repeated_header_cell_is_named_after_the_one_before(tmp_path):
-    table = tmp_path / "t.md"
-    table.write_text(
-        "<!-- x -->\n\n| a | T = 1 | diff. | T = 2 | diff. |\n"
-        "|---|---|---|---|---|\n| r | 1 | 2 | 3 | 4 |\n"
-    )
-    assert figures.read_table(table) == [
-        {"a": "r", "T = 1": "1", "diff. (T = 1)": "2", "T = 2": "3", "diff. (T = 2)": "4"}
-    ]
+    assert "no data file draws no_such_figure" in capsys.readouterr().err
 
 
 def test_per_round_data_draws_curves_with_bands(tmp_path):
