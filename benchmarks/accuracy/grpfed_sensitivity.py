@@ -152,13 +152,14 @@ def main() -> None:
         lines.append(f"| {label} | {cells} | {q_range} |")
     args.out.mkdir(parents=True, exist_ok=True)
     heatmap(means, args.out / "heatmap.png")
-    grid = {grid_label(q0, eta): (q0, eta) for q0 in Q0 for eta in ETA_Q}
+    grid = {grid_label(q0, eta): {"q0": q0, "eta_q": eta} for q0 in Q0 for eta in ETA_Q}
+    baseline = {"q0": None, "eta_q": None}  # a row outside the grid
     points = [  # the figure's: the grid's cells and the baselines' final T_g and T_l (%)
         {
             "row": label,
-            "q0": grid.get(label, (None, None))[0],
-            "eta_q": grid.get(label, (None, None))[1],
-            **{k: means[label][k] for k in ("T_g", "T_l")},
+            **grid.get(label, baseline),
+            "T_g": means[label]["T_g"],
+            "T_l": means[label]["T_l"],
         }
         for label in table
     ]
