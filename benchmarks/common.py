@@ -108,6 +108,10 @@ def publish_in_docs(
     from it into ``docs/img/bench/`` where :mod:`benchmarks.figures` has one, so the
     figure on the page is always that of the table beside it.
     Returns the path, or None where nothing was written."""
+    from benchmarks.figures import DRAWN, redraw
+
+    if data is None and name in DRAWN:  # its figure would show the numbers of an older run
+        raise ValueError(f"the figure of {name} is drawn from its data: publish it with data=")
     path = DOCS_TABLES / f"{name}.md"
     if not new and not path.exists():
         return None
@@ -122,8 +126,6 @@ def publish_in_docs(
     print(path)
     if data is not None:
         write_data(name, data)
-    from benchmarks.figures import redraw
-
     redraw(name)
     return path
 

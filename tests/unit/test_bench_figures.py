@@ -158,3 +158,12 @@ def test_a_comparison_writes_each_methods_final_and_best_accuracy_for_its_figure
         "final_accuracy_std": None,
         "best_accuracy": None,
     }
+
+
+def test_a_table_whose_figure_is_drawn_from_data_is_not_published_without_it(tmp_path, monkeypatch):
+    from benchmarks import common
+
+    monkeypatch.setattr(common, "DOCS_TABLES", tmp_path)
+    with pytest.raises(ValueError, match="the figure of perf_methods is drawn from its data"):
+        common.publish_in_docs("perf_methods", ["| method |", "|---|"], script="x.py")
+    assert not (tmp_path / "perf_methods.md").exists()  # nothing written
