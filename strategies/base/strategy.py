@@ -122,6 +122,7 @@ class BaseStrategy(
             "num_clients": self.run.num_clients,
             "num_rounds": self.total_rounds(),
             "round_unit": self.round_unit,
+            "validation_chance": self.run.validation_chance,
         }
 
     #: attributes that make up the strategy's state besides the global weights; they are

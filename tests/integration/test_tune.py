@@ -19,7 +19,14 @@ from fedimb.core.data import datasets
 from fedimb.core.process_cache import ProcessCache
 from tests.conftest import run_fedimb
 
-SMALL = ["dataset=digits", "runtime=in_process", "num_clients=3", "num_rounds=2", "dropout=none"]
+SMALL = [
+    "dataset=digits",
+    "runtime=in_process",
+    "num_clients=3",
+    "num_rounds=2",
+    "dropout=none",
+    "tune.seeds=[100]",
+]
 
 
 def trial_folders(sweep_dir: Path) -> list[Path]:
@@ -65,6 +72,19 @@ def test_a_rerun_with_more_trials_replays_the_recorded_ones(tmp_path):
     assert objectives(out, "fedprox")[:2] == first
     records = [json.loads((sweep_dir / name / RECORD).read_text()) for name in sorted(after)]
     assert [r["objective"] for r in records[:2]] == first
+
+
+def test_a_trial_runs_on_every_tuning_seed_and_scores_their_mean(tmp_path):
+    seeds = [o for o in SMALL if not o.startswith("tune.seeds")] + ["tune.seeds=[100,101]"]
+    tune_methods(["fedavg"], seeds, 1, tmp_path)
+    (trial,) = trial_folders(tmp_path / "trials" / "fedavg")
+    ran = {s: json.loads((trial / f"s{s}" / "summary.json").read_text()) for s in (100, 101)}
+    assert [ran[s]["seed"] for s in (100, 101)] == [100, 101]
+    record = json.loads((trial / RECORD).read_text())
+    mean = (ran[100]["validation_objective"] + ran[101]["validation_objective"]) / 2
+    assert record["failed"] is None and record["objective"] == pytest.approx(mean)
+    assert ran[100]["validation_chance"] == pytest.approx(0.1, abs=0.02)  # digits: 10 classes
+    assert objectives(tmp_path, "fedavg") == [record["objective"]]
 
 
 @pytest.fixture

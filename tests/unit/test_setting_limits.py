@@ -17,7 +17,7 @@ CASES = [
     ([f"seed={2**70}"], "seed", 2**70, MAX_SEED),
     ([f"seed_data={2**32}"], "seed_data", 2**32, MAX_SEED),
     ([f"seed_train={2**40}"], "seed_train", 2**40, MAX_SEED),
-    ([f"tune.seed={2**32}"], "tune.seed", 2**32, MAX_SEED),
+    ([f"tune.seeds=[100,{2**32}]"], "tune.seeds", 2**32, MAX_SEED),
     ([f"tune.sampler_seed={2**64}"], "tune.sampler_seed", 2**64, MAX_SEED),
     (["dataset=digits", f"dataset.split_seed={2**32}"], "dataset.split_seed", 2**32, MAX_SEED),
     (["dataset=synthetic", f"dataset.data_seed={2**33}"], "dataset.data_seed", 2**33, MAX_SEED),

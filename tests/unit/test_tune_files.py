@@ -67,6 +67,9 @@ def test_the_experiment_file_chooses_groups_in_its_defaults_and_sets_the_rest():
             r"^method=fedprox: tune\.search\.train\.lr: log\(a, b\) needs a > 0",
         ),
         (["method.client.mu=abc"], r"^method=fedprox: method\.client\.mu must be float"),
+        (["tune.seeds=[]"], r"^method=fedprox: tune\.seeds must be a list of distinct integers"),
+        (["tune.seeds=[1,1]"], r"^method=fedprox: tune\.seeds must be a list of distinct"),
+        (["tune.divergence.drop=0"], r"^method=fedprox: tune\.divergence\.drop must be in"),
     ],
 )
 def test_bad_tuning_input_is_one_line_before_anything_runs(tmp_path, args, message):

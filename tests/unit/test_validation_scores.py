@@ -37,7 +37,8 @@ ROUNDS = [
 
 def summary_of(rounds, *overrides, tmp_path):
     cfg = compose(["dataset=digits", "validation.fraction=0.1", *overrides])
-    return run_summary(cfg, {}, rounds, {"seconds": 1.0}, {}, 1.0, tmp_path)
+    start = {"validation_chance": 0.125}  # the start event's majority-class share
+    return run_summary(cfg, start, rounds, {"seconds": 1.0}, {}, 1.0, tmp_path)
 
 
 def test_summary_names_each_score_by_its_split(tmp_path):
@@ -49,6 +50,7 @@ def test_summary_names_each_score_by_its_split(tmp_path):
         "seed_data": 3,
         "seed_train": 8,
         "validation_fraction": 0.1,
+        "validation_chance": 0.125,
         "final_validation_accuracy": 0.5,
         "validation_best_accuracy": 0.7,
         "validation_best_round": 2,

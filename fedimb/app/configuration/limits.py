@@ -20,7 +20,7 @@ SEEDS = (
     "seed",
     "seed_data",
     "seed_train",
-    "tune.seed",
+    "tune.seeds",
     "tune.sampler_seed",
     "dataset.split_seed",
     "dataset.data_seed",
@@ -80,12 +80,13 @@ def check_limits(cfg: DictConfig) -> None:
     """Every seed at most :data:`MAX_SEED`, every setting of :data:`LIMITS` at most its
     limit: the first that is not, as one line."""
     for key in SEEDS:
-        value = OmegaConf.select(cfg, key)
-        if is_int(value) and value > MAX_SEED:
-            raise ConfigError(
-                f"{key} must be at most {MAX_SEED:,} (2**32 - 1, the largest seed NumPy and "
-                f"scikit-learn take), got {value:,}"
-            )
+        node = OmegaConf.select(cfg, key)
+        for value in node if isinstance(node, ListConfig) else [node]:
+            if is_int(value) and value > MAX_SEED:
+                raise ConfigError(
+                    f"{key} must be at most {MAX_SEED:,} (2**32 - 1, the largest seed NumPy "
+                    f"and scikit-learn take), got {value:,}"
+                )
     for key, limit in LIMITS.items():
         node = OmegaConf.select(cfg, key)
         for value in node if isinstance(node, ListConfig) else [node]:

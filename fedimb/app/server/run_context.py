@@ -209,6 +209,15 @@ class ServerRun:
         return self.data.dataset.y_val is not None
 
     @property
+    def validation_chance(self) -> float | None:
+        """The validation accuracy of always predicting its most frequent class (what a
+        collapsed model scores; ``fedimb tune`` reads it), None without a validation share."""
+        labels = self.data.dataset.y_val
+        if labels is None or len(labels) == 0:
+            return None
+        return float(np.bincount(np.asarray(labels)).max() / len(labels))
+
+    @property
     def reads_test(self) -> bool:
         """Whether the server scores the global model on the test set (``evaluation.test``;
         false in tuning, where only the validation share may choose)."""

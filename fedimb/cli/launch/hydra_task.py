@@ -35,9 +35,7 @@ def experiment(cfg: DictConfig) -> float | None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     sweep_job = HydraConfig.get().mode == RunMode.MULTIRUN
     if sweep_job and tune_trial.is_tuning(HydraConfig.get()):
-        return tune_trial.run_trial(
-            cfg, run_dir, HydraConfig.get(), lambda: run_experiment(cfg, run_dir)
-        )
+        return tune_trial.run_trial(cfg, run_dir, HydraConfig.get(), run_experiment)
     try:
         path = run_experiment(cfg, run_dir)
     except (FedimbError, KeyboardInterrupt) as err:

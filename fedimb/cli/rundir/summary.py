@@ -79,6 +79,7 @@ def run_summary(
         "best_accuracy": best["test"]["accuracy"] if best else None,
         "best_round": best["round"] if best else None,
         "validation_fraction": holdout.validation_fraction(cfg),
+        "validation_chance": start.get("validation_chance"),
         **{k: v for k, v in selection.items() if k not in ("final_accuracy", "final_round")},
         "num_parameters": start.get("num_parameters"),
         "bytes_up": sum((r.get("bytes") or {}).get("up", 0) for r in trained),

@@ -1,7 +1,7 @@
 """What ``fedimb tune`` leaves besides its trials: for each method an experiment file with
 its best configuration (``OUT/conf/experiment/<method>_tuned.yaml``: the method, the
 tuning command's overrides, ``validation.fraction`` and the best parameters, without the
-tuning seed), and ``OUT/summary.json`` (per method: the best value and parameters, every
+tuning seeds), and ``OUT/summary.json`` (per method: the best value and parameters, every
 trial's objective, the experiment file and the command that runs it)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from fedimb.app.configuration.compose import GROUPS
+from fedimb.cli.tune.divergence import seeds_text
 from fedimb.cli.tune.trial import format_value
 from fedimb.core.errors import ConfigError
 
@@ -77,7 +78,8 @@ def write_experiment(plan: dict[str, Any], best: dict[str, Any], trials: list[di
     command = shlex.join(run_command(out, method))
     note = (
         f"# {method} tuned by fedimb tune: best validation objective {best['objective']:.4f} "
-        f"(trial {int(best['trial']) + 1} of {len(trials)}, seed {plan['seed']}). Run it with\n"
+        f"(trial {int(best['trial']) + 1} of {len(trials)}, {seeds_text(plan['seeds'])}). "
+        "Run it with\n"
         f"#   {command}\n"
     )
     values = {"validation.fraction": plan["validation_fraction"], **best["params"]}
@@ -90,8 +92,8 @@ def write_experiment(plan: dict[str, Any], best: dict[str, Any], trials: list[di
         "best_params": best["params"],
         "trials": len(trials),
         "values": [t["objective"] for t in trials],
-        "failed_trials": sum(bool(t.get("failed")) for t in trials),
-        "seed": plan["seed"],
+        "diverged_trials": sum(bool(t.get("failed")) for t in trials),
+        "seeds": plan["seeds"],
         "overrides": plan["overrides"],
         "experiment": str(path),
         "command": command,

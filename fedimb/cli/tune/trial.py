@@ -1,10 +1,13 @@
 """One trial of ``fedimb tune``, as Hydra's Optuna sweeper runs it: the run, its objective
 for the sweeper, its record in its run folder and its progress line.
 
-The objective is the run's ``validation_objective`` (summary.json: the mean validation
-accuracy of its last ``validation.objective_last`` tested rounds). A failed run, or one
-without a finite objective (a diverged model), scores :data:`FAILED_OBJECTIVE`, below
-every real accuracy, so that the sweep goes on and prefers any trained model.
+A trial runs once per tuning seed (``tune.seeds``; with one seed in the trial's own
+folder, with several in its subfolders ``s<seed>``). Its objective is the mean of the
+runs' ``validation_objective`` (summary.json: the mean validation accuracy of the last
+``validation.objective_last`` tested rounds). A trial where any seed's run failed or
+diverged (:mod:`fedimb.cli.tune.divergence`; the seeds after it are not run) scores
+:data:`FAILED_OBJECTIVE`, below every real accuracy, so that the sweep goes on and
+prefers a configuration that trains on every seed.
 
 A rerun of the same tuning command resumes by replay: the sampler's seed is fixed, so
 it proposes the same trials in the same order, and a trial whose overrides equal those
@@ -24,6 +27,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app.configuration.search_space import search_space
+from fedimb.cli.tune.divergence import Divergence, tuning_seeds
 from fedimb.core.errors import FedimbError
 
 #: a trial's record in its run folder: its overrides, parameters and objective
@@ -37,9 +41,12 @@ def is_tuning(hydra_cfg: Any) -> bool:
     return "optuna" in str(hydra_cfg.sweeper.get("_target_", "")).lower()
 
 
-def run_trial(cfg: DictConfig, run_dir: Path, hydra_cfg: Any, run: Callable[[], Any]) -> float:
+def run_trial(
+    cfg: DictConfig, run_dir: Path, hydra_cfg: Any, run: Callable[[DictConfig, Path], Any]
+) -> float:
     """The trial's objective: replayed from a recorded trial with the same overrides, or
-    from ``run()`` (which runs the experiment into ``run_dir``); prints its progress line."""
+    from ``run(cfg, folder)`` (which runs the experiment ``cfg`` into ``folder``) on each
+    tuning seed; prints its progress line."""
     start = time.monotonic()
     trial = int(hydra_cfg.job.num)
     overrides = sorted(str(o) for o in hydra_cfg.overrides.task)
@@ -47,12 +54,7 @@ def run_trial(cfg: DictConfig, run_dir: Path, hydra_cfg: Any, run: Callable[[], 
     replayed = record is not None
     if record is None:
         (run_dir / RECORD).unlink(missing_ok=True)
-        record = {"objective": FAILED_OBJECTIVE, "failed": None, "replayed_from": None}
-        try:
-            run()
-            record["objective"], record["failed"] = objective_of(run_dir / "summary.json")
-        except FedimbError as err:
-            record["failed"] = str(err)
+        record = {**run_seeds(cfg, run_dir, run), "replayed_from": None}
         record["seconds"] = round(time.monotonic() - start, 1)
     elif record["folder"] != run_dir.name:
         record["replayed_from"] = record["folder"]
@@ -62,6 +64,45 @@ def run_trial(cfg: DictConfig, run_dir: Path, hydra_cfg: Any, run: Callable[[], 
     line = progress_line(cfg, hydra_cfg, record, _best(run_dir.parent, trial), replayed)
     print(f"{line} {time.monotonic() - start:.0f} s", flush=True)
     return float(record["objective"])
+
+
+def run_seeds(
+    cfg: DictConfig, run_dir: Path, run: Callable[[DictConfig, Path], Any]
+) -> dict[str, Any]:
+    """The trial run on each tuning seed until one diverges: its ``objective`` (the seeds'
+    mean, or :data:`FAILED_OBJECTIVE`), ``failed`` (which seed diverged and why, or None)
+    and ``seeds`` (each seed's objective and reason)."""
+    rules = Divergence.from_config(cfg.tune)
+    seeds = tuning_seeds(cfg.tune)
+    results: list[dict[str, Any]] = []
+    for seed in seeds:
+        folder = run_dir if len(seeds) == 1 else run_dir / f"s{seed}"
+        seeded = cfg.copy()
+        seeded.seed = seed
+        objective, why = FAILED_OBJECTIVE, None
+        try:
+            run(seeded, folder)
+            objective, why = objective_of(folder / "summary.json")
+            if why is None:
+                summary = json.loads((folder / "summary.json").read_text())
+                why = rules.reason(summary, int(cfg.validation.objective_last))
+        except FedimbError as err:
+            why = str(err)
+        results.append({"seed": seed, "objective": objective, "diverged": why})
+        if why is not None:
+            break
+    diverged = next((r for r in results if r["diverged"]), None)
+    return {
+        "objective": FAILED_OBJECTIVE
+        if diverged
+        else sum(r["objective"] for r in results) / len(results),
+        "failed": None if diverged is None else _seed_reason(diverged, len(seeds)),
+        "seeds": results,
+    }
+
+
+def _seed_reason(result: dict[str, Any], seeds: int) -> str:
+    return result["diverged"] if seeds == 1 else f"seed {result['seed']}: {result['diverged']}"
 
 
 def objective_of(summary_path: Path) -> tuple[float, str | None]:
@@ -128,7 +169,7 @@ def progress_line(
     0.9123 (best 0.9301, trial 2)`` (the caller adds the seconds)."""
     params = " ".join(f"{k}={format_value(v)}" for k, v in record["params"].items())
     if record.get("failed"):
-        outcome = f"failed ({record['failed']}), scored {FAILED_OBJECTIVE:g}"
+        outcome = f"diverged ({record['failed']}), scored {FAILED_OBJECTIVE:g}"
     else:
         outcome = f"validation {record['objective']:.4f}"
     if replayed:

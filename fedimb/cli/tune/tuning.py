@@ -2,12 +2,13 @@
 
 For each method, one Hydra multirun with ``hydra/sweeper=optuna`` (TPE with a fixed seed,
 ``direction: maximize``, one trial at a time) over the shared knobs (``tune.search``) and
-the method's own (its YAML's ``search``), each trial a run on the tuning seed
-(``tune.seed``) with ``validation.fraction=<tune.validation_fraction>`` and
-``evaluation.test=false``: the objective (:mod:`fedimb.cli.tune.trial`) is a validation
-score and the test set is never read. Its trials go to ``OUT/trials/<method>/``; the best
-configuration to an experiment file (:mod:`fedimb.cli.tune.files`) that
-``fedimb --config-dir OUT/conf +experiment=<method>_tuned seed=S`` runs. A rerun of the
+the method's own (its YAML's ``search``), each trial a run on each tuning seed
+(``tune.seeds``) with ``validation.fraction=<tune.validation_fraction>`` and
+``evaluation.test=false``: the objective (:mod:`fedimb.cli.tune.trial`) is the seeds' mean
+validation score, or a failure where any seed diverged, and the test set is never read.
+Its trials go to ``OUT/trials/<method>/``; the best configuration to an experiment file
+(:mod:`fedimb.cli.tune.files`) that ``fedimb --config-dir OUT/conf +experiment=<method>_tuned
+seed=S`` runs. A rerun of the
 same command resumes: the recorded trials are replayed without training.
 """
 
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 from fedimb.app.configuration.compose import compose
 from fedimb.app.configuration.search_space import search_space
 from fedimb.cli.tune import files as tune_files
+from fedimb.cli.tune.divergence import Divergence, seeds_text, tuning_seeds
 from fedimb.cli.tune.trial import read_records
 from fedimb.core.errors import ConfigError, is_int, is_number, require
 
@@ -97,9 +99,11 @@ def plan_sweep(method: str, overrides: list[str], trials: int, out: Path) -> dic
     try:
         settings = compose([f"method={method}", *overrides]).tune
         check_tune_settings(settings)
+        seeds = tuning_seeds(settings)
+        Divergence.from_config(settings)
         base = [
             f"method={method}",
-            f"seed={int(settings.seed)}",
+            f"seed={seeds[0]}",  # each trial runs on every seed of tune.seeds
             f"validation.fraction={settings.validation_fraction}",
             *TRIAL_SETTINGS,
             *overrides,
@@ -131,7 +135,7 @@ def plan_sweep(method: str, overrides: list[str], trials: int, out: Path) -> dic
         "method": method,
         "overrides": overrides,
         "validation_fraction": float(settings.validation_fraction),
-        "seed": int(settings.seed),
+        "seeds": seeds,
         "trials": n_trials,
         "dimensions": dimensions,
         "sweep_dir": sweep_dir,
@@ -142,7 +146,7 @@ def plan_sweep(method: str, overrides: list[str], trials: int, out: Path) -> dic
 
 def check_tune_settings(settings: Any) -> None:
     """The ``tune`` section's numbers (its ``search`` is checked with every run)."""
-    for key, least in (("trials", 1), ("seed", 0), ("sampler_seed", 0), ("random_trials", 1)):
+    for key, least in (("trials", 1), ("sampler_seed", 0), ("random_trials", 1)):
         value = settings.get(key)
         require(
             is_int(value) and value >= least,
@@ -162,7 +166,8 @@ def run_plan(plan: dict[str, Any]) -> Path | None:
     log = sweep_dir / "tune.log"
     print(
         f"[tune {method}] {plan['trials']} trial{'s' if plan['trials'] != 1 else ''} of "
-        f"{', '.join(d.key for d in plan['dimensions'])} (seed {plan['seed']}); log: {log}",
+        f"{', '.join(d.key for d in plan['dimensions'])} ({seeds_text(plan['seeds'])}); "
+        f"log: {log}",
         flush=True,
     )
     error = run_hydra_sweep(plan["argv"], log)
