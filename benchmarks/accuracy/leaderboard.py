@@ -1,10 +1,13 @@
 """The leaderboard: every method tuned with the same budget on the label-skew suite, then
-compared with tuned FedAvg over five report seeds.
+compared with tuned FedAvg over ten report seeds (0-9, fixed before any result).
 
 Set-ups (20 clients, 20 rounds, 2 local epochs, ``runtime=in_process``):
 
 - ``pathological``: mnist5k, 2 classes per client, Bernoulli dropout p = 0.5;
 - ``dir01``: mnist5k, Dirichlet α = 0.1;
+- ``dir01_long``: dir01 over 60 rounds with a quarter of the clients a round (5 of 20),
+  tuned at that horizon: room for the stateful methods (SCAFFOLD's control variates,
+  FedDyn's linear term) whose claims are about many rounds under partial participation;
 - ``longtail``: mnist5k, exponential global long tail (ratio 10), split IID over clients;
 - ``synthetic``: Synthetic(1, 1), one device per client; multinomial logistic regression
   with its identity-initialised linear encoder (``model=mclr model.encoder=linear``), which
@@ -18,8 +21,9 @@ an ensemble of the clients' models on the test set, so nothing scores them on th
 validation split that tuning and selection read).
 
 For every set-up and method: ``fedimb tune`` (the same trials and rounds for every
-method, on the tuning seed ``tune.seed``, 100), then five report runs (seeds 0-4) from
-the tuned experiment file, then ``fedimb compare --against fedavg --metric
+method, each trial on the tuning seeds 100 and 101 and diverged where either diverges:
+:mod:`fedimb.cli.tune.divergence`), then ten report runs (seeds 0-9) from the tuned
+experiment file, then ``fedimb compare --against fedavg --metric
 selected_test_accuracy`` (the test accuracy at the round of best validation accuracy:
 the model chosen without the test set, not the round the run happened to stop on, which
 under dropout swings by points from round to round). Before it starts, a calibration
@@ -27,17 +31,23 @@ under dropout swings by points from round to round). Before it starts, a calibra
 the plan, printed per phase; ``--estimate-only`` prints it and stops. The calibration
 counts CPU seconds, not wall time: a run uses one core (one torch thread), so its CPU
 time is its time on an idle core whatever else the machine runs. The defaults (20
-clients, 20 rounds, 2 local epochs, 8 trials, 2 runs at a time) were chosen to fit
-within about 8 hours on 2 CPU cores: the calibration on the reference machine (x86_64, 2
-cores) gave FedAvg 2.07 CPU seconds per round on ``dir01``, 0.65x that on
-``pathological`` (dropout), 0.52x on ``longtail`` (fewer samples) and a tenth on
-Synthetic; the methods range from 0.93x (BSM-FedAvg) to 4.7x (pFedMe) FedAvg's round, and
-the whole plan to an estimated 7.45 hours.
+clients, 20 rounds, 2 local epochs, 8 trials on 2 tuning seeds, 10 report seeds, 2 runs
+at a time) were chosen to fit within about 20 hours on 2 CPU cores: the calibration on
+the reference machine (x86_64, 2 cores) gave FedAvg 2.07 CPU seconds per round on
+``dir01``, 0.65x that on ``pathological`` (dropout), 0.52x on ``longtail`` (fewer
+samples), 0.22x on ``dir01_long`` (a quarter of the clients) and a tenth on Synthetic;
+the methods range from 0.93x (BSM-FedAvg) to 4.7x (pFedMe) FedAvg's round; the plan's
+estimate is in ``docs/tables/leaderboard_cost.md``.
 
 The set-ups run the cheapest first (by the calibration), each method tuned and then run
 on the report seeds in one task, so that whole set-ups finish early; ``--table-only``
 writes the table of the set-ups finished so far (from the record, without running), and
 the full run writes it at its end, naming the set-ups not finished.
+
+Beside the table, :mod:`leaderboard_limits` writes per set-up the report runs that ended
+at chance, in this plan and in the record of the plan before it (one tuning seed, five
+report seeds), and the smallest difference the paired test detects with 80% power at
+Holm's first threshold (``docs/tables/leaderboard_chance.md``, ``leaderboard_power.md``).
 
 Rerunning the same command resumes: tuning skips completed trials (``fedimb tune``
 replays them) and report runs with a completed ``summary.json`` in their fixed folder
@@ -70,7 +80,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from benchmarks.accuracy import leaderboard_record
+from benchmarks.accuracy import leaderboard_limits, leaderboard_record
 
 #: presets and ablations that are not separate methods, and methods without a global model
 EXCLUDED = {
@@ -94,13 +104,18 @@ class Suite:
     methods: list[str]
     trials: int
     seeds: list[int]
+    tuning_seeds: list[int]  # every trial runs on each (tune.seeds)
     rounds: int
     shared: list[str]
     calibration_setup: str  # the costliest set-up: every method is timed on it
     publish: bool  # write into docs/
+    horizons: dict[str, int] = dataclasses.field(default_factory=dict)  # rounds, where not rounds
+
+    def setup_rounds(self, setup: str) -> int:
+        return self.horizons.get(setup, self.rounds)
 
     def run_overrides(self, setup: str) -> list[str]:
-        return [*self.shared, f"num_rounds={self.rounds}", *self.setups[setup]]
+        return [*self.shared, f"num_rounds={self.setup_rounds(setup)}", *self.setups[setup]]
 
 
 def suite_methods() -> list[str]:
@@ -122,6 +137,12 @@ def full_suite() -> Suite:
                 "dropout.p=0.5",
             ],
             "dir01": ["dataset=mnist5k", "partition=dirichlet", "partition.alpha=0.1"],
+            "dir01_long": [
+                "dataset=mnist5k",
+                "partition=dirichlet",
+                "partition.alpha=0.1",
+                "fraction_fit=0.25",
+            ],
             "longtail": ["dataset=mnist5k", "partition=longtail"],
             "synthetic": [
                 "dataset=synthetic",
@@ -134,11 +155,13 @@ def full_suite() -> Suite:
         },
         methods=suite_methods(),
         trials=8,
-        seeds=[0, 1, 2, 3, 4],
+        seeds=list(range(10)),  # fixed before any result: never added after looking
+        tuning_seeds=[100, 101],
         rounds=20,
         shared=["num_clients=20", "train.local_epochs=2", "runtime=in_process"],
         calibration_setup="dir01",
         publish=True,
+        horizons={"dir01_long": 60},
     )
 
 
@@ -149,6 +172,7 @@ def smoke_suite() -> Suite:
         methods=[REFERENCE, "fedprox"],
         trials=2,
         seeds=[0, 1],
+        tuning_seeds=[100],
         rounds=2,
         shared=["num_clients=3", "train.local_epochs=1", "runtime=in_process"],
         calibration_setup="digits",
@@ -263,13 +287,14 @@ def run_seconds(suite: Suite, timings: dict, setup: str, method: str, runs: int 
         timings[f"{setup}/{REFERENCE}"]["round"]
         / timings[f"{suite.calibration_setup}/{REFERENCE}"]["round"]
     )
-    return own["start"] + runs * suite.rounds * own["round"] * scale
+    return own["start"] + runs * suite.setup_rounds(setup) * own["round"] * scale
 
 
 def step_seconds(suite: Suite, timings: dict, setup: str, method: str, phase: str) -> float:
-    """Estimated CPU seconds of one step: a method's whole tuning, or one report run."""
+    """Estimated CPU seconds of one step: a method's whole tuning (every trial on every
+    tuning seed: a trial that diverges on its first seed costs less), or one report run."""
     if phase == "tuning":
-        return run_seconds(suite, timings, setup, method, suite.trials)
+        return run_seconds(suite, timings, setup, method, tuning_runs(suite))
     return run_seconds(suite, timings, setup, method)
 
 
@@ -277,7 +302,7 @@ def estimate_rows(suite: Suite, timings: dict, jobs: int) -> list[dict]:
     """The plan's cost per phase and set-up: runs, and hours with ``jobs`` runs at a time."""
     rows = []
     for phase, steps, runs_per_method in (
-        ("tuning", 1, suite.trials),
+        ("tuning", 1, tuning_runs(suite)),
         ("report runs", len(suite.seeds), len(suite.seeds)),
     ):
         for setup in suite.setups:
@@ -360,10 +385,19 @@ TUNE = (
 )
 
 
+def tuning_runs(suite: Suite) -> int:
+    """The runs of one method's tuning, at most: every trial on every tuning seed."""
+    return suite.trials * len(suite.tuning_seeds)
+
+
 def pair_plan(suite: Suite, setup: str) -> dict:
     """What a set-up's tuning and report runs were run under: a tuning or a report run of
     another plan (the set-up or the budget changed since) is not reused."""
-    return {"trials": suite.trials, "overrides": setup_settings(suite, setup)}
+    return {
+        "trials": suite.trials,
+        "tuning_seeds": suite.tuning_seeds,
+        "overrides": setup_settings(suite, setup),
+    }
 
 
 def tune(suite: Suite, out: Path, setup: str, method: str) -> Path:
@@ -379,7 +413,8 @@ def tune(suite: Suite, out: Path, setup: str, method: str) -> Path:
             return experiment
     folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-c", TUNE, method, str(folder), str(suite.trials)]
-    result = subprocess.run([*command, *plan["overrides"]], cwd=common.REPO)
+    seeds = f"tune.seeds=[{','.join(map(str, suite.tuning_seeds))}]"
+    result = subprocess.run([*command, *plan["overrides"], seeds], cwd=common.REPO)
     if result.returncode != 0 or not (folder / "experiment.txt").is_file():
         raise SystemExit(f"tuning {method} on {setup} failed (exit {result.returncode})")
     experiment = Path((folder / "experiment.txt").read_text().strip())
@@ -529,12 +564,62 @@ def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
     ]
     table = common.publish_table(out / "leaderboard.md", lines)
     rows = leaderboard_rows(comparisons)
+    chance, power = limits_tables(suite, comparisons)
+    common.publish_table(out / "leaderboard_chance.md", chance)
+    common.publish_table(out / "leaderboard_power.md", power)
     if suite.publish:
         common.publish_in_docs("leaderboard", lines)
         common.publish_data("leaderboard", rows)
+        common.publish_in_docs("leaderboard_chance", chance)
+        common.publish_in_docs("leaderboard_power", power)
     else:
         write_csv(out / "leaderboard.csv", rows)
     return table
+
+
+def limits_tables(suite: Suite, comparisons: dict[str, list]) -> tuple[list[str], list[str]]:
+    """The runs at chance per set-up, before (the previous plan's record) and after (the
+    finished set-ups of ``comparisons``), and the smallest difference each finished
+    set-up's paired test detects (:mod:`leaderboard_limits`)."""
+    chance_rows, power = [], {}
+    for setup in suite.setups:
+        found = comparisons.get(setup)
+        overrides = tuple(setup_settings(suite, setup))
+
+        def chance(seed: int, overrides: tuple[str, ...] = overrides) -> float:
+            return leaderboard_limits.test_chance((*overrides, f"seed={seed}"))
+
+        before = leaderboard_limits.recorded_summaries(leaderboard_limits.BEFORE, setup)
+        after = [s for c in found or [] for s in leaderboard_limits.comparison_summaries(c)]
+        chance_rows.append(
+            {
+                "setup": setup,
+                "chance": chance(0),
+                "before": leaderboard_limits.runs_at_chance(before, chance) if before else None,
+                "before_runs": len(before),
+                "after": leaderboard_limits.runs_at_chance(after, chance) if found else None,
+                "after_runs": len(after),
+            }
+        )
+        for comparison in found or []:
+            power[setup_label(setup, comparison, len(found))] = leaderboard_limits.detectable(
+                comparison
+            )
+    chance_caption = (
+        "A run is at chance where its final test accuracy is within "
+        f"{leaderboard_limits.CHANCE_MARGIN} of the test set's majority-class share. Before: "
+        "the previous plan (tuning on one seed, five report seeds)."
+    )
+    power_caption = (
+        f"The smallest true difference a two-sided paired t-test finds with "
+        f"{int(100 * leaderboard_limits.POWER)}% power at Holm's first threshold (0.05 over "
+        "the tests), for the median over methods of the standard deviation of a paired "
+        "difference with FedAvg."
+    )
+    return (
+        [*leaderboard_limits.chance_lines(chance_rows), "", chance_caption],
+        [*leaderboard_limits.detectable_lines(power), "", power_caption],
+    )
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -652,6 +737,9 @@ def main(argv: list[str] | None = None) -> None:
             common.publish_in_docs("leaderboard_cost", [*cost, "", caption], data=cost_rows)
             if not (common.DOCS_TABLES / "leaderboard.md").exists():
                 common.publish_in_docs("leaderboard", pending_lines(suite))
+            finished = finished_setups(suite, out)
+            chance, _ = limits_tables(suite, compare(suite, out, finished) if finished else {})
+            common.publish_in_docs("leaderboard_chance", chance)
         return
     failed = run_suite(suite, out, timings, args.jobs, record)
     if finished_setups(suite, out):
@@ -678,12 +766,15 @@ def pending_lines(suite: Suite) -> list[str]:
 
 
 def cost_caption(suite: Suite, jobs: int) -> str:
+    horizons = ", ".join(f"{n} on {s}" for s, n in suite.horizons.items()) or "every set-up"
     return (
         f"Estimated from a calibration on {common.machine()} (the CPU seconds of two rounds "
         f"of every method on {suite.calibration_setup}, of FedAvg on the others), {jobs} runs "
         "at a time on idle cores: "
         f"{len(suite.methods)} methods × {len(suite.setups)} set-ups × ({suite.trials} trials "
-        f"+ {len(suite.seeds)} seeds) × {suite.rounds} rounds. Command: "
+        f"× {len(suite.tuning_seeds)} tuning seeds + {len(suite.seeds)} seeds) × "
+        f"{suite.rounds} rounds ({horizons}); the tuning at most (a trial that diverges on "
+        "its first seed does not run the second). Command: "
         "`python benchmarks/accuracy/leaderboard.py --estimate-only`."
     )
 

@@ -29,6 +29,7 @@ def test_the_estimate_multiplies_the_calibration_out_over_the_plan():
         calibration_setup="a",
         trials=3,
         seeds=[0, 1],
+        tuning_seeds=[100, 101],
         rounds=1000,
     )
     timings = {
@@ -38,25 +39,35 @@ def test_the_estimate_multiplies_the_calibration_out_over_the_plan():
     }
     # set-up b runs at half a's rounds: fedprox there is 6 + 1000 * 4 * 0.5 = 2006 s a run
     assert leaderboard.run_seconds(suite, timings, "b", "fedprox") == 2006.0
-    # a tuning starts once: 6 + 3 trials * 1000 rounds * 2 s
-    assert leaderboard.step_seconds(suite, timings, "a", "fedavg", "tuning") == 6006.0
+    # a tuning starts once: 6 + 3 trials * 2 tuning seeds * 1000 rounds * 2 s
+    assert leaderboard.step_seconds(suite, timings, "a", "fedavg", "tuning") == 12006.0
     rows = leaderboard.estimate_rows(suite, timings, jobs=2)
     # the figure's data: the hours unrounded
-    assert rows[0] == {"phase": "tuning", "setup": "a", "runs": 6, "hours": 9006 / 3600, "jobs": 2}
+    assert rows[0] == {
+        "phase": "tuning",
+        "setup": "a",
+        "runs": 12,
+        "hours": 18006 / 3600,
+        "jobs": 2,
+    }
     lines = leaderboard.estimate_lines(rows)
-    # tuning a: (6006 + 12006) / 2 jobs = 9006 s; b: (3006 + 6006) / 2 = 4506 s; report
+    # tuning a: (12006 + 24006) / 2 jobs = 18006 s; b: (6006 + 12006) / 2 = 9006 s; report
     # runs a: 2 seeds * (2006 + 4006) / 2 = 6012 s; b: 2 * (1006 + 2006) / 2 = 3012 s
     assert lines == [
         "| phase | set-up | runs | hours (2 at a time) |",
         "|---|---|---|---|",
-        "| tuning | a | 6 | 2.50 |",
-        "| tuning | b | 6 | 1.25 |",
+        "| tuning | a | 12 | 5.00 |",
+        "| tuning | b | 12 | 2.50 |",
         "| report runs | a | 4 | 1.67 |",
         "| report runs | b | 4 | 0.84 |",
-        "| **total** | | | **6.26** |",
+        "| **total** | | | **10.01** |",
     ]
     # b's runs cost half of a's: b runs first
     assert leaderboard.cheapest_first(suite, timings) == ["b", "a"]
+    # a longer horizon for b: its rounds, and so its runs, three times as many
+    longer = dataclasses.replace(suite, horizons={"b": 3000})
+    assert leaderboard.run_seconds(longer, timings, "b", "fedprox") == 6 + 3000 * 4 * 0.5
+    assert "num_rounds=3000" in leaderboard.setup_settings(longer, "b")
 
 
 def test_every_cell_of_the_full_suite_composes():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from fedimb.cli.results.run_records import RunRecord
 
@@ -98,6 +98,34 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * pvalues[i]))
         adjusted[i] = running
     return adjusted
+
+
+def detectable_difference(
+    pairs: int, comparisons: int, sd: float, power: float = 0.8, level: float = 1 - CONFIDENCE
+) -> float | None:
+    """The smallest true mean difference that a two-sided paired t-test over ``pairs``
+    seeds finds with probability ``power`` at Holm's strictest threshold, ``level /
+    comparisons`` (the first of ``comparisons`` tests has to pass it), where the paired
+    differences have standard deviation ``sd``: λ · sd / √n with λ the noncentrality at
+    which the noncentral t (n − 1 degrees of freedom) falls beyond ±t_crit with
+    probability ``power``. None below two pairs; 0 where ``sd`` is 0."""
+    if pairs < 2:
+        return None
+    if sd == 0:
+        return 0.0
+    df = pairs - 1
+    critical = stats.t.ppf(1 - level / comparisons / 2, df)
+
+    def shortfall(noncentrality: float) -> float:
+        wrong_side = stats.nct.cdf(-critical, df, noncentrality)  # NaN where it underflows
+        found = stats.nct.sf(critical, df, noncentrality) + np.nan_to_num(wrong_side)
+        return float(found - power)
+
+    high = critical + 10.0
+    while shortfall(high) < 0:
+        high *= 2
+    noncentrality = optimize.brentq(shortfall, 0.0, high, xtol=1e-10)
+    return float(noncentrality * sd / np.sqrt(pairs))
 
 
 @dataclass(frozen=True)

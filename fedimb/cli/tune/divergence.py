@@ -27,7 +27,8 @@ class Divergence:
     @classmethod
     def from_config(cls, tune: Any) -> Divergence:
         section = tune.get("divergence") or {}
-        margin, drop = section.get("chance_margin"), section.get("drop")
+        margin: Any = section.get("chance_margin")
+        drop: Any = section.get("drop")
         require(
             is_number(margin) and 0 <= margin < 1,
             f"tune.divergence.chance_margin must be in [0, 1), got {margin!r}",
