@@ -215,8 +215,12 @@ def qffl_update(
 
 
 def project_simplex(v: Sequence[float]) -> np.ndarray:
-    """Euclidean projection onto the probability simplex (Duchi et al., 2008)."""
+    """Euclidean projection onto the probability simplex (Duchi et al., 2008). The
+    projection is unchanged by a shift of every entry, so the largest is moved to 0
+    first: the running sums of huge entries (a diverged model's losses) then cannot
+    overflow, and the first sorted entry always meets the condition."""
     x = np.asarray(v, dtype=np.float64)
+    x = x - x.max()
     u = np.sort(x)[::-1]
     css = np.cumsum(u)
     rho = np.nonzero(u * np.arange(1, len(x) + 1) > (css - 1))[0][-1]

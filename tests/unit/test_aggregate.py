@@ -179,6 +179,12 @@ def test_qffl_hand_value_q1():
     np.testing.assert_allclose(out[0], [0.0 - 14 / 28])
 
 
+def test_project_simplex_of_entries_whose_sum_overflows():
+    # a diverged model's losses: the running sum of the sorted entries would be infinite
+    np.testing.assert_allclose(project_simplex([1e308, 1e308, 0.0]), [0.5, 0.5, 0.0])
+    np.testing.assert_allclose(project_simplex([1e308, 3.0, -1e300]), [1.0, 0.0, 0.0])
+
+
 def test_project_simplex():
     np.testing.assert_allclose(project_simplex([0.2, 0.3, 0.5]), [0.2, 0.3, 0.5])
     np.testing.assert_allclose(project_simplex([1.0, 1.0]), [0.5, 0.5])
