@@ -87,8 +87,7 @@ def draw(devices: int) -> tuple[float, int]:
     run's own draw comes from (or goes to) the data cache."""
     from fedimb.app.configuration import compose as config
     from fedimb.app.configuration.build import experiment_data
-    from fedimb.core.data.datasets import synthetic_spec
-    from fedimb.core.data.synthetic import write_devices
+    from fedimb.core.data.synthetic import synthetic_spec, write_devices
 
     cfg = config.compose(overrides("in_process", "fedavg", devices, 1))
     with tempfile.TemporaryDirectory() as folder:

@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from fedimb.app.runtimes.in_process import InProcessFederation
-from fedimb.core.data.datasets import synthetic_spec
-from fedimb.core.data.synthetic import device_sizes, train_count
+from fedimb.core.data.synthetic import device_sizes, synthetic_spec, train_count
 
 NUM_DEVICES = 6
 # seed 3 draws devices of 51 to 1,244 samples: 5 to 124 test samples each

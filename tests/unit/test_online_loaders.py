@@ -13,7 +13,7 @@ import pytest
 from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.data.datasets import DATASETS
 from fedimb.core.data.ecg import BEAT_CLASSES, RECORDS
-from fedimb.core.data.femnist import writer_test_split
+from fedimb.core.data.leaf import leaf_test_split
 from fedimb.core.data.partitioners import natural
 from fedimb.core.errors import ConfigError, DataUnavailableError
 from tests.fixtures_online import BEATS, WRITERS, emnist_files, hub_mirror, mitbih_records
@@ -86,7 +86,7 @@ def test_femnist_clients_are_writers(tmp_path):
     }
     raw = DATASETS["femnist"].load_raw(spec)
     writer_number = np.searchsorted(np.asarray(sorted(WRITERS)), expected["writer"])
-    test = writer_test_split(writer_number, 0.1, 0)
+    test = leaf_test_split(writer_number, 0.1, 0)
     np.testing.assert_array_equal(raw["x_train"], expected["x"][~test])
     np.testing.assert_array_equal(raw["y_test"], expected["y"][test])
     np.testing.assert_array_equal(raw["groups_train"], writer_number[~test])
@@ -127,14 +127,14 @@ def test_femnist_natural_partition_gives_one_client_per_writer(tmp_path):
     assert fed.round(1)["clients"]["succeeded"] == len(WRITERS)
 
 
-def test_writer_test_split_follows_leaf():
+def test_leaf_test_split_per_writer():
     """Per writer n samples: max(1, floor(0.9 n)) kept for training, the rest tested;
     the choice is seeded."""
     writers = np.repeat([0, 1, 2, 3], [1, 2, 10, 25])
-    test = writer_test_split(writers, 0.1, 7)
+    test = leaf_test_split(writers, 0.1, 7)
     assert [int(test[writers == w].sum()) for w in range(4)] == [0, 1, 1, 3]
-    np.testing.assert_array_equal(test, writer_test_split(writers, 0.1, 7))
-    assert not np.array_equal(test, writer_test_split(writers, 0.1, 8))
+    np.testing.assert_array_equal(test, leaf_test_split(writers, 0.1, 7))
+    assert not np.array_equal(test, leaf_test_split(writers, 0.1, 8))
 
 
 def test_emnist_reads_torchvisions_files_offline(tmp_path):

@@ -10,7 +10,6 @@ import torch
 from fedimb.app.configuration.build import experiment_data, new_model
 from fedimb.app.configuration.compose import compose
 from fedimb.core.data import load_dataset
-from fedimb.core.data.datasets import _raw_synthetic as raw_synthetic
 from fedimb.core.data.datasets import dataset_info
 from fedimb.core.data.groups import rows_by_group
 from fedimb.core.data.synthetic import (
@@ -21,6 +20,7 @@ from fedimb.core.data.synthetic import (
     device_sizes,
     feature_scales,
 )
+from fedimb.core.data.synthetic import load_synthetic as raw_synthetic
 from fedimb.core.models import num_parameters
 
 TINY = SyntheticSpec(

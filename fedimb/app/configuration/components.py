@@ -7,7 +7,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from fedimb.core.errors import ConfigError
+from fedimb.core.errors import ConfigError, require
 
 
 def build_strategy(node: DictConfig, run: Any) -> Any:
@@ -40,3 +40,14 @@ def import_class(target: str) -> type:
     if not isinstance(cls, type):
         raise ConfigError(f"cannot import '{target}': not a class")
     return cls
+
+
+def method_classes(cfg: DictConfig) -> tuple[type, type]:
+    """The method's (client class, strategy class), which declare its rules."""
+    for key in ("strategy", "client"):
+        require(
+            key in cfg.method and "_target_" in cfg.method[key],
+            f"method '{cfg.method.get('name')}' must name method.{key}._target_",
+        )
+    client_cls = import_class(str(cfg.method.client._target_))
+    return client_cls, import_class(str(cfg.method.strategy._target_))

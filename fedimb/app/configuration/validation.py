@@ -12,7 +12,8 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app.configuration.components import import_class
+from fedimb.app.configuration.components import import_class, method_classes
+from fedimb.app.configuration.data_rules import check_data_and_model
 from fedimb.app.configuration.holdout_rules import check_seeds_and_holdout
 from fedimb.app.configuration.keys import DEFAULT_STRATEGY, group_choices, hydra_config
 from fedimb.app.configuration.limits import check_limits
@@ -77,17 +78,6 @@ def check_run_settings(cfg: DictConfig) -> None:
     )
 
 
-def method_classes(cfg: DictConfig) -> tuple[type, type]:
-    """The method's (client class, strategy class), which declare its rules."""
-    for key in ("strategy", "client"):
-        require(
-            key in cfg.method and "_target_" in cfg.method[key],
-            f"method '{cfg.method.get('name')}' must name method.{key}._target_",
-        )
-    client_cls = import_class(str(cfg.method.client._target_))
-    return client_cls, import_class(str(cfg.method.strategy._target_))
-
-
 def check_method(cfg: DictConfig) -> None:
     """The method's own rules: each half's ``check_settings`` (its ``Settings``),
     the strategy's ``check_configuration`` where its rules read other sections, its
@@ -133,38 +123,6 @@ def methods_with_personal_evaluation() -> list[str]:
         ):
             found.append(name)
     return found
-
-
-def check_data_and_model(cfg: DictConfig) -> None:
-    """The data set (its name and its own rules) and the model for it."""
-    from fedimb.core.data.datasets import dataset_info
-    from fedimb.core.models import MODELS
-
-    info = dataset_info(cfg.dataset)
-    info.check_settings(cfg.dataset)
-    require(
-        cfg.model.name in MODELS,
-        f"unknown model '{cfg.model.name}' (choose from: {', '.join(sorted(MODELS))})",
-    )
-    client_cls, _ = method_classes(cfg)
-    if getattr(client_cls, "trains_encoder_alone", False):
-        _check_encoder_has_parameters(cfg, info)
-
-
-def _check_encoder_has_parameters(cfg: DictConfig, info) -> None:
-    """A method that trains the encoder apart from the head needs an encoder with
-    parameters (``model=mclr`` has none unless ``model.encoder=linear``)."""
-    from fedimb.core.models import build_model
-
-    settings = cast(dict[str, Any], OmegaConf.to_container(cfg.model, resolve=True))
-    model = build_model(settings, info.input_shape, info.num_classes)
-    require(
-        any(True for _ in model.encoder.parameters()),
-        f"method '{cfg.method.name}' trains the model's encoder apart from its head, but "
-        f"model={cfg.model.name}'s encoder has no parameters (it passes the inputs through): "
-        f"set model=mclr model.encoder=linear (an identity-initialised linear encoder) or "
-        f"choose another model",
-    )
 
 
 def check_training(cfg: DictConfig) -> None:

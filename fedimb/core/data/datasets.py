@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from fedimb.core.data.cache import disk_cached, disk_stored
+from fedimb.core.data import synthetic
+from fedimb.core.data.cache import disk_cached
 from fedimb.core.data.femnist import load_femnist
 from fedimb.core.data.online import download_emnist, download_hf, download_mitbih, online_source
-from fedimb.core.errors import ConfigError, at_least, check_rules, is_number, one_of, require
+from fedimb.core.errors import ConfigError, at_least, check_rules, is_number, require
 from fedimb.core.process_cache import ProcessCache, cache_key
-from fedimb.core.settings import read_declared
 
 
 @dataclass(frozen=True)
@@ -158,39 +158,6 @@ def _raw_digits(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     )
 
 
-def _raw_synthetic(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Synthetic(alpha, beta) (:mod:`fedimb.core.data.synthetic`), generated once per
-    machine and memory-mapped: a process reads only the devices it trains or tests."""
-    from fedimb.core.data.synthetic import ARRAYS, write_devices
-
-    draw = synthetic_spec(spec)
-    key = "synthetic-v2-" + "-".join(f"{v!r}" for v in dataclasses.astuple(draw))
-    return disk_stored(key, lambda folder: write_devices(draw, folder), ARRAYS)
-
-
-def synthetic_spec(spec: Mapping[str, Any]):
-    """The :class:`~fedimb.core.data.synthetic.SyntheticSpec` of a ``dataset`` config node."""
-    from fedimb.core.data.synthetic import SyntheticSpec
-
-    return read_declared(SyntheticSpec, spec)
-
-
-#: Synthetic(alpha, beta)'s settings: what a draw needs to be defined
-SYNTHETIC_RULES = {
-    "alpha": at_least(0),
-    "beta": at_least(0),
-    "iid": one_of(True, False),
-    "dimension": at_least(1, integer=True),
-    "num_classes": at_least(2, integer=True),
-    "num_devices": at_least(1, integer=True),
-    "data_seed": at_least(0, integer=True),
-}
-
-
-def _synthetic_shape(spec: Mapping[str, Any]) -> tuple[int, tuple[int, ...]]:
-    return int(spec["num_classes"]), (int(spec["dimension"]),)
-
-
 DATASETS: dict[str, DatasetInfo] = {
     "mnist5k": DatasetInfo(10, (1, 28, 28), False, _raw_mnist5k, setting_rules=SPLIT_RULES),
     "digits": DatasetInfo(10, (1, 8, 8), False, _raw_digits, setting_rules=SPLIT_RULES),
@@ -205,11 +172,11 @@ DATASETS: dict[str, DatasetInfo] = {
         10,
         (60,),
         False,
-        _raw_synthetic,
+        synthetic.load_synthetic,
         images=False,
         client_tests=True,
-        configured=_synthetic_shape,
-        setting_rules=SYNTHETIC_RULES,
+        configured=synthetic.configured_shape,
+        setting_rules=synthetic.SETTING_RULES,
     ),
 }
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from fedimb.core.data.cache import disk_cached
+from fedimb.core.data.leaf import leaf_test_split
 from fedimb.core.data.online import hf_arrays, hf_source, hf_splits, local_copy
 
 NAME = "femnist"
@@ -33,20 +34,6 @@ def _download(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return {"x": x, "y": y, "writers": writers.astype(np.int64)}
 
 
-def writer_test_split(writers: np.ndarray, test_fraction: float, seed: int) -> np.ndarray:
-    """A boolean mask of the test samples: per writer, the samples beyond its first
-    ``max(1, floor((1 - test_fraction) * n))`` in a seeded random order (LEAF's split)."""
-    rng = np.random.default_rng([int(seed), 0xFE])
-    order = np.argsort(writers, kind="stable")
-    _, starts, counts = np.unique(writers[order], return_index=True, return_counts=True)
-    test = np.zeros(len(writers), dtype=bool)
-    for start, n in zip(starts, counts):
-        rows = rng.permutation(order[start : start + n])
-        kept = max(1, int(np.floor((1.0 - test_fraction) * n + 1e-9)))
-        test[rows[kept:]] = True
-    return test
-
-
 def load_femnist(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """A local ``femnist.npz`` (as for the other online data sets), else the Hub's (or a
     local mirror's) samples split per writer into training and test samples."""
@@ -54,9 +41,7 @@ def load_femnist(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     if local is not None:
         return local
     whole = disk_cached("femnist-v1", lambda: _download(spec))
-    test = writer_test_split(
-        whole["writers"], float(spec["test_fraction"]), int(spec["split_seed"])
-    )
+    test = leaf_test_split(whole["writers"], float(spec["test_fraction"]), int(spec["split_seed"]))
     return {
         "x_train": whole["x"][~test],
         "y_train": whole["y"][~test],

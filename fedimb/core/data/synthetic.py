@@ -18,11 +18,18 @@ and test set.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.lib.format import open_memmap
+
+from fedimb.core.data.cache import disk_stored
+from fedimb.core.errors import at_least, one_of
+from fedimb.core.settings import read_declared
 
 TEST_SHARE = 0.1  # each device keeps 10% of its samples as its own test set
 _STREAM = 0x5917  # tells this generator's random streams from the other users of a seed
@@ -133,3 +140,33 @@ def write_devices(spec: SyntheticSpec, folder: Path) -> None:
             arrays[f"y_{part}"][rows] = y
     for array in arrays.values():
         array.flush()
+
+
+def synthetic_spec(spec: Mapping[str, Any]) -> SyntheticSpec:
+    """The :class:`SyntheticSpec` of a ``dataset`` config node."""
+    return read_declared(SyntheticSpec, spec)
+
+
+def load_synthetic(spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Synthetic(alpha, beta), generated once per machine and memory-mapped: a process
+    reads only the devices it trains or tests."""
+    draw = synthetic_spec(spec)
+    key = "synthetic-v2-" + "-".join(f"{v!r}" for v in dataclasses.astuple(draw))
+    return disk_stored(key, lambda folder: write_devices(draw, folder), ARRAYS)
+
+
+def configured_shape(spec: Mapping[str, Any]) -> tuple[int, tuple[int, ...]]:
+    """(number of classes, input shape) that a ``dataset`` config node chooses."""
+    return int(spec["num_classes"]), (int(spec["dimension"]),)
+
+
+#: Synthetic(alpha, beta)'s settings: what a draw needs to be defined
+SETTING_RULES = {
+    "alpha": at_least(0),
+    "beta": at_least(0),
+    "iid": one_of(True, False),
+    "dimension": at_least(1, integer=True),
+    "num_classes": at_least(2, integer=True),
+    "num_devices": at_least(1, integer=True),
+    "data_seed": at_least(0, integer=True),
+}
