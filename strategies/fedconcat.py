@@ -63,6 +63,17 @@ class FedConcatStrategy(BaseStrategy):
     )
     robust_aggregation = "none"  # per-cluster models, then a classifier: not one global average
 
+    @staticmethod
+    def refuses_tokens(settings) -> str | None:
+        """FedConcat-ID's eq. 3 feeds the models standard-normal inputs, which have no
+        counterpart among character numbers (a text data set's inputs)."""
+        if not settings["inferred"]:
+            return None
+        return (
+            "FedConcat-ID infers label distributions from random standard-normal inputs "
+            "(eq. 3); use method=fedconcat"
+        )
+
     checkpoint_attributes = (
         "clusters",
         "cluster_weights",

@@ -17,7 +17,7 @@ CASES = [
     (["dataset=digit"], "unknown dataset 'digit'; did you mean digits", ""),
     (["partition=nosuch"], "unknown partition 'nosuch'", "fedimb list partitions"),
     (["runtime=in_proces"], "unknown runtime 'in_proces'; did you mean in_process?", "simulation"),
-    (["model=nosuch"], "unknown model 'nosuch'", "cnn28"),
+    (["model=nosuch"], "unknown model 'nosuch'", "fedimb list models"),
     (["partition=dirichlet", "partition.alpha=0"], "partition.alpha must be > 0", ""),
     (["partition.classes_per_client=11"], "classes_per_client must be in [1, 10]", ""),
     (["dropout.p=1.5"], "dropout.p must lie in [0, 1]", ""),

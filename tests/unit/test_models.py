@@ -10,6 +10,7 @@ from torch import nn
 from fedimb.core.errors import ConfigError
 from fedimb.core.models import (
     MODELS,
+    TOKEN_MODELS,
     build_model,
     get_weights,
     num_parameters,
@@ -24,6 +25,7 @@ SHAPES = {
     "resnet": (3, 32, 32),
     "ecg_cnn1d": (1, 187),
     "mclr": (60,),
+    "char_lstm": (80,),
 }
 BATCH = 3
 NUM_CLASSES = 7
@@ -38,7 +40,11 @@ def test_encoder_head_contract(name):
     shape = SHAPES[name]
     model = build_model({"name": name}, shape, NUM_CLASSES, seed=0)
     model.eval()
-    x = torch.randn(BATCH, *shape, generator=torch.Generator().manual_seed(1))
+    generator = torch.Generator().manual_seed(1)
+    if name in TOKEN_MODELS:  # character numbers below the vocabulary (the classes)
+        x = torch.randint(0, NUM_CLASSES, (BATCH, *shape), generator=generator)
+    else:
+        x = torch.randn(BATCH, *shape, generator=generator)
     with torch.no_grad():
         logits = model(x)
         feats = model.encoder(x)
@@ -62,6 +68,7 @@ def test_feature_dims():
         "resnet": 64,
         "ecg_cnn1d": 64,
         "mclr": 60,
+        "char_lstm": 128,
     }
 
 

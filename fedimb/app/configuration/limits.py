@@ -47,6 +47,8 @@ LIMITS: dict[str, int] = {
     "dataset.num_classes": CLASSES,
     "model.hidden": WIDTH,
     "model.depth": 1_000,
+    "model.embedding": WIDTH,
+    "model.layers": 1_000,
     "aggregation.iterations": STEPS,
     "tune.trials": TRIALS,
     "tune.random_trials": TRIALS,

@@ -128,7 +128,7 @@ def _load_device_client_data(
     cfg: DictConfig, pid: int, data_path: str, device: torch.device
 ) -> ClientData:
     info = dataset_info(cfg.dataset)
-    x_np, y_np = load_device_data(data_path, info.input_shape, info.num_classes)
+    x_np, y_np = load_device_data(data_path, info.input_shape, info.num_classes, info.tokens)
     x_test: torch.Tensor | None
     y_test: torch.Tensor | None
     try:

@@ -2,10 +2,10 @@
 (:mod:`.online`) sources, each with the rules of its ``dataset`` settings.
 
 Every data set is returned as an :class:`ArrayDataset`: normalised float32 inputs in
-channels-first layout and int64 labels, with a class-balanced test split where the
-source allows it. Loading is cached per process (and raw arrays on disk under
-``$FEDIMB_CACHE``, default ``~/.cache/fedimb``) because deployment starts a fresh
-ClientApp process for every message.
+channels-first layout (a text data set's: uint8 token numbers) and int64 labels, with a
+class-balanced test split where the source allows it. Loading is cached per process (and
+raw arrays on disk under ``$FEDIMB_CACHE``, default ``~/.cache/fedimb``) because
+deployment starts a fresh ClientApp process for every message.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ class DatasetInfo:
         True  # pixel values 0..255, standardised per channel; False: features used as drawn
     )
     client_tests: bool = False  # every natural client has its own test set (groups_test)
+    tokens: bool = False  # inputs are token numbers (uint8, below num_classes), used as stored
+    #: the partitioners that fit its natural clients, where others do not (None: every one)
+    partitions: tuple[str, ...] | None = None
     # (num_classes, input_shape) that the data set's settings choose, where they do (Synthetic)
     configured: Callable[[Mapping[str, Any]], tuple[int, tuple[int, ...]]] | None = None
     # rules of its ``dataset`` settings, by key (:mod:`fedimb.core.errors`)
@@ -219,13 +222,14 @@ def _groups(raw: Mapping[str, np.ndarray], key: str) -> np.ndarray | None:
 
 def _as_drawn(name: str, raw: Mapping[str, np.ndarray], info: DatasetInfo) -> ArrayDataset:
     """A generated data set's features as drawn (float32): the model sees the
-    distribution the paper defines, not a standardised one."""
+    distribution the paper defines, not a standardised one; token numbers as stored."""
+    dtype = np.uint8 if info.tokens else np.float32
     return ArrayDataset(
         name=name,
         num_classes=info.num_classes,
-        x_train=np.ascontiguousarray(raw["x_train"], dtype=np.float32),
+        x_train=np.ascontiguousarray(raw["x_train"], dtype=dtype),
         y_train=np.asarray(raw["y_train"], dtype=np.int64),
-        x_test=np.ascontiguousarray(raw["x_test"], dtype=np.float32),
+        x_test=np.ascontiguousarray(raw["x_test"], dtype=dtype),
         y_test=np.asarray(raw["y_test"], dtype=np.int64),
         groups_train=_groups(raw, "groups_train"),
         groups_test=_groups(raw, "groups_test"),

@@ -10,7 +10,9 @@ Two layouts are read:
 
 Integer inputs are taken as 0–255 pixel values and scaled to [0, 1]; the device then
 standardises each channel with its own statistics (the server never sees the data, so
-the common convention of per-source standardisation is used). Labels must lie in
+the common convention of per-source standardisation is used). A text data set's inputs
+(``tokens``: Shakespeare's character numbers) come as an ``.npz`` of integers below
+``num_classes`` and are used as they are. Labels must lie in
 ``[0, num_classes)``. Every problem is a one-line :class:`DataUnavailableError` or
 :class:`ConfigError` naming the path.
 """
@@ -27,14 +29,17 @@ IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pgm", ".ppm", ".tif
 
 
 def load_device_data(
-    path: str | Path, input_shape: tuple[int, ...], num_classes: int
+    path: str | Path, input_shape: tuple[int, ...], num_classes: int, tokens: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y) of the data at ``path``: float32 inputs of ``input_shape`` and int64 labels."""
+    """(x, y) of the data at ``path``: float32 inputs of ``input_shape`` (uint8 token
+    numbers for ``tokens``) and int64 labels."""
     path = Path(path).expanduser()
     if not path.exists():
         raise DataUnavailableError(
             f"device data {path} does not exist (check --node-config data-path)"
         )
+    if path.is_dir() and tokens:
+        raise ConfigError(f"device data {path}: a text data set's data is an .npz file of x, y")
     if path.is_dir():
         x, y = _read_class_folders(path, input_shape)
     elif path.suffix == ".npz":
@@ -50,7 +55,15 @@ def load_device_data(
             f"device data {path} has labels in [{y.min()}, {y.max()}], "
             f"the run needs [0, {num_classes})"
         )
-    return _standardise(x), y
+    return (_token_numbers(x, path, num_classes) if tokens else _standardise(x)), y
+
+
+def _token_numbers(x: np.ndarray, path: Path, vocabulary: int) -> np.ndarray:
+    if not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= vocabulary:
+        raise ConfigError(
+            f"device data {path}: x must hold integer token numbers in [0, {vocabulary})"
+        )
+    return np.ascontiguousarray(x, dtype=np.uint8)
 
 
 def _read_npz(path: Path, input_shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -72,7 +85,6 @@ def _read_npz(path: Path, input_shape: tuple[int, ...]) -> tuple[np.ndarray, np.
         )
     if not np.issubdtype(y.dtype, np.integer):
         raise ConfigError(f"device data {path} needs integer labels, y has dtype {y.dtype}")
-    x = x.astype(np.float32) / 255.0 if np.issubdtype(x.dtype, np.integer) else x.astype(np.float32)
     return x, y.astype(np.int64)
 
 
@@ -109,6 +121,8 @@ def _read_class_folders(path: Path, input_shape: tuple[int, ...]) -> tuple[np.nd
 
 
 def _standardise(x: np.ndarray) -> np.ndarray:
+    """Integer inputs scaled from 0–255 to [0, 1], then each channel standardised."""
+    x = x.astype(np.float32) / 255.0 if np.issubdtype(x.dtype, np.integer) else x.astype(np.float32)
     axes = (0,) + tuple(range(2, x.ndim))
     mean = x.mean(axis=axes, keepdims=True)
     std = x.std(axis=axes, keepdims=True) + 1e-8

@@ -17,7 +17,16 @@ from fedimb.core.models.base import (
     trainable_indices,
 )
 from fedimb.core.models.options import apply_model_options, check_model_options
-from fedimb.core.models.zoo import astraea_cnn, cnn28, cnn32, ecg_cnn1d, mclr, mlp, resnet
+from fedimb.core.models.zoo import (
+    astraea_cnn,
+    char_lstm,
+    cnn28,
+    cnn32,
+    ecg_cnn1d,
+    mclr,
+    mlp,
+    resnet,
+)
 
 MODELS: dict[str, Callable[..., EncoderHeadNet]] = {
     "cnn28": cnn28,
@@ -27,7 +36,10 @@ MODELS: dict[str, Callable[..., EncoderHeadNet]] = {
     "mclr": mclr,
     "resnet": resnet,
     "ecg_cnn1d": ecg_cnn1d,
+    "char_lstm": char_lstm,
 }
+#: the models that read token numbers (a text data set's inputs); the others read floats
+TOKEN_MODELS = frozenset({"char_lstm"})
 
 
 def build_model(
@@ -69,6 +81,7 @@ def in_fast_layout(model: Model) -> Model:
 
 __all__ = [
     "MODELS",
+    "TOKEN_MODELS",
     "EncoderHeadNet",
     "build_model",
     "get_weights",
