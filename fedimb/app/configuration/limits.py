@@ -45,6 +45,7 @@ LIMITS: dict[str, int] = {
     "dataset.num_devices": MAX_CLIENTS,
     "dataset.dimension": WIDTH,
     "dataset.num_classes": CLASSES,
+    "dataset.roles": MAX_CLIENTS,
     "model.hidden": WIDTH,
     "model.depth": 1_000,
     "model.embedding": WIDTH,

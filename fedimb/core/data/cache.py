@@ -45,6 +45,11 @@ def disk_cached(key: str, load: Callable[[], dict[str, np.ndarray]]) -> dict[str
 _COMPLETE = "complete"  # written last into a stored folder: its arrays are whole
 
 
+def is_stored(key: str) -> bool:
+    """Whether :func:`disk_stored` holds the arrays of ``key`` whole on this machine."""
+    return (cache_dir() / key / _COMPLETE).is_file()
+
+
 def disk_stored(
     key: str, write: Callable[[Path], None], names: Iterable[str]
 ) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from fedimb.core.data import synthetic
+from fedimb.core.data import shakespeare, synthetic
 from fedimb.core.data.cache import disk_cached
 from fedimb.core.data.femnist import load_femnist
 from fedimb.core.data.online import download_emnist, download_hf, download_mitbih, online_source
@@ -171,6 +171,16 @@ DATASETS: dict[str, DatasetInfo] = {
     "emnist": DatasetInfo(47, (1, 28, 28), True, online_source("emnist", download_emnist)),
     "femnist": DatasetInfo(62, (1, 28, 28), True, load_femnist, setting_rules=SPLIT_RULES),
     "mitbih": DatasetInfo(12, (1, 256), True, online_source("mitbih", download_mitbih)),
+    "shakespeare": DatasetInfo(
+        len(shakespeare.VOCABULARY),
+        (shakespeare.SEQUENCE,),
+        True,
+        shakespeare.load_shakespeare,
+        images=False,
+        tokens=True,
+        partitions=("natural", "iid", "file", "flwr"),
+        setting_rules={**SPLIT_RULES, **shakespeare.SETTING_RULES},
+    ),
     "synthetic": DatasetInfo(
         10,
         (60,),

@@ -42,10 +42,12 @@ _HF_SOURCES: dict[str, dict[str, str]] = {
         "group": "writer_id",
         "mode": "L",
     },
+    # text records (character_id, x, y): LEAF's speaking roles (:mod:`.shakespeare`)
+    "shakespeare": {"hf_id": "flwrlabs/shakespeare", "group": "character_id"},
 }
 
 
-def _hub_reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
+def reachable(host: str = "huggingface.co", timeout: float = 3.0) -> bool:
     """False without trying when FEDIMB_OFFLINE=1 or HF_HUB_OFFLINE=1 is set."""
     if os.environ.get("FEDIMB_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
         return False
@@ -112,7 +114,7 @@ def hf_splits(name: str, spec: Mapping[str, Any], splits: tuple[str, ...]) -> di
     or from a local mirror (``dataset.hf_id=<folder>``, read without the network)."""
     source = hf_source(name, spec)
     mirror = local_mirror(source["hf_id"])
-    if mirror is None and not _hub_reachable():
+    if mirror is None and not reachable():
         raise _offline_error(
             name,
             f"Hugging Face Hub ({source['hf_id']})",
@@ -159,7 +161,7 @@ def download_emnist(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray]
         for part in ("train", "test")
         for kind in ("images-idx3", "labels-idx1")
     )
-    if not present and not _hub_reachable("biometrics.nist.gov"):
+    if not present and not reachable("biometrics.nist.gov"):
         raise _offline_error(
             name, "the NIST EMNIST server", ", or torchvision's EMNIST/raw files under dataset.root"
         )
@@ -177,7 +179,7 @@ def download_mitbih(name: str, spec: Mapping[str, Any]) -> dict[str, np.ndarray]
     from fedimb.core.data.ecg import load_mitbih
 
     return load_mitbih(
-        spec, reachable=lambda: _hub_reachable("physionet.org"), offline_error=_offline_error
+        spec, reachable=lambda: reachable("physionet.org"), offline_error=_offline_error
     )
 
 
