@@ -33,16 +33,23 @@ class PersonalEvaluation:
 
     def evaluate_personal(self, parameters: NDArrays, config: dict[str, Scalar]):
         """Macro-F1 of :meth:`personal_model` on the local test split (T_p) and on the
-        global test set (T_r); with ``return_probs`` also its global-test probabilities
-        (for the ensemble that is the global output of local-only methods)."""
+        global test set (T_r), and its accuracy on the client's own validation share; with
+        ``return_probs`` also its global-test probabilities (for the ensemble that is the
+        global output of local-only methods). With ``read_test`` false (tuning) only the
+        validation share is scored."""
         model = self.personal_model(parameters, config)
-        local_test = self.data.local_test()
         metrics: dict[str, Scalar] = {}
+        loss, count = 0.0, 1
+        validation = self.data.local_validation()
+        if validation is not None:
+            scores = self._scores(model, validation)
+            metrics[protocol.PERSONAL_VALIDATION_ACCURACY] = scores[protocol.ACCURACY]
+            loss, count = float(scores[protocol.LOSS]), int(len(validation[1]))
+        if not config.get(protocol.READ_TEST, True):
+            return loss, count, metrics
+        local_test = self.data.local_test()
         if local_test is not None:
-            x_local, y_local = local_test
-            local = evaluate_model(
-                model, x_local.to(self.device), y_local.to(self.device), self.data.num_classes
-            )
+            local = self._scores(model, local_test)
             metrics.update(
                 {
                     protocol.PERSONAL_LOCAL_F1: local[protocol.MACRO_F1],
@@ -65,6 +72,10 @@ class PersonalEvaluation:
             max(int(len(local_test[1])) if local_test is not None else 0, 1),
             metrics,
         )
+
+    def _scores(self, model: nn.Module, data: tuple[torch.Tensor, torch.Tensor]) -> dict:
+        x, y = data
+        return evaluate_model(model, x.to(self.device), y.to(self.device), self.data.num_classes)
 
     def personal_model(self, parameters: NDArrays, config: dict[str, Scalar]) -> nn.Module:
         """The model this client uses on its own data; for global-only methods the

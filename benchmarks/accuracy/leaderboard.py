@@ -89,6 +89,7 @@ EXCLUDED = {
     "astraea_sched": "an ablation of astraea",
     "local": "no global model to score on the validation split",
     "lg_fedavg": "no global model to score on the validation split",
+    "fedavg_ft": "FedAvg's global model (its fine-tuned personal models are scored apart)",
 }
 REFERENCE = "fedavg"
 #: the compared number: test accuracy at the round of best validation accuracy

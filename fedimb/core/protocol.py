@@ -12,6 +12,8 @@ Server → client (``FitIns.config`` / ``EvaluateIns.config``), key: type — me
 - ``report_latent``: bool — also return the mean latent (contribution normalisation)
 - ``personal_eval``: bool — evaluate the personal model (the personal scores)
 - ``return_probs``: bool — with ``personal_eval``, also the global-test probabilities
+- ``read_test``: bool — with ``personal_eval``, whether the test sets may be read (false
+  in tuning: the personal model is scored on the client's validation share alone)
 - ``array:<name>``: bytes — a named array (:mod:`fedimb.core.payload`)
 - ``assigned_partition``: int — the client the node serves for this message, where the
   server assigns clients to nodes (``runtime.client_ids=assigned``: the simulation's
@@ -24,7 +26,8 @@ Client → server (``FitRes.metrics``, ``EvaluateRes.metrics``, ``get_properties
 - ``initial_loss``: float — loss of the received model on the local data
 - ``partition_id``: int, ``device_key``: str, ``num_examples``: int — identity (properties)
 - ``personal_local_f1``, ``personal_local_accuracy``, ``personal_global_f1``,
-  ``personal_global_accuracy``: float — the personal model's scores
+  ``personal_global_accuracy``, ``personal_validation_accuracy``: float — the personal
+  model's scores (the last on the client's own validation share)
 - payloads: ``label_counts``, ``latent_mean``, ``global_test_probs`` (and each method's own)
 
 The arrays every method may exchange are declared here (``BASE_PAYLOADS``,
@@ -45,6 +48,7 @@ REPORT_LATENT = "report_latent"
 PERSONAL_EVAL = "personal_eval"
 LOCAL_EVAL = "local_eval"  # test the received model on the client's local test set
 RETURN_PROBS = "return_probs"
+READ_TEST = "read_test"
 ASSIGNED_PARTITION = "assigned_partition"
 #: every key the framework puts into an instruction (no method setting may be named so)
 INSTRUCTION_KEYS = (
@@ -55,6 +59,7 @@ INSTRUCTION_KEYS = (
     PERSONAL_EVAL,
     LOCAL_EVAL,
     RETURN_PROBS,
+    READ_TEST,
     ASSIGNED_PARTITION,
 )
 
@@ -70,6 +75,7 @@ PERSONAL_LOCAL_F1 = "personal_local_f1"
 PERSONAL_LOCAL_ACCURACY = "personal_local_accuracy"
 PERSONAL_GLOBAL_F1 = "personal_global_f1"
 PERSONAL_GLOBAL_ACCURACY = "personal_global_accuracy"
+PERSONAL_VALIDATION_ACCURACY = "personal_validation_accuracy"
 # scores of an evaluation (EvaluateRes.metrics, the strategy's evaluation)
 ACCURACY = "accuracy"
 MACRO_F1 = "macro_f1"

@@ -144,6 +144,7 @@ class Evaluation:
         for key, name in (
             (protocol.LOCAL_ACCURACY, "global"),
             (protocol.PERSONAL_LOCAL_ACCURACY, "personal"),
+            (protocol.PERSONAL_VALIDATION_ACCURACY, "personal_validation"),
         ):
             accuracies = {}
             for proxy, res in results:

@@ -72,12 +72,16 @@ class PersonalEvaluation:
             return super().configure_evaluate(
                 server_round, parameters, client_manager
             )  # the local evaluation
-        self.test_client_sets_on_server(server_round, parameters)
+        reads_test = self.run.reads_test  # false in tuning: the validation shares alone
+        if reads_test:
+            self.test_client_sets_on_server(server_round, parameters)
         config = {
             **self.fit_config(server_round),
             protocol.PERSONAL_EVAL: True,
-            protocol.RETURN_PROBS: self.ensemble_global_test,
-            protocol.LOCAL_EVAL: self.clients_must_test_locally(server_round, parameters),
+            protocol.READ_TEST: reads_test,
+            protocol.RETURN_PROBS: self.ensemble_global_test and reads_test,
+            protocol.LOCAL_EVAL: reads_test
+            and self.clients_must_test_locally(server_round, parameters),
         }
         ins = EvaluateIns(parameters, config)
         return [(self.registry.proxy(pid), ins) for pid in self.trainable_clients()]
@@ -100,7 +104,7 @@ class PersonalEvaluation:
         scores = [payload.scalars(res.metrics) for _, res in results]
         t_p = [s[protocol.PERSONAL_LOCAL_F1] for s in scores if protocol.PERSONAL_LOCAL_F1 in s]
         t_r = [s[protocol.PERSONAL_GLOBAL_F1] for s in scores if protocol.PERSONAL_GLOBAL_F1 in s]
-        if self.ensemble_global_test:
+        if self.ensemble_global_test and self.run.reads_test:
             replies = {
                 i if pid is None else int(pid): (
                     1,

@@ -115,3 +115,27 @@ def test_tuning_never_reads_the_test_set(tmp_path, request):
         ran = json.loads((folder / "summary.json").read_text())
         assert ran["completed"] and ran["final_accuracy"] is None
         assert ran["validation_objective"] > 0
+
+
+PERSONAL = [
+    *SMALL,
+    "partition=dirichlet",
+    "partition.alpha=0.3",
+    "evaluation.personal=true",
+    "evaluation.local_test_fraction=0.2",
+    "evaluation.local_validation_fraction=0.2",
+    "tune.objective=personal_validation_objective",
+]
+
+
+def test_personal_tuning_scores_the_clients_validation_shares_alone(tmp_path, request):
+    tune_methods(["local", "fedavg_ft"], PERSONAL, 1, tmp_path / "real")
+    request.getfixturevalue("nan_test_arrays")
+    tune_methods(["local", "fedavg_ft"], PERSONAL, 1, tmp_path / "nan")
+    for method in ("local", "fedavg_ft"):
+        assert objectives(tmp_path / "nan", method) == objectives(tmp_path / "real", method)
+        (folder,) = trial_folders(tmp_path / "nan" / "trials" / method)
+        ran = json.loads((folder / "summary.json").read_text())
+        assert ran["completed"] and ran["final_accuracy"] is None
+        assert ran["personal_selected_accuracy"] is None  # no client read its test split
+        assert 0 < ran["personal_validation_objective"] == objectives(tmp_path / "nan", method)[0]

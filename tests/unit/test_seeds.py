@@ -43,11 +43,11 @@ def test_seed_train_keeps_the_partition_and_seed_data_changes_it():
 def test_seed_data_moves_the_local_test_split_and_seed_train_the_initial_model():
     base = compose([*DIGITS, "evaluation.local_test_fraction=0.3"])
     indices = np.arange(40)
-    split = client_split(base, indices, 1)[1].tolist()
+    split = client_split(base, indices, 1, indices % 3).test.tolist()
     trained = compose([*DIGITS, "evaluation.local_test_fraction=0.3", "seed_train=5"])
     data = compose([*DIGITS, "evaluation.local_test_fraction=0.3", "seed_data=5"])
-    assert client_split(trained, indices, 1)[1].tolist() == split
-    assert client_split(data, indices, 1)[1].tolist() != split
+    assert client_split(trained, indices, 1, indices % 3).test.tolist() == split
+    assert client_split(data, indices, 1, indices % 3).test.tolist() != split
     info = experiment_data(base).dataset
 
     def first(cfg):

@@ -16,11 +16,12 @@ from fedimb.cli.tune.trial import FAILED_OBJECTIVE, run_seeds
 RULES = Divergence(chance_margin=0.02, drop=0.2)
 
 
-def summary(objective, best=None, chance=0.1, completed=True, rounds=20):
+def summary(objective, best=None, chance=0.1, completed=True, rounds=20, final=None):
     return {
         "completed": completed,
         "validation_objective": objective,
         "validation_best_accuracy": objective if best is None else best,
+        "final_validation_accuracy": objective if final is None else final,
         "validation_chance": chance,
         "rounds": rounds,
     }
@@ -106,3 +107,24 @@ def test_a_run_shorter_than_the_objectives_window_is_not_compared_with_its_best(
     short = summary(0.25, best=0.45, chance=0.1, rounds=2)
     assert RULES.reason(short, window=3) is None
     assert RULES.reason({**short, "rounds": 3}, window=3).startswith("fell from its best")
+
+
+def test_a_run_still_climbing_has_not_fallen_from_its_best():
+    # the last three rounds 0.40, 0.55, 0.75: the mean is below 0.8 x the best, the last is it
+    climbing = summary(0.5667, best=0.75, final=0.75)
+    assert RULES.reason(climbing, window=3) is None
+    assert RULES.reason({**climbing, "final_validation_accuracy": 0.5}, window=3) is not None
+
+
+def test_the_personal_objective_is_judged_on_the_personal_validation_shares():
+    personal = {
+        "rounds": 20,
+        "validation_chance": 0.5,  # the server's share: not the clients'
+        "personal_validation_objective": 0.4,
+        "personal_validation_best_accuracy": 0.9,
+        "personal_validation_final_accuracy": 0.35,
+    }
+    reason = RULES.reason(personal, window=3, key="personal_validation_objective")
+    assert reason == "fell from its best: 0.4000 < (1 - 0.2) x 0.9000"
+    steady = {**personal, "personal_validation_best_accuracy": 0.45}
+    assert RULES.reason(steady, window=3, key="personal_validation_objective") is None

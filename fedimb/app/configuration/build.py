@@ -9,7 +9,7 @@ per process.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import torch
@@ -70,16 +70,38 @@ def training_arrays_key(cfg: DictConfig) -> object:
     return cache_key(cfg.dataset, fraction, data_seed(cfg) if fraction > 0 else None)
 
 
-def client_split(cfg: DictConfig, indices: np.ndarray, pid: int) -> tuple[np.ndarray, np.ndarray]:
-    """(training, local test) split of client ``pid``'s sample ``indices``: a seeded
-    random share ``evaluation.local_test_fraction`` is held out (at least one sample
-    each way when the client has two or more)."""
+class ClientSplit(NamedTuple):
+    """A client's samples (indices into the training arrays), in three disjoint parts."""
+
+    train: np.ndarray
+    test: np.ndarray  # its local test split (``evaluation.local_test_fraction``)
+    validation: np.ndarray  # its own validation share (``evaluation.local_validation_fraction``)
+
+
+def client_split(cfg: DictConfig, indices: np.ndarray, pid: int, labels: np.ndarray) -> ClientSplit:
+    """Client ``pid``'s sample ``indices`` (``labels[indices]`` their labels) split into
+    training, local test and validation samples. A seeded random share
+    ``evaluation.local_test_fraction`` is its test split (at least one sample each way
+    when the client has two or more); of the rest, ``evaluation.local_validation_fraction``
+    of each label's samples, rounded half up (a label of one sample gives none), is its
+    validation share, which chooses a personal model's round without its test split."""
     fraction = float(cfg.evaluation.local_test_fraction)
-    if fraction <= 0 or len(indices) < 2:
-        return indices, indices[:0]
-    order = np.random.default_rng([data_seed(cfg), int(pid), 0x7E57]).permutation(indices)
-    n_test = min(max(1, int(round(fraction * len(indices)))), len(indices) - 1)
-    return np.sort(order[n_test:]), np.sort(order[:n_test])
+    train, test = indices, indices[:0]
+    if fraction > 0 and len(indices) >= 2:
+        order = np.random.default_rng([data_seed(cfg), int(pid), 0x7E57]).permutation(indices)
+        n_test = min(max(1, int(round(fraction * len(indices)))), len(indices) - 1)
+        train, test = np.sort(order[n_test:]), np.sort(order[:n_test])
+    share = float(cfg.evaluation.get("local_validation_fraction") or 0.0)
+    if share <= 0 or len(train) < 2:
+        return ClientSplit(train, test, train[:0])
+    rng = np.random.default_rng([data_seed(cfg), int(pid), 0x7A11])
+    train_labels = np.asarray(labels)[train]
+    held = [
+        rng.permutation(train[train_labels == label])[: int(np.floor(share * count + 0.5))]
+        for label, count in zip(*np.unique(train_labels, return_counts=True))
+    ]
+    validation = np.sort(np.concatenate(held))[: len(train) - 1]  # one sample left to train
+    return ClientSplit(np.setdiff1d(train, validation), test, validation)
 
 
 def new_model(cfg: DictConfig, dataset: ArrayDataset | DatasetInfo) -> EncoderHeadNet:

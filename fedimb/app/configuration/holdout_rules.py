@@ -53,14 +53,19 @@ def check_seeds_and_holdout(cfg: DictConfig) -> None:
 def check_no_client_reads_test(cfg: DictConfig) -> None:
     """Without the test set, no client may test on it either: the personal evaluation
     (``evaluation.personal``) and an ensemble's global score (``ensemble_global_test``:
-    LG-FedAvg, local-only) are the clients' answers on the test set."""
+    LG-FedAvg, local-only) are the clients' answers on the test set. With the clients' own
+    validation shares (``evaluation.local_validation_fraction``) both score those alone."""
+    if float(cfg.evaluation.get("local_validation_fraction") or 0) > 0:
+        return
     require(
         not cfg.evaluation.get("personal"),
-        "evaluation.personal tests on the test set: it cannot run with evaluation.test=false",
+        "evaluation.personal tests on the test set: with evaluation.test=false set "
+        "evaluation.local_validation_fraction > 0 to score the clients' validation shares",
     )
     strategy = import_class(str(cfg.method.strategy._target_))
     require(
         not getattr(strategy, "ensemble_global_test", False),
         f"method '{cfg.method.name}' scores an ensemble of its clients on the test set and "
-        "has no validation score: it cannot run with evaluation.test=false",
+        "has no validation score: with evaluation.test=false set "
+        "evaluation.local_validation_fraction > 0 to score its clients' validation shares",
     )

@@ -217,6 +217,11 @@ def check_evaluation(cfg: DictConfig) -> None:
         is_number(fraction) and 0 <= fraction < 1,
         f"evaluation.local_test_fraction must be in [0, 1), got {fraction!r}",
     )
+    share = evaluation.get("local_validation_fraction")
+    require(
+        is_number(share) and 0 <= share < 1,
+        f"evaluation.local_validation_fraction must be in [0, 1), got {share!r}",
+    )
     own_tests = dataset_info(cfg.dataset).client_tests and str(cfg.partition.name) == "natural"
     devices = cfg.dataset.get("num_devices")
     require(

@@ -85,7 +85,9 @@ def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
     x = _inputs_on(device, ("train", build.training_arrays_key(cfg)), data.dataset.x_train)
     x_test = _inputs_on(device, ("test", dataset_key), data.dataset.x_test)
     y, y_test = torch.from_numpy(data.dataset.y_train), torch.from_numpy(data.dataset.y_test)
-    train, local_test = build.client_split(cfg, data.partition.indices[pid], pid)
+    train, local_test, validation = build.client_split(
+        cfg, data.partition.indices[pid], pid, data.dataset.y_train
+    )
     return ClientData(
         partition_id=pid,
         x=x,
@@ -96,6 +98,7 @@ def _client_data(cfg: DictConfig, pid: int, device: torch.device) -> ClientData:
         x_test=x_test,
         y_test=y_test,
         test_indices=torch.from_numpy(local_test),
+        validation_indices=torch.from_numpy(validation),
         own_test=_own_test(cfg, data.dataset, dataset_key, pid, x_test, y_test),
     )
 
@@ -141,7 +144,7 @@ def _load_device_client_data(
     if pid < 0:  # no partition id: identify the client by its data; seed from that
         device_key = hashlib.sha256(x_np.tobytes() + y_np.tobytes()).hexdigest()[:16]
         pid = int(device_key[:7], 16)
-    train, local_test = build.client_split(cfg, np.arange(len(y_np)), pid)
+    train, local_test, validation = build.client_split(cfg, np.arange(len(y_np)), pid, y_np)
     x, y = build.as_tensors(x_np, y_np)
     return ClientData(
         partition_id=pid,
@@ -153,6 +156,7 @@ def _load_device_client_data(
         x_test=x_test,
         y_test=y_test,
         test_indices=torch.from_numpy(local_test),
+        validation_indices=torch.from_numpy(validation),
         device_key=device_key,
     )
 

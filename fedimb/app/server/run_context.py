@@ -83,6 +83,11 @@ class ServerRun:
             self.data.dataset.groups_test is not None and str(self.cfg.partition.name) == "natural"
         )
 
+    def client_training_indices(self, pid: int) -> np.ndarray:
+        """Client ``pid``'s training samples, split as the client splits them."""
+        indices = self.data.partition.indices[pid]
+        return client_split(self.cfg, indices, pid, self.data.dataset.y_train).train
+
     def client_training_loss(self, weights: list[np.ndarray], pid: int) -> float:
         """Mean cross-entropy of ``weights`` on client ``pid``'s training samples, as the
         client computes it (``BaseClient.local_loss``: the same split, batch size and
@@ -91,7 +96,7 @@ class ServerRun:
         if self._loss_model is None:
             self._loss_model = self.new_model().to(self.device)
         set_weights(self._loss_model, weights)
-        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        train = self.client_training_indices(pid)
         x, y = as_tensors(self.data.dataset.x_train[train], self.data.dataset.y_train[train])
         metrics = evaluate_model(self._loss_model, x.to(self.device), y, self.num_classes)
         return float(cast(float, metrics["loss"]))
@@ -106,7 +111,7 @@ class ServerRun:
         if self._loss_model is None:
             self._loss_model = self.new_model().to(self.device)
         set_weights(self._loss_model, weights)
-        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        train = self.client_training_indices(pid)
         x, y = as_tensors(self.data.dataset.x_train, self.data.dataset.y_train)
         order = seeded_generator(
             int(config[protocol.SEED]), int(config[protocol.SERVER_ROUND]), pid
@@ -131,7 +136,7 @@ class ServerRun:
         if self._loss_model is None:
             self._loss_model = self.new_model().to(self.device)
         set_weights(self._loss_model, weights)
-        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        train = self.client_training_indices(pid)
         x = torch.from_numpy(self.data.dataset.x_train[train]).to(self.device)
         features = predict(self._loss_model.encoder, x).cpu().numpy()
         return class_moments(features, self.data.dataset.y_train[train], self.num_classes)
@@ -139,7 +144,7 @@ class ServerRun:
     def client_label_counts(self, pid: int) -> np.ndarray:
         """Client ``pid``'s label histogram of its training samples, as the client
         computes it (the same split): what an honest client reports."""
-        train, _ = client_split(self.cfg, self.data.partition.indices[pid], pid)
+        train = self.client_training_indices(pid)
         return label_counts(self.data.dataset.y_train[train], self.num_classes)
 
     def local_accuracies(self, weights: list[np.ndarray], clients: list[int]) -> dict[int, float]:

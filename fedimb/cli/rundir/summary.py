@@ -94,6 +94,7 @@ def run_summary(
         if len(seconds) > 1
         else None,
         **local_summary(rounds),
+        **personal_selection(rounds, holdout.objective_last(cfg)),
         "run_dir": str(run_dir),
     }
 
@@ -107,6 +108,37 @@ def local_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         f"local_{'' if model == 'global' else model + '_'}accuracy_{stat}": stats.get(stat)
         for model, stats in last.items()
         for stat in DISTRIBUTION_STATS
+    }
+
+
+def personal_selection(rounds: list[dict[str, Any]], objective_last: int | None) -> dict:
+    """The personal models chosen on the clients' own validation shares, as
+    :func:`~fedimb.cli.rundir.files.selection_scores` chooses the global model on the
+    server's: the round of best mean personal validation accuracy over clients (the first
+    reaching it), the mean and worst-10% personal test accuracy over clients there
+    (``personal_selected_accuracy``, ``personal_selected_worst_10``: their test splits never
+    choose), and ``personal_validation_objective``, the mean of the last ``objective_last``
+    rounds' mean personal validation accuracy (the tuning objective of personal set-ups).
+    Nothing without a personal validation."""
+
+    def stat(r: dict[str, Any], model: str, name: str) -> float | None:
+        return ((r.get("local") or {}).get(model) or {}).get(name)
+
+    validated = [r for r in rounds if stat(r, "personal_validation", "average") is not None]
+    if not validated:
+        return {}
+    best = max(validated, key=lambda r: stat(r, "personal_validation", "average") or 0.0)
+    last = [
+        float(stat(r, "personal_validation", "average") or 0.0)
+        for r in (validated[-objective_last:] if objective_last else [])
+    ]
+    return {
+        "personal_validation_best_accuracy": stat(best, "personal_validation", "average"),
+        "personal_validation_best_round": best["round"],
+        "personal_validation_final_accuracy": stat(validated[-1], "personal_validation", "average"),
+        "personal_selected_accuracy": stat(best, "personal", "average"),
+        "personal_selected_worst_10": stat(best, "personal", "worst_10"),
+        "personal_validation_objective": sum(last) / len(last) if last else None,
     }
 
 

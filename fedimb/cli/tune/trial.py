@@ -3,8 +3,10 @@ for the sweeper, its record in its run folder and its progress line.
 
 A trial runs once per tuning seed (``tune.seeds``; with one seed in the trial's own
 folder, with several in its subfolders ``s<seed>``). Its objective is the mean of the
-runs' ``validation_objective`` (summary.json: the mean validation accuracy of the last
-``validation.objective_last`` tested rounds). A trial where any seed's run failed or
+runs' objective ``tune.objective``: ``validation_objective`` (summary.json: the mean
+validation accuracy of the last ``validation.objective_last`` tested rounds), or
+``personal_validation_objective`` (the same of the personal models' mean accuracy on the
+clients' own validation shares). A trial where any seed's run failed or
 diverged (:mod:`fedimb.cli.tune.divergence`; the seeds after it are not run) scores
 :data:`FAILED_OBJECTIVE`, below every real accuracy, so that the sweep goes on and
 prefers a configuration that trains on every seed.
@@ -27,7 +29,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app.configuration.search_space import search_space
-from fedimb.cli.tune.divergence import Divergence, tuning_seeds
+from fedimb.cli.tune.divergence import Divergence, tuning_objective, tuning_seeds
 from fedimb.core.errors import FedimbError
 
 #: a trial's record in its run folder: its overrides, parameters and objective
@@ -74,6 +76,7 @@ def run_seeds(
     and ``seeds`` (each seed's objective and reason)."""
     rules = Divergence.from_config(cfg.tune)
     seeds = tuning_seeds(cfg.tune)
+    key = tuning_objective(cfg.tune)
     results: list[dict[str, Any]] = []
     for seed in seeds:
         folder = run_dir if len(seeds) == 1 else run_dir / f"s{seed}"
@@ -82,10 +85,10 @@ def run_seeds(
         objective, why = FAILED_OBJECTIVE, None
         try:
             run(seeded, folder)
-            objective, why = objective_of(folder / "summary.json")
+            objective, why = objective_of(folder / "summary.json", key)
             if why is None:
                 summary = json.loads((folder / "summary.json").read_text())
-                why = rules.reason(summary, int(cfg.validation.objective_last))
+                why = rules.reason(summary, int(cfg.validation.objective_last), key)
         except FedimbError as err:
             why = str(err)
         results.append({"seed": seed, "objective": objective, "diverged": why})
@@ -105,13 +108,13 @@ def _seed_reason(result: dict[str, Any], seeds: int) -> str:
     return result["diverged"] if seeds == 1 else f"seed {result['seed']}: {result['diverged']}"
 
 
-def objective_of(summary_path: Path) -> tuple[float, str | None]:
-    """(objective, why it failed or None) of a finished run from its summary.json."""
+def objective_of(summary_path: Path, key: str = "validation_objective") -> tuple[float, str | None]:
+    """(objective ``key``, why it failed or None) of a finished run from its summary.json."""
     try:
         summary = json.loads(summary_path.read_text())
     except (OSError, ValueError):
         return FAILED_OBJECTIVE, "the run wrote no summary.json"
-    value = summary.get("validation_objective")
+    value = summary.get(key)
     if not summary.get("completed"):
         return FAILED_OBJECTIVE, "the run did not complete"
     if not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from fedimb.app.configuration.compose import compose
 from fedimb.app.configuration.search_space import search_space
 from fedimb.cli.tune import files as tune_files
-from fedimb.cli.tune.divergence import Divergence, seeds_text, tuning_seeds
+from fedimb.cli.tune.divergence import Divergence, seeds_text, tuning_objective, tuning_seeds
 from fedimb.cli.tune.trial import read_records
 from fedimb.core.errors import ConfigError, is_int, is_number, require
 
@@ -101,6 +101,7 @@ def plan_sweep(method: str, overrides: list[str], trials: int, out: Path) -> dic
         check_tune_settings(settings)
         seeds = tuning_seeds(settings)
         Divergence.from_config(settings)
+        tuning_objective(settings)
         base = [
             f"method={method}",
             f"seed={seeds[0]}",  # each trial runs on every seed of tune.seeds

@@ -24,6 +24,7 @@ class ClientData:
     x_test: torch.Tensor | None = None
     y_test: torch.Tensor | None = None
     test_indices: torch.Tensor | None = None  # the client's local test split (into x, y)
+    validation_indices: torch.Tensor | None = None  # its own validation share (into x, y)
     #: the client's own test set where the data set gives every client one (Synthetic's devices)
     own_test: tuple[torch.Tensor, torch.Tensor] | None = None
     #: fingerprint of a device's own data when its node has no partition id: the server
@@ -42,6 +43,13 @@ class ClientData:
             return self.own_test
         if self.test_indices is not None and len(self.test_indices):
             return self.x[self.test_indices], self.y[self.test_indices]
+        return None
+
+    def local_validation(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The client's own validation share (``evaluation.local_validation_fraction``),
+        which chooses a personal model's round; None without one."""
+        if self.validation_indices is not None and len(self.validation_indices):
+            return self.x[self.validation_indices], self.y[self.validation_indices]
         return None
 
     def global_test(self) -> tuple[torch.Tensor, torch.Tensor]:
