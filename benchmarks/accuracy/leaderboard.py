@@ -111,6 +111,9 @@ class Suite:
     calibration_setup: str  # the costliest set-up: every method is timed on it
     publish: bool  # write into docs/
     horizons: dict[str, int] = dataclasses.field(default_factory=dict)  # rounds, where not rounds
+    reference: str = REFERENCE  # the row every other is paired with
+    metrics: tuple[str, ...] = (METRIC,)  # the numbers compared, the first ranked and drawn
+    name: str = "leaderboard"  # of its table in docs/tables/ and its record's steps
 
     def setup_rounds(self, setup: str) -> int:
         return self.horizons.get(setup, self.rounds)
@@ -163,6 +166,54 @@ def full_suite() -> Suite:
         calibration_setup="dir01",
         publish=True,
         horizons={"dir01_long": 60},
+    )
+
+
+#: the methods of the personalised table: the reference rows (FedAvg + FT, Local), every
+#: method whose clients keep a personal model, and the global-model methods whose papers
+#: claim fairness over clients (q-FFL, AFL) with FedAvg's global model beside them
+PERSONAL_METHODS = [
+    "fedavg_ft",
+    "local",
+    "fedrod",
+    "fedetf",
+    "fedloge",
+    "fednh",
+    "perfedavg",
+    "pfedme",
+    "lg_fedavg",
+    "grpfed",
+    "fedavg",
+    "qffl",
+    "afl",
+]
+#: the personal models' number: their mean test accuracy over clients at the round of best
+#: mean accuracy on the clients' own validation shares, and their worst 10% there
+PERSONAL_METRICS = ("personal_selected_accuracy", "personal_selected_worst_10")
+
+
+def personal_suite() -> Suite:
+    """The personalised table: every client keeps a test split and a validation share of
+    its own, each method tuned on its personal models' validation accuracy, compared with
+    FedAvg + fine-tuning."""
+    full = full_suite()
+    return dataclasses.replace(
+        full,
+        setups={
+            "dir01_personal": [
+                *full.setups["dir01"],
+                "evaluation.personal=true",
+                "evaluation.local_test_fraction=0.2",
+                "evaluation.local_validation_fraction=0.15",
+                "tune.objective=personal_validation_objective",
+            ],
+        },
+        methods=PERSONAL_METHODS,
+        calibration_setup="dir01_personal",
+        horizons={},
+        reference="fedavg_ft",
+        metrics=PERSONAL_METRICS,
+        name="personal_leaderboard",
     )
 
 
@@ -241,7 +292,7 @@ def calibrate(suite: Suite, out: Path, jobs: int) -> dict[str, dict[str, float]]
     cache = out / "calibration.json"
     timings = json.loads(cache.read_text()) if cache.is_file() else {}
     cells = [(suite.calibration_setup, m) for m in suite.methods]
-    cells += [(s, REFERENCE) for s in suite.setups if s != suite.calibration_setup]
+    cells += [(s, suite.reference) for s in suite.setups if s != suite.calibration_setup]
 
     def time_one(cell: tuple[str, str]) -> None:
         setup, method = cell
@@ -285,8 +336,8 @@ def run_seconds(suite: Suite, timings: dict, setup: str, method: str, runs: int 
     FedAvg's ratio between ``setup`` and that set-up."""
     own = timings[f"{suite.calibration_setup}/{method}"]
     scale = (
-        timings[f"{setup}/{REFERENCE}"]["round"]
-        / timings[f"{suite.calibration_setup}/{REFERENCE}"]["round"]
+        timings[f"{setup}/{suite.reference}"]["round"]
+        / timings[f"{suite.calibration_setup}/{suite.reference}"]["round"]
     )
     return own["start"] + runs * suite.setup_rounds(setup) * own["round"] * scale
 
@@ -476,12 +527,18 @@ def finished_setups(suite: Suite, out: Path) -> list[str]:
     return [s for s in suite.setups if finished_runs(suite, out, s) == planned]
 
 
-def compare(suite: Suite, out: Path, setups: list[str]) -> dict[str, list]:
-    """``fedimb compare --against fedavg --metric selected_test_accuracy`` over each of
-    ``setups``' report runs: set-up -> its comparisons (one, unless the runs split it)."""
+def compare(
+    suite: Suite, out: Path, setups: list[str], metric: str | None = None
+) -> dict[str, list]:
+    """``fedimb compare --against <reference> --metric <metric>`` (the suite's first metric
+    unless named) over each of ``setups``' report runs: set-up -> its comparisons (one,
+    unless the runs split it)."""
     from fedimb.cli.results.compare import compare_runs
 
-    return {setup: compare_runs([out / "runs" / setup], REFERENCE, METRIC) for setup in setups}
+    metric = metric or suite.metrics[0]
+    return {
+        setup: compare_runs([out / "runs" / setup], suite.reference, metric) for setup in setups
+    }
 
 
 def setup_label(setup: str, comparison, count: int) -> str:
@@ -495,12 +552,12 @@ def marked(line: str) -> str:
     return line
 
 
-def leaderboard_lines(comparisons: dict[str, list]) -> list[str]:
+def leaderboard_lines(comparisons: dict[str, list], metric: str = METRIC) -> list[str]:
     """The caption of ``fedimb compare``, then one table: a row per set-up and method."""
     from fedimb.cli.results.compare_tables import caption, methods_table
 
     reference = next((c.reference for found in comparisons.values() for c in found), None)
-    lines = [*caption(METRIC, reference), ""]
+    lines = [*caption(metric, reference), ""]
     header_done = False
     for setup, found in comparisons.items():
         for comparison in found:
@@ -538,9 +595,9 @@ def leaderboard_rows(comparisons: dict[str, list]) -> list[dict]:
 
 
 def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
-    """``<out>/leaderboard.md`` (and, for the full suite, the docs' table, data and figure)
-    of the set-ups whose report runs have all finished; the others are named, with how many
-    of their runs have, until they finish."""
+    """``<out>/<name>.md`` (and, for a published suite, the docs' table, data and figure)
+    of the set-ups whose report runs have all finished, a table per metric of the suite;
+    the others are named, with how many of their runs have, until they finish."""
     finished = finished_setups(suite, out)
     if not finished:
         raise SystemExit("no set-up has finished its report runs yet: nothing to compare")
@@ -552,8 +609,14 @@ def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
         for s in suite.setups
         if s not in finished
     ]
+    more = [
+        line
+        for metric in suite.metrics[1:]
+        for line in ["", *leaderboard_lines(compare(suite, out, finished, metric), metric)]
+    ]
     lines = [
-        *leaderboard_lines(comparisons),
+        *leaderboard_lines(comparisons, suite.metrics[0]),
+        *more,
         "",
         *([f"Not finished yet: {', '.join(pending)}.", ""] if pending else []),
         f"Set-ups: {setups}; "
@@ -563,18 +626,21 @@ def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
         "",
         f"Command: `{command}`",
     ]
-    table = common.publish_table(out / "leaderboard.md", lines)
+    table = common.publish_table(out / f"{suite.name}.md", lines)
     rows = leaderboard_rows(comparisons)
     chance, power = limits_tables(suite, comparisons)
-    common.publish_table(out / "leaderboard_chance.md", chance)
-    common.publish_table(out / "leaderboard_power.md", power)
+    tables = {f"{suite.name}_power": power}
+    if suite.reference == REFERENCE:  # a global model's test set: its majority class
+        tables["leaderboard_chance"] = chance
+    for name, found in tables.items():
+        common.publish_table(out / f"{name}.md", found)
     if suite.publish:
-        common.publish_in_docs("leaderboard", lines)
-        common.publish_data("leaderboard", rows)
-        common.publish_in_docs("leaderboard_chance", chance)
-        common.publish_in_docs("leaderboard_power", power)
+        common.publish_in_docs(suite.name, lines)
+        common.publish_data(suite.name, rows)
+        for name, found in tables.items():
+            common.publish_in_docs(name, found)
     else:
-        write_csv(out / "leaderboard.csv", rows)
+        write_csv(out / f"{suite.name}.csv", rows)
     return table
 
 
@@ -615,7 +681,7 @@ def limits_tables(suite: Suite, comparisons: dict[str, list]) -> tuple[list[str]
         f"The smallest true difference a two-sided paired t-test finds with "
         f"{int(100 * leaderboard_limits.POWER)}% power at Holm's first threshold (0.05 over "
         "the tests), for the median over methods of the standard deviation of a paired "
-        "difference with FedAvg."
+        f"difference with {suite.reference}."
     )
     return (
         [*leaderboard_limits.chance_lines(chance_rows), "", chance_caption],
@@ -714,7 +780,7 @@ def main(argv: list[str] | None = None) -> None:
         "benchmarks/results/leaderboard; none for --smoke)",
     )
     args = parser.parse_args(argv)
-    suite = smoke_suite() if args.smoke else full_suite()
+    suites = [smoke_suite()] if args.smoke else [full_suite(), personal_suite()]
     out = (args.out or common.REPO / "results" / "leaderboard").resolve()
     out.mkdir(parents=True, exist_ok=True)
     record = args.record or (None if args.smoke else leaderboard_record.RECORD)
@@ -723,33 +789,51 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[leaderboard] {record}: {restored} steps restored, {recorded} recorded")
     command = "python benchmarks/accuracy/leaderboard.py" + (" --smoke" if args.smoke else "")
     if args.table_only:
-        print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
+        for suite in suites:
+            if finished_setups(suite, out):
+                print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
         return
-    check_cells(suite)
-    print(f"[leaderboard] calibrating: {len(suite.methods)} methods, {len(suite.setups)} set-ups")
-    timings = calibrate(suite, out, args.jobs)
+    for suite in suites:
+        check_cells(suite)
+    timings = {}
+    for suite in suites:
+        print(
+            f"[leaderboard] calibrating {suite.name}: {len(suite.methods)} methods, "
+            f"{len(suite.setups)} set-ups"
+        )
+        timings.update(calibrate(suite, out, args.jobs))
     leaderboard_record.record_calibration(out, record)
-    cost_rows = estimate_rows(suite, timings, args.jobs)
+    cost_rows = [row for suite in suites for row in estimate_rows(suite, timings, args.jobs)]
     cost = estimate_lines(cost_rows)
     print("\n".join(["", "Estimated cost:", *cost, ""]), flush=True)
     if args.estimate_only:
-        if suite.publish:
-            caption = cost_caption(suite, args.jobs)
-            common.publish_in_docs("leaderboard_cost", [*cost, "", caption], data=cost_rows)
-            if not (common.DOCS_TABLES / "leaderboard.md").exists():
-                common.publish_in_docs("leaderboard", pending_lines(suite))
-            finished = finished_setups(suite, out)
-            chance, _ = limits_tables(suite, compare(suite, out, finished) if finished else {})
-            common.publish_in_docs("leaderboard_chance", chance)
+        publish_plan(suites, out, cost, cost_rows, args.jobs)
         return
-    failed = run_suite(suite, out, timings, args.jobs, record)
-    if finished_setups(suite, out):
-        print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
+    failed = []
+    for suite in suites:
+        failed += run_suite(suite, out, timings, args.jobs, record)
+        if finished_setups(suite, out):
+            print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
     if failed:
         raise SystemExit(
             f"{len(failed)} steps failed (rerun the same command to retry them):\n"
             + "\n".join(failed)
         )
+
+
+def publish_plan(suites: list[Suite], out: Path, cost, cost_rows, jobs: int) -> None:
+    """For the published suites: the cost, a pending table for a suite not run yet, and
+    the runs at chance of the plan before."""
+    if not suites[0].publish:
+        return
+    caption = cost_caption(suites, jobs)
+    common.publish_in_docs("leaderboard_cost", [*cost, "", caption], data=cost_rows)
+    for suite in suites:
+        if not (common.DOCS_TABLES / f"{suite.name}.md").exists():
+            common.publish_in_docs(suite.name, pending_lines(suite))
+    finished = finished_setups(suites[0], out)
+    chance, _ = limits_tables(suites[0], compare(suites[0], out, finished) if finished else {})
+    common.publish_in_docs("leaderboard_chance", chance)
 
 
 def pending_lines(suite: Suite) -> list[str]:
@@ -766,16 +850,22 @@ def pending_lines(suite: Suite) -> list[str]:
     return [*lines, "", f"Methods: {', '.join(suite.methods)}."]
 
 
-def cost_caption(suite: Suite, jobs: int) -> str:
-    horizons = ", ".join(f"{n} on {s}" for s, n in suite.horizons.items()) or "every set-up"
+def cost_caption(suites: list[Suite], jobs: int) -> str:
+    parts = []
+    for suite in suites:
+        horizons = ", ".join(f"{n} on {s}" for s, n in suite.horizons.items())
+        parts.append(
+            f"{suite.name}: {len(suite.methods)} methods × {len(suite.setups)} set-ups × "
+            f"({suite.trials} trials × {len(suite.tuning_seeds)} tuning seeds + "
+            f"{len(suite.seeds)} seeds) × {suite.rounds} rounds"
+            + (f" ({horizons})" if horizons else "")
+        )
+    calibration = ", ".join(s.calibration_setup for s in suites)
     return (
         f"Estimated from a calibration on {common.machine()} (the CPU seconds of two rounds "
-        f"of every method on {suite.calibration_setup}, of FedAvg on the others), {jobs} runs "
-        "at a time on idle cores: "
-        f"{len(suite.methods)} methods × {len(suite.setups)} set-ups × ({suite.trials} trials "
-        f"× {len(suite.tuning_seeds)} tuning seeds + {len(suite.seeds)} seeds) × "
-        f"{suite.rounds} rounds ({horizons}); the tuning at most (a trial that diverges on "
-        "its first seed does not run the second). Command: "
+        f"of every method on {calibration}, of the reference on the others), {jobs} runs "
+        f"at a time on idle cores: {'; '.join(parts)}; the tuning at most (a trial that "
+        "diverges on its first seed does not run the second). Command: "
         "`python benchmarks/accuracy/leaderboard.py --estimate-only`."
     )
 

@@ -86,3 +86,30 @@ def test_a_cell_that_does_not_compose_is_named_before_anything_runs():
     message = str(info.value)
     assert message.startswith("1 cells of the plan are not valid:")
     assert "synthetic fedbabu: " in message and "synthetic fedavg" not in message
+
+
+def test_every_cell_of_the_personal_suite_composes():
+    suite = leaderboard.personal_suite()
+    assert suite.methods[0] == suite.reference == "fedavg_ft" and "local" in suite.methods
+    leaderboard.check_cells(suite)
+
+
+def test_every_method_with_a_personal_model_is_in_the_personal_table():
+    from clients.base_personal import PersonalEvaluation
+    from fedimb.app.configuration.components import import_class
+    from fedimb.app.configuration.compose import compose
+
+    personal = set()
+    for method in group_choices("method"):
+        conf = compose([f"method={method}"]).method
+        client = import_class(str(conf.client._target_))
+        strategy = import_class(str(conf.strategy._target_))
+        own_model = getattr(client, "personal_model", None) not in (
+            None,
+            PersonalEvaluation.personal_model,
+        )
+        if own_model or getattr(strategy, "ensemble_global_test", False):
+            personal.add(method)
+    presets = {"grpfed_tuned"}
+    assert personal - presets <= set(leaderboard.PERSONAL_METHODS)
+    assert {"fedavg_ft", "local", "lg_fedavg", "fedrod", "pfedme"} <= personal
