@@ -108,3 +108,42 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     assert leaderboard.finished_runs(suite, elsewhere, "digits") == 4
     (elsewhere / "runs/digits/fedprox/s1/leaderboard_plan.json").write_text("{}")
     assert leaderboard.finished_runs(suite, elsewhere, "digits") == 3
+
+
+def test_a_personal_suite_ranks_personal_models_against_fedavg_with_fine_tuning(tmp_path):
+    small = leaderboard.smoke_suite()
+    personal = [
+        *small.setups["digits"],
+        "evaluation.personal=true",
+        "evaluation.local_test_fraction=0.2",
+        "evaluation.local_validation_fraction=0.2",
+        "tune.objective=personal_validation_objective",
+    ]
+    suite = dataclasses.replace(
+        small,
+        setups={"digits_personal": personal},
+        methods=["fedavg_ft", "local"],
+        calibration_setup="digits_personal",
+        reference="fedavg_ft",
+        metrics=leaderboard.PERSONAL_METRICS,
+        name="personal_leaderboard",
+    )
+    out = tmp_path / "out"
+    timings = leaderboard.calibrate(suite, out, jobs=2)
+    assert leaderboard.run_suite(suite, out, timings, jobs=2) == []
+    lines = leaderboard.write_leaderboard(suite, out, "command").read_text().splitlines()
+    captions = [i for i, line in enumerate(lines) if line.startswith("| set-up")]
+    assert len(captions) == 2  # the mean over clients, then the worst 10% of clients
+    for metric in leaderboard.PERSONAL_METRICS:
+        assert any(metric in line for line in lines)
+    rows = [line for line in lines if line.startswith("| digits_personal |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["fedavg_ft", "local"] * 2
+    assert rows[0].rstrip(" |").endswith("reference")
+    for seed in suite.seeds:
+        summary = json.loads(
+            (out / "runs" / "digits_personal" / "local" / f"s{seed}" / "summary.json").read_text()
+        )
+        assert 0 < summary["personal_selected_accuracy"] <= 1
+        assert summary["personal_selected_worst_10"] <= summary["personal_selected_accuracy"]
+    assert (out / "personal_leaderboard_power.md").is_file()
+    assert not (out / "leaderboard_chance.md").exists()  # no global model's test set here

@@ -90,3 +90,12 @@ def test_personal_accuracy_is_chosen_on_the_validation_shares():
     assert chosen["personal_validation_objective"] == pytest.approx((0.7 + 0.6) / 2)
     assert chosen["personal_validation_final_accuracy"] == pytest.approx(0.6)
     assert personal_selection([{"round": 0}], objective_last=2) == {}
+
+
+def test_the_personal_numbers_are_compared_in_percent():
+    from fedimb.cli.results.compare_tables import METRIC_MEANINGS, in_percent
+
+    for metric in ("personal_selected_accuracy", "personal_selected_worst_10"):
+        assert in_percent(metric) and metric in METRIC_MEANINGS
+    assert in_percent("personal_validation_objective")
+    assert not in_percent("local_accuracy_variance") and not in_percent("bytes_up")

@@ -19,6 +19,12 @@ METRIC_MEANINGS = {
     "best_accuracy": "best test accuracy over rounds (chosen on the test set, as some papers "
     "report it)",
     "final_macro_f1": "final test macro-F1 (on the test set)",
+    "personal_selected_accuracy": "personal models' mean test accuracy over clients at the "
+    "round of best mean accuracy on the clients' own validation shares",
+    "personal_selected_worst_10": "personal models' test accuracy on the worst 10% of "
+    "clients, at the round the clients' validation shares choose",
+    "personal_validation_objective": "personal models' validation objective (on the clients' "
+    "own validation shares)",
 }
 #: the level below which a Holm-adjusted p calls a difference real
 ALPHA = 1 - CONFIDENCE
@@ -26,7 +32,7 @@ ALPHA = 1 - CONFIDENCE
 
 def in_percent(metric: str) -> bool:
     """Whether ``metric`` is a fraction shown in % (accuracies, F1, the objective)."""
-    fraction = "accuracy" in metric or "f1" in metric or metric == "validation_objective"
+    fraction = any(word in metric for word in ("accuracy", "f1", "objective", "worst", "best_10"))
     return fraction and not metric.endswith("variance")
 
 
