@@ -5,7 +5,9 @@ for the whole federation. Evaluation: the received model's head is fine-tuned on
 client's local data for ``finetune_epochs`` (the personalisation step of the paper),
 then the fine-tuned model is tested on the global balanced test set. Where the round
 also tests locally (``local_eval``), the received model is first tested on the
-client's local test set, and the fine-tuned one after it (its personal model).
+client's local test set, and the fine-tuned one after it (its personal model). The
+fine-tuned model is also scored on the client's own validation share, where it has one;
+with ``read_test`` false (tuning) on that share alone.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class FedBABUClient(BaseClient):
 
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
     instruction_keys = (FINETUNE_EPOCHS,)
+    personal_evaluation = True  # its fine-tuned model, scored by its own evaluation
 
     def trainable_parameters(self):
         return self.model.encoder.parameters()
@@ -40,6 +43,14 @@ class FedBABUClient(BaseClient):
         hp = TrainConfig.from_mapping({**config, "local_epochs": int(config[FINETUNE_EPOCHS])})
         x, y = self.data.x[self.data.indices], self.data.y[self.data.indices]
         train_head(self.model, x, y, hp, self.generator(config), self.device)
+        validation = self.data.local_validation()
+        if validation is not None:
+            x_val, y_val = (t.to(self.device) for t in validation)
+            scores[protocol.PERSONAL_VALIDATION_ACCURACY] = evaluate_model(
+                self.model, x_val, y_val, self.data.num_classes
+            )[protocol.ACCURACY]
+        if not config.get(protocol.READ_TEST, True):
+            return 0.0, max(len(validation[1]) if validation else 0, 1), scores
         result = evaluate_model(
             self.model, *(t.to(self.device) for t in self.data.global_test()), self.data.num_classes
         )

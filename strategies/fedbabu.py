@@ -4,7 +4,10 @@ rounds and after the last, all connected clients fine-tune the head on their loc
 data and test the result on the global test set; the mean is logged as
 ``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy
 (not with ``evaluation.test=false``: the test set stays unread, and the global model's
-validation score is the method's).
+validation score is the method's). Where the clients hold validation shares of their own
+(``evaluation.personal`` with ``evaluation.local_validation_fraction``), the fine-tuned
+models are scored there too, and in tuning there alone: the personalised table's
+FedBABU is chosen on them, at its fine-tuning rounds.
 Where that round is also one of the local evaluation's, the clients test the global
 model and their fine-tuned one on their local test sets in the same message (the
 distributions ``local.global`` and ``local.personal``)."""
@@ -25,6 +28,8 @@ from strategies.base import BaseStrategy
 class FedBABUStrategy(BaseStrategy):
     """FedAvg with head fine-tuning at evaluation."""
 
+    personal_evaluation = True  # the fine-tuned heads, scored by its own evaluation
+
     @dataclasses.dataclass(frozen=True)
     class Settings:
         finetune_epochs: int = setting(at_least(1, integer=True))
@@ -39,14 +44,23 @@ class FedBABUStrategy(BaseStrategy):
     def configure_evaluate(self, server_round, parameters, client_manager):
         last = int(self.run.cfg.num_rounds)
         # the fine-tuned heads are tested on the test set: not where it must stay unread
-        # (tuning), where the global model's validation score is the method's
+        # (tuning), where they are scored on the clients' validation shares, if any (else
+        # the global model's validation score is the method's)
         finetunes = not (server_round % self.finetune_every and server_round != last)
-        if not (finetunes and self.run.reads_test):
+        reads_test = self.run.reads_test
+        own_validation = bool(self.run.cfg.evaluation.get("personal")) and (
+            float(self.run.cfg.evaluation.get("local_validation_fraction") or 0) > 0
+        )
+        if not (finetunes and (reads_test or own_validation)):
             return super().configure_evaluate(
                 server_round, parameters, client_manager
             )  # the local evaluation
-        config = {**self.fit_config(server_round), FINETUNE_EPOCHS: self.finetune_epochs}
-        if self.local_evaluation_due(server_round, parameters):
+        config = {
+            **self.fit_config(server_round),
+            FINETUNE_EPOCHS: self.finetune_epochs,
+            protocol.READ_TEST: reads_test,
+        }
+        if reads_test and self.local_evaluation_due(server_round, parameters):
             config[protocol.LOCAL_EVAL] = True
         return [
             (self.registry.proxy(pid), EvaluateIns(parameters, config))
@@ -54,7 +68,10 @@ class FedBABUStrategy(BaseStrategy):
         ]
 
     def aggregate_evaluate(self, server_round, results, failures):
-        if not results or FINETUNED_ACCURACY not in payload.scalars(results[0][1].metrics):
+        fine_tuned = (FINETUNED_ACCURACY, protocol.PERSONAL_VALIDATION_ACCURACY)
+        if not results or not any(
+            key in payload.scalars(results[0][1].metrics) for key in fine_tuned
+        ):
             return super().aggregate_evaluate(server_round, results, failures)
         results = self.in_partition_order(results)
         self.record_local(results)
@@ -62,6 +79,7 @@ class FedBABUStrategy(BaseStrategy):
         metrics = {
             k: sum(payload.scalars(res.metrics).get(k, 0.0) for _, res in results) / len(results)
             for k in keys
+            if k in payload.scalars(results[0][1].metrics)
         }
         self.round_log.extra.update(metrics)
         self.round_log.extra["finetuned_clients"] = len(results)

@@ -182,6 +182,7 @@ def full_suite() -> Suite:
 PERSONAL_METHODS = [
     "fedavg_ft",
     "local",
+    "fedbabu",
     "fedrod",
     "fedetf",
     "fedloge",

@@ -129,10 +129,11 @@ PERSONAL = [
 
 
 def test_personal_tuning_scores_the_clients_validation_shares_alone(tmp_path, request):
-    tune_methods(["local", "fedavg_ft"], PERSONAL, 1, tmp_path / "real")
+    methods = ["local", "fedavg_ft", "fedbabu"]  # FedBABU: its own fine-tuning evaluation
+    tune_methods(methods, PERSONAL, 1, tmp_path / "real")
     request.getfixturevalue("nan_test_arrays")
-    tune_methods(["local", "fedavg_ft"], PERSONAL, 1, tmp_path / "nan")
-    for method in ("local", "fedavg_ft"):
+    tune_methods(methods, PERSONAL, 1, tmp_path / "nan")
+    for method in methods:
         assert objectives(tmp_path / "nan", method) == objectives(tmp_path / "real", method)
         (folder,) = trial_folders(tmp_path / "nan" / "trials" / method)
         ran = json.loads((folder / "summary.json").read_text())
