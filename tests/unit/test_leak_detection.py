@@ -6,6 +6,8 @@ import os
 import subprocess
 import uuid
 
+import psutil
+
 from tests.conftest import MARKER, marked_processes
 
 
@@ -20,8 +22,10 @@ def test_marked_processes_finds_children_and_grandchildren():
         assert len(found) == 1 and found[0].name() == "sleep"
         assert other.pid not in {p.pid for p in found}
     finally:
-        for proc in marked_processes(marker):
+        killed = marked_processes(marker)
+        for proc in killed:
             proc.kill()
+        psutil.wait_procs(killed, timeout=30)  # a killed process takes a moment to exit
         other.kill()
         other.wait()
     assert not [p for p in marked_processes(marker) if p.is_running() and p.status() != "zombie"]
