@@ -49,7 +49,7 @@ class FedBABUStrategy(BaseStrategy):
         finetunes = not (server_round % self.finetune_every and server_round != last)
         reads_test = self.run.reads_test
         own_validation = bool(self.run.cfg.evaluation.get("personal")) and (
-            float(self.run.cfg.evaluation.get("local_validation_fraction") or 0) > 0
+            float(self.run.cfg.evaluation.local_validation_fraction) > 0
         )
         if not (finetunes and (reads_test or own_validation)):
             return super().configure_evaluate(

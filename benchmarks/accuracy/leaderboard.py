@@ -32,8 +32,7 @@ the plan, printed per phase; ``--estimate-only`` prints it and stops. The calibr
 counts CPU seconds, not wall time: a run uses one core (one torch thread), so its CPU
 time is its time on an idle core whatever else the machine runs. The defaults (20
 clients, 20 rounds, 2 local epochs, 8 trials on 2 tuning seeds, 10 report seeds, 2 runs
-at a time) were chosen against a guide of about 20 hours on 2 CPU cores (the global
-table's five set-ups 19.4 hours, the personalised set-up 4.9 more): the calibration on
+at a time) were chosen against a guide of about 20 hours on 2 CPU cores: the calibration on
 the reference machine (x86_64, 2 cores) gave FedAvg 2.07 CPU seconds per round on
 ``dir01``, 0.65x that on ``pathological`` (dropout), 0.52x on ``longtail`` (fewer
 samples), 0.22x on ``dir01_long`` (a quarter of the clients) and a tenth on Synthetic;

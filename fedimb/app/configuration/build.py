@@ -91,7 +91,7 @@ def client_split(cfg: DictConfig, indices: np.ndarray, pid: int, labels: np.ndar
         order = np.random.default_rng([data_seed(cfg), int(pid), 0x7E57]).permutation(indices)
         n_test = min(max(1, int(round(fraction * len(indices)))), len(indices) - 1)
         train, test = np.sort(order[n_test:]), np.sort(order[:n_test])
-    share = float(cfg.evaluation.get("local_validation_fraction") or 0.0)
+    share = float(cfg.evaluation.local_validation_fraction)
     if share <= 0 or len(train) < 2:
         return ClientSplit(train, test, train[:0])
     rng = np.random.default_rng([data_seed(cfg), int(pid), 0x7A11])

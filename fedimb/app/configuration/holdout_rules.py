@@ -55,7 +55,7 @@ def check_no_client_reads_test(cfg: DictConfig) -> None:
     (``evaluation.personal``) and an ensemble's global score (``ensemble_global_test``:
     LG-FedAvg, local-only) are the clients' answers on the test set. With the clients' own
     validation shares (``evaluation.local_validation_fraction``) both score those alone."""
-    if float(cfg.evaluation.get("local_validation_fraction") or 0) > 0:
+    if float(cfg.evaluation.local_validation_fraction) > 0:
         return
     require(
         not cfg.evaluation.get("personal"),

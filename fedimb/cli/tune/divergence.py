@@ -37,7 +37,7 @@ OBJECTIVES = {
 
 def tuning_objective(tune: Any) -> str:
     """``tune.objective``: a key of :data:`OBJECTIVES`."""
-    objective = tune.get("objective", "validation_objective")
+    objective = tune.get("objective")
     require(
         objective in OBJECTIVES,
         f"tune.objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}",
