@@ -1,54 +1,25 @@
 """The leaderboard: every method tuned with the same budget on the label-skew suite, then
-compared with tuned FedAvg over ten report seeds (0-9, fixed before any result).
-
-Set-ups (20 clients, 20 rounds, 2 local epochs, ``runtime=in_process``):
-
-- ``pathological``: mnist5k, 2 classes per client, Bernoulli dropout p = 0.5;
-- ``dir01``: mnist5k, Dirichlet α = 0.1;
-- ``dir01_long``: dir01 over 60 rounds with a quarter of the clients a round (5 of 20),
-  tuned at that horizon: room for the stateful methods (SCAFFOLD's control variates,
-  FedDyn's linear term) whose claims are about many rounds under partial participation;
-- ``longtail``: mnist5k, exponential global long tail (ratio 10), split IID over clients;
-- ``synthetic``: Synthetic(1, 1), one device per client; multinomial logistic regression
-  with its identity-initialised linear encoder (``model=mclr model.encoder=linear``), which
-  the methods that train the encoder apart from the head need (FedBABU, FedConcat,
-  FedConcat-ID, FedLoGe, FedNH, GRP-FED) and every method gets, so that all share one model.
-
-Methods: every ``conf/method/`` entry except ``grpfed_tuned`` (a preset of ``grpfed``
-chosen on the test set), ``astraea_aug`` and ``astraea_sched`` (ablations of
-``astraea``), and ``local`` and ``lg_fedavg`` (no global model: their global score is
-an ensemble of the clients' models on the test set, so nothing scores them on the
-validation split that tuning and selection read).
+compared with the tuned reference over ten report seeds (0-9, fixed before any result).
+The plans (set-ups, methods, budget) are in :mod:`leaderboard_suites`.
 
 For every set-up and method: ``fedimb tune`` (the same trials and rounds for every
 method, each trial on the tuning seeds 100 and 101 and diverged where either diverges:
 :mod:`fedimb.cli.tune.divergence`), then ten report runs (seeds 0-9) from the tuned
-experiment file, then ``fedimb compare --against fedavg --metric
+experiment file, then ``fedimb compare --against <reference> --metric
 selected_test_accuracy`` (the test accuracy at the round of best validation accuracy:
 the model chosen without the test set, not the round the run happened to stop on, which
 under dropout swings by points from round to round). Before it starts, a calibration
-(two rounds of every method on the costliest set-up, and of FedAvg on the others) times
-the plan, printed per phase; ``--estimate-only`` prints it and stops. The calibration
-counts CPU seconds, not wall time: a run uses one core (one torch thread), so its CPU
-time is its time on an idle core whatever else the machine runs. The defaults (20
-clients, 20 rounds, 2 local epochs, 8 trials on 2 tuning seeds, 10 report seeds, 2 runs
-at a time) were chosen against a guide of about 20 hours on 2 CPU cores: the calibration on
-the reference machine (x86_64, 2 cores) gave FedAvg 2.07 CPU seconds per round on
-``dir01``, 0.65x that on ``pathological`` (dropout), 0.52x on ``longtail`` (fewer
-samples), 0.22x on ``dir01_long`` (a quarter of the clients) and a tenth on Synthetic;
-the methods range from 0.93x (BSM-FedAvg) to 4.7x (pFedMe) FedAvg's round; the plan's
-estimate is in ``docs/tables/leaderboard_cost.md``.
+(two rounds of every method on the costliest set-up, and of the reference on the others)
+times the plan, printed per phase; ``--estimate-only`` prints it, writes it to
+``docs/tables/leaderboard_cost.md`` and stops. The calibration counts CPU seconds, not
+wall time: a run uses one core (one torch thread), so its CPU time is its time on an idle
+core whatever else the machine runs.
 
-The personalised table (:func:`personal_suite`, written to ``personal_leaderboard.md``)
-runs first: ``dir01_personal``, ``dir01`` with every client's own test split and
-validation share, the methods with personal models and the reference FedAvg + FT, each
-tuned on its personal models' validation objective and ranked by their mean and worst-10%
-test accuracy over clients at the round its validation shares choose.
-
-The set-ups run the cheapest first (by the calibration), each method tuned and then run
-on the report seeds in one task, so that whole set-ups finish early; ``--table-only``
-writes the table of the set-ups finished so far (from the record, without running), and
-the full run writes it at its end, naming the set-ups not finished.
+The personalised table (``personal_leaderboard.md``) runs first, then the global one. The
+set-ups run the cheapest first (by the calibration), each method tuned and then run on
+the report seeds in one task, so that whole set-ups finish early; ``--table-only`` writes
+the table of the set-ups finished so far (from the record, without running), and the full
+run writes it at its end, naming the set-ups not finished.
 
 Beside the table, :mod:`leaderboard_limits` writes per set-up the report runs that ended
 at chance, in this plan and in the record of the plan before it (one tuning seed, five
@@ -62,8 +33,7 @@ each finished step's few files in ``benchmarks/results/leaderboard/`` (``--recor
 :mod:`leaderboard_record`: one JSON Lines file per set-up), committed, so that a run
 started on one clone resumes on another. Writes ``<out>/leaderboard.md``
 and, for the full suite, ``docs/tables/leaderboard.md``, ``docs/tables/data/leaderboard.csv``
-and ``docs/img/bench/leaderboard.png``; ``--estimate-only`` writes the cost to
-``docs/tables/leaderboard_cost.md``.
+and ``docs/img/bench/leaderboard.png``.
 
     python benchmarks/accuracy/leaderboard.py [--estimate-only] [--jobs 2] [--out DIR]
     python benchmarks/accuracy/leaderboard.py --smoke --out DIR   # digits, about a minute
@@ -87,166 +57,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from benchmarks.accuracy import leaderboard_limits, leaderboard_record
-
-#: presets and ablations that are not separate methods, and methods without a global model
-EXCLUDED = {
-    "grpfed_tuned": "a preset of grpfed chosen on the test set",
-    "astraea_aug": "an ablation of astraea",
-    "astraea_sched": "an ablation of astraea",
-    "local": "no global model to score on the validation split",
-    "lg_fedavg": "no global model to score on the validation split",
-    "fedavg_ft": "FedAvg's global model (its fine-tuned personal models are scored apart)",
-}
-REFERENCE = "fedavg"
-#: the compared number: test accuracy at the round of best validation accuracy
-METRIC = "selected_test_accuracy"
-
-
-@dataclasses.dataclass(frozen=True)
-class Suite:
-    """What the leaderboard runs: set-ups (name -> overrides), methods, the tuning
-    budget, the report seeds and the overrides every run shares."""
-
-    setups: dict[str, list[str]]
-    methods: list[str]
-    trials: int
-    seeds: list[int]
-    tuning_seeds: list[int]  # every trial runs on each (tune.seeds)
-    rounds: int
-    shared: list[str]
-    calibration_setup: str  # the costliest set-up: every method is timed on it
-    publish: bool  # write into docs/
-    horizons: dict[str, int] = dataclasses.field(default_factory=dict)  # rounds, where not rounds
-    reference: str = REFERENCE  # the row every other is paired with
-    metrics: tuple[str, ...] = (METRIC,)  # the numbers compared, the first ranked and drawn
-    name: str = "leaderboard"  # of its table in docs/tables/ and its record's steps
-
-    def setup_rounds(self, setup: str) -> int:
-        return self.horizons.get(setup, self.rounds)
-
-    def run_overrides(self, setup: str) -> list[str]:
-        return [*self.shared, f"num_rounds={self.setup_rounds(setup)}", *self.setups[setup]]
-
-
-def suite_methods() -> list[str]:
-    """Every method of ``conf/method/`` less :data:`EXCLUDED`, the reference first."""
-    from fedimb.app.configuration.keys import group_choices
-
-    methods = [m for m in group_choices("method") if m not in EXCLUDED]
-    return [REFERENCE, *(m for m in methods if m != REFERENCE)]
-
-
-def full_suite() -> Suite:
-    return Suite(
-        setups={
-            "pathological": [
-                "dataset=mnist5k",
-                "partition=pathological",
-                "partition.classes_per_client=2",
-                "dropout=bernoulli",
-                "dropout.p=0.5",
-            ],
-            "dir01": ["dataset=mnist5k", "partition=dirichlet", "partition.alpha=0.1"],
-            "dir01_long": [
-                "dataset=mnist5k",
-                "partition=dirichlet",
-                "partition.alpha=0.1",
-                "fraction_fit=0.25",
-            ],
-            "longtail": ["dataset=mnist5k", "partition=longtail"],
-            "synthetic": [
-                "dataset=synthetic",
-                "dataset.alpha=1",
-                "dataset.beta=1",
-                "partition=natural",
-                "model=mclr",
-                "model.encoder=linear",
-            ],
-        },
-        methods=suite_methods(),
-        trials=8,
-        seeds=list(range(10)),  # fixed before any result: never added after looking
-        tuning_seeds=[100, 101],
-        rounds=20,
-        shared=["num_clients=20", "train.local_epochs=2", "runtime=in_process"],
-        calibration_setup="dir01",
-        publish=True,
-        horizons={"dir01_long": 60},
-    )
-
-
-#: the methods of the personalised table: the reference rows (FedAvg + FT, Local), every
-#: method whose clients keep a personal model, and the global-model methods whose papers
-#: claim fairness over clients (q-FFL, AFL) with FedAvg's global model beside them
-PERSONAL_METHODS = [
-    "fedavg_ft",
-    "local",
-    "fedbabu",
-    "fedrod",
-    "fedetf",
-    "fedloge",
-    "fednh",
-    "perfedavg",
-    "pfedme",
-    "lg_fedavg",
-    "grpfed",
-    "fedavg",
-    "qffl",
-    "afl",
-]
-#: the personal models' number: their mean test accuracy over clients at the round of best
-#: mean accuracy on the clients' own validation shares, and their worst 10% there
-PERSONAL_METRICS = ("personal_selected_accuracy", "personal_selected_worst_10")
-
-
-def personal_suite() -> Suite:
-    """The personalised table: every client keeps a test split and a validation share of
-    its own, each method tuned on its personal models' validation accuracy, compared with
-    FedAvg + fine-tuning."""
-    full = full_suite()
-    return dataclasses.replace(
-        full,
-        setups={
-            "dir01_personal": [
-                *full.setups["dir01"],
-                "evaluation.personal=true",
-                "evaluation.local_test_fraction=0.2",
-                "evaluation.local_validation_fraction=0.15",
-                "evaluation.every=2",  # every client scores its personal model: half the cost
-                "tune.objective=personal_validation_objective",
-            ],
-        },
-        methods=PERSONAL_METHODS,
-        calibration_setup="dir01_personal",
-        horizons={},
-        reference="fedavg_ft",
-        metrics=PERSONAL_METRICS,
-        name="personal_leaderboard",
-    )
-
-
-def smoke_suite() -> Suite:
-    """A tiny suite a test runs in about a minute."""
-    return Suite(
-        setups={"digits": ["dataset=digits", "partition=dirichlet", "partition.alpha=0.5"]},
-        methods=[REFERENCE, "fedprox"],
-        trials=2,
-        seeds=[0, 1],
-        tuning_seeds=[100],
-        rounds=2,
-        shared=["num_clients=3", "train.local_epochs=1", "runtime=in_process"],
-        calibration_setup="digits",
-        publish=False,
-    )
-
+from benchmarks.accuracy.leaderboard_suites import (
+    METRIC,
+    REFERENCE,
+    Suite,
+    full_suite,
+    personal_suite,
+    smoke_suite,
+)
 
 # -- running one thing --------------------------------------------------------------------
 
 
-def setup_settings(suite: Suite, setup: str) -> list[str]:
+def setup_settings(suite: Suite, setup: str, method: str | None = None) -> list[str]:
     """Every run's settings of ``setup`` (as ``fedimb tune`` gets them), no dropout where
     the set-up names none."""
-    overrides = suite.run_overrides(setup)
+    overrides = suite.run_overrides(setup, method)
     if not any(o.startswith("dropout=") for o in overrides):
         overrides.append("dropout=none")
     return overrides
@@ -260,9 +86,9 @@ def check_cells(suite: Suite) -> None:
 
     errors = []
     for setup in suite.setups:
-        for method in suite.methods:
+        for method in suite.setup_methods(setup):
             try:
-                compose([*setup_settings(suite, setup), f"method={method}"])
+                compose([*setup_settings(suite, setup, method), f"method={method}"])
             except ConfigError as err:
                 errors.append(f"{setup} {method}: {err}")
     if errors:
@@ -304,7 +130,7 @@ def calibrate(suite: Suite, out: Path, jobs: int) -> dict[str, dict[str, float]]
 
     def time_one(cell: tuple[str, str]) -> None:
         setup, method = cell
-        arguments = [*setup_settings(suite, setup), f"method={method}", "seed=0"]
+        arguments = [*setup_settings(suite, setup, method), f"method={method}", "seed=0"]
         arguments += calibration_rounds(method)
         if timings.get(f"{setup}/{method}", {}).get("arguments") == arguments:
             return
@@ -366,10 +192,9 @@ def estimate_rows(suite: Suite, timings: dict, jobs: int) -> list[dict]:
         ("report runs", len(suite.seeds), len(suite.seeds)),
     ):
         for setup in suite.setups:
-            seconds = steps * sum(
-                step_seconds(suite, timings, setup, m, phase) for m in suite.methods
-            )
-            runs = runs_per_method * len(suite.methods)
+            methods = suite.setup_methods(setup)
+            seconds = steps * sum(step_seconds(suite, timings, setup, m, phase) for m in methods)
+            runs = runs_per_method * len(methods)
             rows.append(
                 {"phase": phase, "setup": setup, "runs": runs, "hours": seconds / jobs / 3600}
             )
@@ -450,13 +275,13 @@ def tuning_runs(suite: Suite) -> int:
     return suite.trials * len(suite.tuning_seeds)
 
 
-def pair_plan(suite: Suite, setup: str) -> dict:
+def pair_plan(suite: Suite, setup: str, method: str) -> dict:
     """What a set-up's tuning and report runs were run under: a tuning or a report run of
     another plan (the set-up or the budget changed since) is not reused."""
     return {
         "trials": suite.trials,
         "tuning_seeds": suite.tuning_seeds,
-        "overrides": setup_settings(suite, setup),
+        "overrides": setup_settings(suite, setup, method),
     }
 
 
@@ -465,7 +290,7 @@ def tune(suite: Suite, out: Path, setup: str, method: str) -> Path:
     stopped); the tuned experiment file. A finished tuning of the same plan is reused."""
     folder = tune_folder(out, setup, method)
     done = folder / "leaderboard_done.json"
-    plan = pair_plan(suite, setup)
+    plan = pair_plan(suite, setup, method)
     if done.is_file():
         record = json.loads(done.read_text())
         experiment = tuned_experiment(folder, record["experiment"])
@@ -521,18 +346,20 @@ def current_run(folder: Path, plan: dict) -> bool:
 
 def finished_runs(suite: Suite, out: Path, setup: str) -> int:
     """How many of ``setup``'s report runs have finished under the current plan."""
-    plan = pair_plan(suite, setup)
     return sum(
-        current_run(report_folder(out, setup, m, seed), plan)
-        for m in suite.methods
+        current_run(report_folder(out, setup, m, seed), pair_plan(suite, setup, m))
+        for m in suite.setup_methods(setup)
         for seed in suite.seeds
     )
 
 
 def finished_setups(suite: Suite, out: Path) -> list[str]:
     """The set-ups whose every report run has finished, in the suite's order."""
-    planned = len(suite.methods) * len(suite.seeds)
-    return [s for s in suite.setups if finished_runs(suite, out, s) == planned]
+    return [s for s in suite.setups if finished_runs(suite, out, s) == planned_runs(suite, s)]
+
+
+def planned_runs(suite: Suite, setup: str) -> int:
+    return len(suite.setup_methods(setup)) * len(suite.seeds)
 
 
 def compare(
@@ -611,9 +438,8 @@ def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
         raise SystemExit("no set-up has finished its report runs yet: nothing to compare")
     comparisons = compare(suite, out, finished)
     setups = "; ".join(f"{name}: `{' '.join(o)}`" for name, o in suite.setups.items())
-    planned = len(suite.methods) * len(suite.seeds)
     pending = [
-        f"{s} ({finished_runs(suite, out, s)} of {planned} report runs)"
+        f"{s} ({finished_runs(suite, out, s)} of {planned_runs(suite, s)} report runs)"
         for s in suite.setups
         if s not in finished
     ]
@@ -631,6 +457,7 @@ def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
         f"every run: `{' '.join(suite.shared)} num_rounds={suite.rounds}`; "
         f"{suite.trials} tuning trials per method; report seeds "
         f"{', '.join(map(str, suite.seeds))}. Machine: {common.machine()}.",
+        *excluded_lines(suite),
         "",
         f"Command: `{command}`",
     ]
@@ -714,7 +541,9 @@ def cheapest_first(suite: Suite, timings: dict) -> list[str]:
     come early, and a table of them can be written while the others run."""
     return sorted(
         suite.setups,
-        key=lambda setup: sum(run_seconds(suite, timings, setup, m) for m in suite.methods),
+        key=lambda setup: sum(
+            run_seconds(suite, timings, setup, m) for m in suite.setup_methods(setup)
+        ),
     )
 
 
@@ -725,7 +554,7 @@ def run_suite(
     seeds, with a progress line per step, each finished step kept in ``record``
     (:mod:`leaderboard_record`); the steps that failed (the others go on: a rerun retries
     only those)."""
-    pairs = [(s, m) for s in cheapest_first(suite, timings) for m in suite.methods]
+    pairs = [(s, m) for s in cheapest_first(suite, timings) for m in suite.setup_methods(s)]
     tuning = {p: step_seconds(suite, timings, *p, "tuning") for p in pairs}
     estimate = {p: step_seconds(suite, timings, *p, "report runs") for p in pairs}
     planned = sum(tuning.values()) + len(suite.seeds) * sum(estimate.values())
@@ -746,7 +575,7 @@ def run_suite(
     def report_step(cell: tuple[str, str, int], experiment: Path | None) -> None:
         setup, method, seed = cell
         folder = report_folder(out, setup, method, seed)
-        plan = pair_plan(suite, setup)
+        plan = pair_plan(suite, setup, method)
         skipped = current_run(folder, plan)
         what = f"report {setup} {method} seed {seed}"
         try:
@@ -854,11 +683,21 @@ def pending_lines(suite: Suite) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for setup in suite.setups:
+        count = len(suite.setup_methods(setup))
         lines.append(
-            f"| {setup} | {len(suite.methods)} | {suite.trials * len(suite.methods)} | "
-            f"{len(suite.seeds) * len(suite.methods)} | awaiting the first full run |"
+            f"| {setup} | {count} | {suite.trials * count} | "
+            f"{len(suite.seeds) * count} | awaiting the first full run |"
         )
-    return [*lines, "", f"Methods: {', '.join(suite.methods)}."]
+    return [*lines, "", f"Methods: {', '.join(suite.methods)}.", *excluded_lines(suite)]
+
+
+def excluded_lines(suite: Suite) -> list[str]:
+    """A line per method a set-up does not run, and why."""
+    return [
+        f"Not run on {setup}: {method} ({why})."
+        for setup, methods in suite.excluded.items()
+        for method, why in methods.items()
+    ]
 
 
 def cost_caption(suites: list[Suite], jobs: int) -> str:

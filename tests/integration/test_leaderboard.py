@@ -13,7 +13,7 @@ import json
 import pytest
 
 from benchmarks import figures
-from benchmarks.accuracy import leaderboard, leaderboard_record
+from benchmarks.accuracy import leaderboard, leaderboard_record, leaderboard_suites
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| **total** |" in printed and "| tuning | digits | 4 |" in printed
     assert "| report runs | digits | 4 |" in printed
-    suite = leaderboard.smoke_suite()
+    suite = leaderboard_suites.smoke_suite()
     for method in suite.methods:
         assert (
             "experiment" in (out / "tune" / "digits" / method / "leaderboard_done.json").read_text()
@@ -111,7 +111,7 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
 
 
 def test_a_personal_suite_ranks_personal_models_against_fedavg_with_fine_tuning(tmp_path):
-    small = leaderboard.smoke_suite()
+    small = leaderboard_suites.smoke_suite()
     personal = [
         *small.setups["digits"],
         "evaluation.personal=true",
@@ -125,7 +125,7 @@ def test_a_personal_suite_ranks_personal_models_against_fedavg_with_fine_tuning(
         methods=["fedavg_ft", "local"],
         calibration_setup="digits_personal",
         reference="fedavg_ft",
-        metrics=leaderboard.PERSONAL_METRICS,
+        metrics=leaderboard_suites.PERSONAL_METRICS,
         name="personal_leaderboard",
     )
     out = tmp_path / "out"
@@ -134,7 +134,7 @@ def test_a_personal_suite_ranks_personal_models_against_fedavg_with_fine_tuning(
     lines = leaderboard.write_leaderboard(suite, out, "command").read_text().splitlines()
     captions = [i for i, line in enumerate(lines) if line.startswith("| set-up")]
     assert len(captions) == 2  # the mean over clients, then the worst 10% of clients
-    for metric in leaderboard.PERSONAL_METRICS:
+    for metric in leaderboard_suites.PERSONAL_METRICS:
         assert any(metric in line for line in lines)
     rows = [line for line in lines if line.startswith("| digits_personal |")]
     assert [row.split("|")[2].strip() for row in rows] == ["fedavg_ft", "local"] * 2

@@ -9,14 +9,15 @@ import dataclasses
 
 import pytest
 
-from benchmarks.accuracy import leaderboard
+from benchmarks.accuracy import leaderboard, leaderboard_suites
 from fedimb.app.configuration.keys import group_choices
 
 
 def test_every_method_but_the_presets_and_those_without_a_global_model_is_ranked():
-    methods = leaderboard.suite_methods()
+    methods = leaderboard_suites.suite_methods()
     assert methods[0] == "fedavg"
-    assert sorted(methods) == sorted(set(group_choices("method")) - set(leaderboard.EXCLUDED))
+    excluded = set(leaderboard_suites.EXCLUDED)
+    assert sorted(methods) == sorted(set(group_choices("method")) - excluded)
     assert {"grpfed_tuned", "astraea_aug", "astraea_sched", "local", "lg_fedavg"}.isdisjoint(
         methods
     )
@@ -24,7 +25,7 @@ def test_every_method_but_the_presets_and_those_without_a_global_model_is_ranked
 
 def test_the_estimate_multiplies_the_calibration_out_over_the_plan():
     suite = dataclasses.replace(
-        leaderboard.smoke_suite(),
+        leaderboard_suites.smoke_suite(),
         setups={"a": [], "b": []},
         calibration_setup="a",
         trials=3,
@@ -71,11 +72,11 @@ def test_the_estimate_multiplies_the_calibration_out_over_the_plan():
 
 
 def test_every_cell_of_the_full_suite_composes():
-    leaderboard.check_cells(leaderboard.full_suite())
+    leaderboard.check_cells(leaderboard_suites.full_suite())
 
 
 def test_a_cell_that_does_not_compose_is_named_before_anything_runs():
-    suite = leaderboard.full_suite()
+    suite = leaderboard_suites.full_suite()
     # Synthetic without the linear encoder that FedBABU, FedConcat and others train apart
     without_encoder = [o for o in suite.setups["synthetic"] if not o.startswith("model")]
     bad = dataclasses.replace(
@@ -88,8 +89,45 @@ def test_a_cell_that_does_not_compose_is_named_before_anything_runs():
     assert "synthetic fedbabu: " in message and "synthetic fedavg" not in message
 
 
+def test_a_method_that_refuses_a_set_up_is_excluded_there_and_only_there():
+    suite = leaderboard_suites.full_suite()
+    on_text = suite.setup_methods("shakespeare")
+    assert "fedconcat_id" not in on_text and "fedconcat_id" in suite.setup_methods("dir01")
+    assert len(on_text) == len(suite.methods) - 2
+    # without the exclusion, the cell is named before anything runs
+    with pytest.raises(SystemExit, match="shakespeare fedconcat_id: "):
+        leaderboard.check_cells(dataclasses.replace(suite, excluded={}))
+    # a method's own overrides on a set-up: FedConcat's classifier stage fits 10 rounds
+    stage = "method.strategy.classifier_rounds=5"
+    assert stage in leaderboard.setup_settings(suite, "shakespeare", "fedconcat")
+    assert stage not in leaderboard.setup_settings(suite, "shakespeare", "fedavg")
+    assert stage not in leaderboard.setup_settings(suite, "dir01", "fedconcat")
+    refused = leaderboard_suites.SHAKESPEARE_EXCLUDED
+    assert leaderboard.excluded_lines(suite) == [
+        f"Not run on shakespeare: fedconcat_id ({refused['fedconcat_id']}).",
+        f"Not run on shakespeare: fedloge ({refused['fedloge']}).",
+    ]
+
+
+def test_an_excluded_cell_costs_nothing_and_is_not_waited_for(tmp_path):
+    suite = dataclasses.replace(
+        leaderboard_suites.smoke_suite(),
+        setups={"a": [], "b": []},
+        calibration_setup="a",
+        excluded={"b": {"fedprox": "refuses b"}},
+    )
+    timings = {
+        "a/fedavg": {"start": 0.0, "round": 1.0},
+        "a/fedprox": {"start": 0.0, "round": 3.0},
+        "b/fedavg": {"start": 0.0, "round": 1.0},
+    }
+    runs = {row["setup"]: row["runs"] for row in leaderboard.estimate_rows(suite, timings, 1)}
+    assert runs == {"a": 4, "b": 2}  # 2 trials x 1 tuning seed per method; b: FedAvg only
+    assert leaderboard.planned_runs(suite, "a") == 4 and leaderboard.planned_runs(suite, "b") == 2
+
+
 def test_every_cell_of_the_personal_suite_composes():
-    suite = leaderboard.personal_suite()
+    suite = leaderboard_suites.personal_suite()
     assert suite.methods[0] == suite.reference == "fedavg_ft" and "local" in suite.methods
     leaderboard.check_cells(suite)
 
@@ -111,5 +149,5 @@ def test_every_method_with_a_personal_model_is_in_the_personal_table():
         if own_model or getattr(strategy, "ensemble_global_test", False):
             personal.add(method)
     presets = {"grpfed_tuned"}
-    assert personal - presets <= set(leaderboard.PERSONAL_METHODS)
+    assert personal - presets <= set(leaderboard_suites.PERSONAL_METHODS)
     assert {"fedavg_ft", "local", "lg_fedavg", "fedrod", "pfedme"} <= personal
