@@ -145,3 +145,24 @@ def mitbih_records(root: Path, records: tuple[str, ...], seed: int = 0) -> None:
             write_dir=str(root),
         )
         wfdb.wrann(record, "atr", samples, symbol=symbols, write_dir=str(root))
+
+
+def offline_caches(tmp_path: Path, monkeypatch) -> None:
+    """No network, and every cache (fedimb's, Hugging Face's) inside the test's folder."""
+    import datasets
+    import flwr_datasets.common.telemetry as telemetry
+
+    for key, value in {
+        "FEDIMB_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "FLWR_TELEMETRY_ENABLED": "0",
+        "FEDIMB_CACHE": str(tmp_path / "cache"),
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_DATASETS_CACHE": str(tmp_path / "hf" / "datasets"),
+    }.items():
+        monkeypatch.setenv(key, value)
+    # read once at import: the process may have imported them before this test
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(telemetry, "FLWR_TELEMETRY_ENABLED", "0")

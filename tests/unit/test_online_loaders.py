@@ -16,7 +16,14 @@ from fedimb.core.data.ecg import BEAT_CLASSES, RECORDS
 from fedimb.core.data.leaf import leaf_test_split
 from fedimb.core.data.partitioners import natural
 from fedimb.core.errors import ConfigError, DataUnavailableError
-from tests.fixtures_online import BEATS, WRITERS, emnist_files, hub_mirror, mitbih_records
+from tests.fixtures_online import (
+    BEATS,
+    WRITERS,
+    emnist_files,
+    hub_mirror,
+    mitbih_records,
+    offline_caches,
+)
 
 HUB_SETS = ("fmnist", "cifar10", "svhn", "cinic10")
 ONLINE = (*HUB_SETS, "femnist", "emnist", "mitbih")
@@ -24,24 +31,7 @@ ONLINE = (*HUB_SETS, "femnist", "emnist", "mitbih")
 
 @pytest.fixture(autouse=True)
 def offline(tmp_path, monkeypatch):
-    """No network, and every cache (fedimb's, Hugging Face's) inside the test's folder."""
-    import datasets
-    import flwr_datasets.common.telemetry as telemetry
-
-    for key, value in {
-        "FEDIMB_OFFLINE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "FLWR_TELEMETRY_ENABLED": "0",
-        "FEDIMB_CACHE": str(tmp_path / "cache"),
-        "HF_HOME": str(tmp_path / "hf"),
-        "HF_DATASETS_CACHE": str(tmp_path / "hf" / "datasets"),
-    }.items():
-        monkeypatch.setenv(key, value)
-    # read once at import: the process may have imported them before this test
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(telemetry, "FLWR_TELEMETRY_ENABLED", "0")
+    offline_caches(tmp_path, monkeypatch)
 
 
 def two_rounds(overrides: list[str]) -> dict:

@@ -21,6 +21,7 @@ from fedimb.core.data import gutenberg, shakespeare
 from fedimb.core.data.device import load_device_data
 from fedimb.core.errors import ConfigError, DataUnavailableError
 from fedimb.core.models import build_model
+from tests.fixtures_online import offline_caches
 
 PLAY = """THE TRAGEDY OF TESTING
 
@@ -102,23 +103,7 @@ SPEC = {
 
 @pytest.fixture(autouse=True)
 def offline(tmp_path, monkeypatch):
-    """No network, and every cache (fedimb's, Hugging Face's) inside the test's folder."""
-    import datasets
-    import flwr_datasets.common.telemetry as telemetry
-
-    for key, value in {
-        "FEDIMB_OFFLINE": "1",
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "FLWR_TELEMETRY_ENABLED": "0",
-        "FEDIMB_CACHE": str(tmp_path / "cache"),
-        "HF_HOME": str(tmp_path / "hf"),
-        "HF_DATASETS_CACHE": str(tmp_path / "hf" / "datasets"),
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets")
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(telemetry, "FLWR_TELEMETRY_ENABLED", "0")
+    offline_caches(tmp_path, monkeypatch)
 
 
 @pytest.fixture
