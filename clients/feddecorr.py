@@ -10,9 +10,10 @@ batch size, d the representation size), the two forms (setting ``loss_form``):
   deviation, so diag K = 1: the diagonal adds the constant 1/d and no gradient).
 - ``authors_code``: what the authors' ``FedDecorrLoss`` computes: Ẑ with the unbiased
   variance, the mean of the squared off-diagonal entries of ẐᵀẐ (not divided by N),
-  divided by N, i.e. ((N − 1)² / N)·mean_{i≠j} K_ij². Its gradient is about
-  N·d/(d − 1) times the paper form's, and the authors' β values (0.1; 0.05 on CIFAR-100)
-  were tuned with it.
+  divided by N, i.e. ((N − 1)² / N)·mean_{i≠j} K_ij². Its gradient is exactly
+  (N − 1)²/N · d/(d − 1) times the paper form's (the unbiased Ẑ is sqrt((N − 1)/N) times
+  the population one; up to the variance guard), and the authors' β values (0.1; 0.05
+  on CIFAR-100) were tuned with it.
 
 A batch of one sample has no correlation: the term is 0 there (as in the authors' code).
 """

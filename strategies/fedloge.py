@@ -2,13 +2,14 @@
 
 It builds the static sparse ETF classifier SSE-C once, from the run's training seed
 (:func:`fedimb.core.models.etf.sparse_simplex_etf`: the simplex ETF with a ``sparsity``
-share of zeros, the rest adjusted by ``sse_steps`` Adam steps), and sends it with every
-instruction: it is fixed, so nothing is aggregated for it. The model (encoder and global
-auxiliary head) is averaged as in FedAvg. The global model the server tests is the
-global adaptive feature realignment (GA-FR, authors' ``globaltest_calibra``): every row
-of the auxiliary head rescaled to the norm ``realign_norm`` (bias kept), so that the
-head's norms, which grow with the classes' frequencies, no longer favour the frequent
-classes.
+share of zeros, the rest adjusted by ``sse_steps`` Adam steps of rate ``sse_lr`` towards
+columns of norm ``sse_norm``, as the authors' ``util/etf_methods.py``, which their
+``fedloge.py`` imports), and sends it with every instruction: it is fixed, so nothing is
+aggregated for it. The model (encoder and global auxiliary head) is averaged as in
+FedAvg. The global model the server tests is the global adaptive feature realignment
+(GA-FR, authors' ``globaltest_calibra``): every row of the auxiliary head rescaled to
+the norm ``realign_norm`` (bias kept), so that the head's norms, which grow with the
+classes' frequencies, no longer favour the frequent classes.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class FedLoGeStrategy(AveragingStrategy):
     class Settings:
         sparsity: float = setting(share_below_one)
         sse_steps: int = setting(at_least(0, integer=True))
+        sse_lr: float = setting(at_least(0, strict=True))
+        sse_norm: float = setting(at_least(0, strict=True))
         realign_norm: float = setting(at_least(0))
 
     def __init__(self, *, run):
@@ -57,7 +60,13 @@ class FedLoGeStrategy(AveragingStrategy):
         generator = torch.Generator().manual_seed(int(run.seed))
         self.sse = (
             sparse_simplex_etf(
-                model.feature_dim, model.num_classes, float(s.sparsity), int(s.sse_steps), generator
+                model.feature_dim,
+                model.num_classes,
+                float(s.sparsity),
+                int(s.sse_steps),
+                generator,
+                lr=float(s.sse_lr),
+                norm=float(s.sse_norm),
             )
             .T.numpy()
             .astype(np.float32)

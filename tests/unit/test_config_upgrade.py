@@ -28,6 +28,7 @@ def saved(overrides: list[str]) -> dict:
         ["method=scaffold", "runtime=in_process", "aggregation=centered_clip"],
         ["method=fedconcat_id", "partition=pathological"],
         ["method=fedprox", "privacy=dp_server_fixed", "tracking=tensorboard"],
+        ["method=fedloge"],
     ],
 )
 def test_a_configuration_of_today_is_left_as_it_is(overrides):
@@ -48,6 +49,21 @@ def test_keys_written_before_version_1_keep_their_old_meaning():
     assert upgraded.runtime.nodes == "auto"
     assert upgraded.influence == compose([]).influence  # a section that did not exist yet
     assert set(MIGRATIONS[1]) >= {"runtime.client_ids", "runtime.client_state"}
+
+
+def test_a_fedloge_run_of_version_1_keeps_the_sse_c_it_was_built_with():
+    # before version 2 the SSE-C builder had no sse_lr / sse_norm: it ran Adam at 0.01
+    # towards unit columns, which today's defaults (1e-4, 0.1) no longer are
+    older = saved(["method=fedloge"])
+    older["config_version"] = 1
+    del older["method"]["strategy"]["sse_lr"], older["method"]["strategy"]["sse_norm"]
+    upgraded = upgrade(older)
+    assert (upgraded.method.strategy.sse_lr, upgraded.method.strategy.sse_norm) == (0.01, 1.0)
+    today = compose(["method=fedloge"]).method.strategy
+    assert (today.sse_lr, today.sse_norm) == (1.0e-4, 0.1)
+    other = saved(["method=fedavg"])
+    other["config_version"] = 1
+    assert "sse_lr" not in upgrade(other).method.strategy  # only where fedloge declares it
 
 
 def test_a_migration_adds_only_keys_its_runtime_declares_today():

@@ -1,5 +1,6 @@
 """FedDecorr: the decorrelation term on a 4 × 3 batch whose correlation matrix is worked
-out by hand, the client's loss, and two rounds in process."""
+out by hand, the exact ratio of the two forms' gradients, the client's loss, and two
+rounds in process."""
 
 from __future__ import annotations
 
@@ -38,6 +39,20 @@ def test_authors_form_hand_value():
     # unbiased variance: ẐᵀẐ = (N − 1)·K = 3K, off-diagonal entries 0, √3, √3 (twice each);
     # squared mean (0 + 3 + 3)·2/6 = 2, divided by N = 4
     assert authors_decorrelation_loss(Z).item() == pytest.approx(0.5, rel=1e-6)
+
+
+def test_the_gradients_of_the_two_forms_differ_by_the_stated_factor():
+    # the unbiased z-scores are sqrt((N − 1)/N) times the population ones, so the authors'
+    # ẐᵀẐ = (N − 1)·K and their form is (N − 1)²/N · Σ_{i≠j} K_ij² / (d(d − 1)); the paper
+    # form is (Σ_{i≠j} K_ij² + Σ_i K_ii²)/d² with K_ii = 1 (no gradient). Gradient ratio:
+    # (N − 1)²/N · d²/(d(d − 1)) = (N − 1)²/N · d/(d − 1); N = 4, d = 3: 9/4 · 3/2 = 27/8
+    paper = Z.double().requires_grad_(True)
+    authors = Z.double().requires_grad_(True)
+    decorrelation_loss(paper).backward()
+    authors_decorrelation_loss(authors).backward()
+    assert paper.grad.abs().max() > 0.01  # not a zero gradient matched by a zero one
+    # atol: the 1e-8 variance guard leaves entries of order 1e-9 that are 0 without it
+    assert torch.allclose(authors.grad, 27 / 8 * paper.grad, rtol=1e-6, atol=1e-8)
 
 
 def test_uncorrelated_columns_leave_only_the_diagonal():

@@ -1,6 +1,7 @@
-"""FedLoGe: the SSE-C objective and its gradient, the sparse ETF, the three losses with
-detached heads, the global (GA-FR) and local (LA-FR) realignments worked out by hand,
-the local head in Context.state, and two rounds in process."""
+"""FedLoGe: the SSE-C objective and its gradient, the sparse ETF (its first Adam step and
+its default column norm), the three losses with detached heads, the global (GA-FR) and
+local (LA-FR) realignments worked out by hand, the local head in Context.state, and two
+rounds in process."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from clients.fedloge import (
     RealignedPersonalHead,
     local_realignment,
 )
+from fedimb.app.configuration.compose import compose
 from fedimb.core import payload
 from fedimb.core.errors import ConfigError
 from fedimb.core.models.etf import simplex_etf, sparse_etf_objective, sparse_simplex_etf
@@ -31,32 +33,56 @@ COMMON = [*PERSONAL_DIGITS, *METHOD]
 
 
 def test_sse_objective_and_gradient_by_hand():
-    # columns w0 = (1, 0), w1 = (0, 2): norms 1, 2; cosine 0, arccos 0 = π/2
-    # value: (1 − 1)² + (2 − 1)² − π/2
-    # gradient: norm term 2(‖w‖ − 1)·ŵ = (0, 0) and (0, 2); angle term, slope
+    # columns w0 = (1, 0), w1 = (0, 2): norms 1, 2; cosine 0, arccos 0 = π/2; target
+    # norm 0.1 (the authors' util/etf_methods.py)
+    # value: (1 − 0.1)² + (2 − 0.1)² − π/2 = 0.81 + 3.61 − π/2 = 4.42 − π/2
+    # gradient: norm term 2(‖w‖ − 0.1)·ŵ = 1.8·(1, 0) and 3.8·(0, 1); angle term, slope
     # 1/sqrt(1 − 0²)/C = 1/2, for each ordered pair (c, j): (ŵ_j − cos·ŵ_c)/‖w_c‖ on w_c
     # and (ŵ_c − cos·ŵ_j)/‖w_j‖ on w_j: w0 gets 2·½·(0, 1) = (0, 1), w1 gets 2·½·(1, 0)/2
-    value, grad = sparse_etf_objective(np.array([[1.0, 0.0], [0.0, 2.0]]))
-    assert value == pytest.approx(1 - math.pi / 2)
-    assert np.allclose(grad, [[0.0, 0.5], [1.0, 2.0]])
+    # = (0.5, 0); so w0 → (1.8, 1), w1 → (0.5, 3.8) (columns)
+    value, grad = sparse_etf_objective(np.array([[1.0, 0.0], [0.0, 2.0]]), 0.1)
+    assert value == pytest.approx(4.42 - math.pi / 2)
+    assert np.allclose(grad, [[1.8, 0.5], [1.0, 3.8]])
 
 
-def test_sparse_etf_keeps_its_zeros_and_gets_unit_columns():
-    w = sparse_simplex_etf(16, 4, 0.5, 3000, torch.Generator().manual_seed(0))
-    assert (w == 0).sum() >= 32  # int(0.5 · 16 · 4) entries set to zero
-    assert torch.allclose(w.norm(dim=0), torch.ones(4), atol=0.02)
+def test_the_first_adam_step_moves_every_kept_entry_by_the_rate():
+    # Adam's first step is lr·m̂/(sqrt(v̂) + eps) with m̂ = g, v̂ = g²: lr·sign(g) for
+    # every entry with |g| ≫ eps, here 1e-4 (the authors' rate); zeros stay zero
+    start = sparse_simplex_etf(16, 4, 0.5, 0, torch.Generator().manual_seed(0), lr=1e-4, norm=0.1)
+    moved = sparse_simplex_etf(16, 4, 0.5, 1, torch.Generator().manual_seed(0), lr=1e-4, norm=0.1)
+    kept = start != 0
+    assert int(kept.sum()) == 16 * 4 - 32  # int(0.5 · 16 · 4) entries set to zero
+    assert torch.allclose((moved - start)[kept].abs(), torch.full((32,), 1e-4), rtol=1e-3)
+    assert torch.all(moved[~kept] == 0)
+
+
+def test_the_default_sse_c_has_the_authors_column_norm():
+    # the YAML defaults (10000 Adam steps, lr 1e-4, target norm 0.1, sparsity 0.6) on
+    # the digits CNN's 64 features and 10 classes: every column ends at norm ≈ 0.1, as
+    # the authors' sse_c.log reports for theirs ("Norm Mean: 0.10024")
+    s = compose(["method=fedloge"]).method.strategy
+    w = sparse_simplex_etf(
+        64,
+        10,
+        s.sparsity,
+        s.sse_steps,
+        torch.Generator().manual_seed(0),
+        lr=s.sse_lr,
+        norm=s.sse_norm,
+    )
+    assert torch.allclose(w.norm(dim=0), torch.full((10,), 0.1), atol=0.002)
     cosine = (w / w.norm(dim=0)).T @ (w / w.norm(dim=0))
     assert cosine.fill_diagonal_(-1).max() < 0  # still pairwise obtuse
 
 
 def test_without_sparsity_or_steps_it_is_the_simplex_etf():
-    w = sparse_simplex_etf(8, 3, 0.0, 0, torch.Generator().manual_seed(5))
+    w = sparse_simplex_etf(8, 3, 0.0, 0, torch.Generator().manual_seed(5), lr=1e-4, norm=0.1)
     assert torch.allclose(w, simplex_etf(8, 3, torch.Generator().manual_seed(5)), atol=1e-6)
 
 
 def test_a_sparsity_that_empties_a_class_is_one_line():
     with pytest.raises(ConfigError, match="all zeros"):
-        sparse_simplex_etf(2, 2, 0.75, 0, torch.Generator().manual_seed(0))
+        sparse_simplex_etf(2, 2, 0.75, 0, torch.Generator().manual_seed(0), lr=1e-4, norm=0.1)
 
 
 def test_global_realignment_by_hand():

@@ -98,6 +98,15 @@ def test_a_zero_report_leaves_the_prototype_alone():
     np.testing.assert_array_equal(new, previous)
 
 
+def test_at_rho_zero_an_unreported_class_keeps_its_prototype():
+    # class 0: μ_0 = (0, 0.5)/0.5 = (0, 1), and at ρ = 0 p_0 ← μ_0; class 1, reported by
+    # nobody, keeps (1, 0) (the authors' code would normalise 0·p_1 + 1·0 to 0)
+    previous = np.array([[0.6, 0.8], [1.0, 0.0]], dtype=np.float32)
+    means = np.array([[0.0, 0.5], [0.0, 0.0]], dtype=np.float32)
+    new = smoothed_prototypes(previous, [means], [np.array([2, 0])], rho=0.0)
+    np.testing.assert_array_equal(new, [[0.0, 1.0], [1.0, 0.0]])
+
+
 # ------------------------------------------------------------------ federation
 def fednh(*overrides):
     return InProcessFederation(

@@ -23,13 +23,19 @@ from fedimb.core.process_cache import ProcessCache, cache_key
 #: per version, what a configuration written before it means by keys it lacks (where
 #: today's options declare them): before version 1 every node was asked which client it
 #: is and kept its client's state in memory, a round did not wait for lost nodes, and the
-#: simulation started its nodes as ``runtime.nodes=auto`` does
+#: simulation started its nodes as ``runtime.nodes=auto`` does; before version 2
+#: FedLoGe's SSE-C took Adam steps of 0.01 towards unit columns (today's defaults, 1e-4
+#: and 0.1, are the authors' training script's)
 MIGRATIONS: dict[int, dict[str, Any]] = {
     1: {
         "runtime.client_ids": "claimed",
         "runtime.client_state": "memory",
         "runtime.rejoin_timeout": 0,
         "runtime.nodes": "auto",
+    },
+    2: {
+        "method.strategy.sse_lr": 0.01,
+        "method.strategy.sse_norm": 1.0,
     },
 }
 

@@ -140,9 +140,10 @@ def with_etf_classifier(model: EncoderHeadNet, value: Mapping[str, Any]) -> Enco
     return wrapped
 
 
-def sparse_etf_objective(weights: np.ndarray) -> tuple[float, np.ndarray]:
-    """FedLoGe's SSE-C objective Σ_c (‖w_c‖ − 1)² − mean_c arccos(max_{c'≠c} cos(w_c, w_c'))
-    (columns w_c; the cosine clamped to ±0.99999, as in the authors' code) and its gradient."""
+def sparse_etf_objective(weights: np.ndarray, norm: float) -> tuple[float, np.ndarray]:
+    """FedLoGe's SSE-C objective Σ_c (‖w_c‖ − norm)² − mean_c arccos(max_{c'≠c} cos(w_c,
+    w_c')) (columns w_c; the cosine clamped to ±0.99999, as in the authors'
+    ``util/etf_methods.py``, where ``norm`` is 0.1) and its gradient."""
     num_classes = weights.shape[1]
     norms = np.linalg.norm(weights, axis=0)
     unit = weights / norms
@@ -151,8 +152,8 @@ def sparse_etf_objective(weights: np.ndarray) -> tuple[float, np.ndarray]:
     nearest = cosine.argmax(axis=1)
     best = cosine[np.arange(num_classes), nearest]
     clamped = np.clip(best, -0.99999, 0.99999)
-    value = float(((norms - 1) ** 2).sum() - np.arccos(clamped).mean())
-    grad = 2 * (norms - 1) * unit
+    value = float(((norms - norm) ** 2).sum() - np.arccos(clamped).mean())
+    grad = 2 * (norms - norm) * unit
     # d(−arccos t)/dt = 1/sqrt(1 − t²), zero where the clamp holds t
     slope = np.where(clamped == best, 1 / np.sqrt(1 - clamped**2), 0.0) / num_classes
     for c, j in enumerate(nearest):  # d cos(a, b)/d a = (û_b − cos·û_a)/‖a‖, and back
@@ -162,13 +163,20 @@ def sparse_etf_objective(weights: np.ndarray) -> tuple[float, np.ndarray]:
 
 
 def sparse_simplex_etf(
-    dim: int, num_classes: int, sparsity: float, steps: int, generator: torch.Generator
+    dim: int,
+    num_classes: int,
+    sparsity: float,
+    steps: int,
+    generator: torch.Generator,
+    *,
+    lr: float,
+    norm: float,
 ) -> torch.Tensor:
-    """FedLoGe's static sparse ETF (SSE-C, as the authors' code builds it): the simplex
-    ETF with a random ``sparsity`` share of its d·C entries set to zero, the others then
-    adjusted by ``steps`` Adam steps (lr 0.01, β = (0.9, 0.999)) on
-    :func:`sparse_etf_objective`: unit columns as far apart as the zeros allow. The
-    zeros stay zero."""
+    """FedLoGe's static sparse ETF (SSE-C, as the authors' training script builds it,
+    ``util/etf_methods.py`` ``gen_sparse_ETF``): the simplex ETF with a random
+    ``sparsity`` share of its d·C entries set to zero, the others then adjusted by
+    ``steps`` Adam steps (``lr``, β = (0.9, 0.999)) on :func:`sparse_etf_objective`:
+    columns of norm ``norm`` as far apart as the zeros allow. The zeros stay zero."""
     etf = simplex_etf(dim, num_classes, generator).double().numpy()
     zeros = torch.randperm(dim * num_classes, generator=generator)[
         : int(sparsity * dim * num_classes)
@@ -179,9 +187,9 @@ def sparse_simplex_etf(
     if not mask.any(axis=0).all():
         raise ConfigError(f"a sparsity of {sparsity} leaves a class of the sparse ETF all zeros")
     weights, first, second = etf * mask, np.zeros_like(etf), np.zeros_like(etf)
-    lr, beta1, beta2, eps = 0.01, 0.9, 0.999, 1e-8
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
     for step in range(1, steps + 1):
-        grad = sparse_etf_objective(weights)[1] * mask
+        grad = sparse_etf_objective(weights, norm)[1] * mask
         first = beta1 * first + (1 - beta1) * grad
         second = beta2 * second + (1 - beta2) * grad**2
         update = first / (1 - beta1**step) / (np.sqrt(second / (1 - beta2**step)) + eps)
