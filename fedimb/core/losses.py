@@ -60,3 +60,26 @@ def logit_calibration_loss(logits: Tensor, targets: Tensor, class_counts, tau: f
     """
     counts = _as_counts(class_counts, logits).clamp_min(1e-8)
     return nn.functional.cross_entropy(logits - float(tau) * counts.pow(-0.25), targets)
+
+
+def masked_kl_divergence(
+    student_logits: Tensor, teacher_logits: Tensor, keep: Tensor, tau: float = 1.0
+) -> Tensor:
+    """τ²·(1/N)·Σ_n Σ_{c kept} p_n(c)·log(p_n(c) / q_n(c)): the distillation KL from the
+    teacher's p to the student's q, each the softmax of the logits divided by τ taken over
+    the classes ``keep`` marks (N × C, or C for every sample) alone; N is the batch size
+    (PyTorch's ``KLDivLoss(reduction="batchmean")``, as FedNTD's and FedVLS's authors use).
+    The teacher gets no gradient; a sample with no kept class contributes 0.
+
+    FedNTD keeps every class but the sample's label (the not-true classes), FedVLS the
+    classes the client has no sample of (its vacant classes, τ = 1).
+    """
+    keep = torch.as_tensor(keep, dtype=torch.bool, device=student_logits.device)
+    keep = keep.expand_as(student_logits)
+    # a finite stand-in for −∞: exp() of it is 0, and no inf − inf poisons a gradient
+    low = torch.finfo(student_logits.dtype).min / 2
+    log_q = torch.log_softmax((student_logits / tau).masked_fill(~keep, low), dim=1)
+    with torch.no_grad():
+        log_p = torch.log_softmax((teacher_logits / tau).masked_fill(~keep, low), dim=1)
+    terms = (log_p.exp() * (log_p - log_q)).masked_fill(~keep, 0.0)
+    return tau**2 * terms.sum() / student_logits.shape[0]

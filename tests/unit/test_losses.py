@@ -10,6 +10,7 @@ from torch import nn
 
 from fedimb.core.losses import (
     logit_calibration_loss,
+    masked_kl_divergence,
     relaxed_balanced_softmax_loss,
     restricted_softmax_logits,
     smoothed_prior,
@@ -87,3 +88,54 @@ def test_logit_calibration_hand_value():
     assert float(
         logit_calibration_loss(logits, torch.tensor([0]), counts, tau=0.0)
     ) == pytest.approx(math.log(2))
+
+
+# Two samples, three classes, class 2 left out. Kept logits: student (ln 3, 0) and (0, 0),
+# teacher (0, 0) and (ln 3, 0), i.e. softmaxes q = (3/4, 1/4), (1/2, 1/2) and
+# p = (1/2, 1/2), (3/4, 1/4). KL(p‖q) per sample:
+#   ½·ln(½ / ¾) + ½·ln(½ / ¼) = ln 2 − ½ ln 3,   ¾·ln(¾ / ½) + ¼·ln(¼ / ½) = ¾ ln 3 − ln 2,
+# summed ¼ ln 3, over the batch of 2: ln 3 / 8. The left-out logits (9, −5; 4, 1) would
+# change every softmax if they were kept.
+STUDENT = torch.tensor([[math.log(3), 0.0, 9.0], [0.0, 0.0, -5.0]])
+TEACHER = torch.tensor([[0.0, 0.0, 4.0], [math.log(3), 0.0, 1.0]])
+KEEP = torch.tensor([True, True, False])
+
+
+def test_masked_kl_hand_value():
+    value = masked_kl_divergence(STUDENT, TEACHER, KEEP)
+    assert float(value) == pytest.approx(math.log(3) / 8, rel=1e-6)
+
+
+def test_masked_kl_divides_by_tau_and_multiplies_by_tau_squared():
+    # logits doubled at τ = 2: the same softmaxes, so the value is τ² = 4 times the above
+    value = masked_kl_divergence(2 * STUDENT, 2 * TEACHER, KEEP, tau=2.0)
+    assert float(value) == pytest.approx(4 * math.log(3) / 8, rel=1e-6)
+
+
+def test_masked_kl_takes_a_mask_per_sample():
+    keep = torch.tensor([[True, True, False], [False, True, True]])
+    # sample 2 now keeps classes 1, 2: q = softmax(0, −5), p = softmax(0, 1)
+    q, p = 1 / (1 + math.exp(-5)), 1 / (1 + math.exp(1))
+    second = p * math.log(p / q) + (1 - p) * math.log((1 - p) / (1 - q))
+    expected = (math.log(2) - math.log(3) / 2 + second) / 2
+    assert float(masked_kl_divergence(STUDENT, TEACHER, keep)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_masked_kl_gradient_reaches_only_the_student_kept_classes():
+    student = STUDENT.clone().requires_grad_(True)
+    teacher = TEACHER.clone().requires_grad_(True)
+    masked_kl_divergence(student, teacher, KEEP).backward()
+    assert teacher.grad is None
+    assert torch.all(student.grad[:, 2] == 0) and torch.all(student.grad[:, :2] != 0)
+
+
+def test_a_sample_with_no_kept_class_adds_nothing_and_no_nan():
+    student = STUDENT.clone().requires_grad_(True)
+    keep = torch.tensor([[True, True, False], [False, False, False]])
+    value = masked_kl_divergence(student, TEACHER, keep)
+    value.backward()
+    # sample 1 alone: (ln 2 − ½ ln 3), still over the batch of 2
+    assert value.item() == pytest.approx((math.log(2) - math.log(3) / 2) / 2, rel=1e-6)
+    assert torch.isfinite(student.grad).all() and torch.all(student.grad[1] == 0)
+    nothing = masked_kl_divergence(STUDENT, TEACHER, torch.zeros(3, dtype=torch.bool))
+    assert float(nothing) == 0.0
