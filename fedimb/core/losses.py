@@ -83,3 +83,55 @@ def masked_kl_divergence(
         log_p = torch.log_softmax((teacher_logits / tau).masked_fill(~keep, low), dim=1)
     terms = (log_p.exp() * (log_p - log_q)).masked_fill(~keep, 0.0)
     return tau**2 * terms.sum() / student_logits.shape[0]
+
+
+def relaxed_contrastive_terms(
+    features: Tensor, labels: Tensor, *, tau: float, threshold: float, hard_negatives: int
+) -> tuple[Tensor, Tensor]:
+    """FedRCL's two per-anchor terms on one batch of features (Seo et al., CVPR 2024), as
+    the authors' ``CLLoss`` computes them with FedRCL's configuration (skynbe/FedRCL,
+    ``utils/loss.py``, ``configs/client/fedrcl.yaml``), on s_ij, the cosine similarities
+    of the rows of ``features`` (batch × d, flattened past the first dimension).
+
+    - Supervised contrastive term: the positive is the *least* similar sample of the
+      anchor's class, the anchor itself counted (s_ii = 1, so it is the positive only
+      when no other sample of its class is in the batch); the negatives are the
+      ``hard_negatives`` *most* similar samples of other classes (fewer if the batch has
+      fewer). ℓ_i = −log(e^{s_ip/τ} / (e^{s_ip/τ} + Σ_n e^{s_in/τ})); 0 without negatives.
+    - Divergence penalty: q_i, the least similar other sample of the anchor's class, is a
+      negative against the anchor itself when q_i ≥ ``threshold``; otherwise (and when
+      the class has no other sample) it is replaced by similarity −1. ℓ_i =
+      log(1 + e^{(q_i − s_ii)/τ}); a replaced one is the constant log(1 + e^{−2/τ}).
+    """
+    flat = nn.functional.normalize(features.flatten(1), dim=1)
+    sim = flat @ flat.T
+    n = sim.shape[0]
+    same = labels[:, None] == labels[None, :]
+    own = torch.eye(n, dtype=torch.bool, device=sim.device)
+    positive = sim.masked_fill(~same, float("inf")).topk(1, dim=1, largest=False).values
+    negatives = sim.masked_fill(same, float("-inf")).topk(min(hard_negatives, n), dim=1).values
+    logits = torch.cat([positive, negatives], dim=1) / tau
+    contrastive = -torch.log_softmax(logits, dim=1)[:, 0]
+    partner = sim.masked_fill(~same | own, float("inf")).topk(1, dim=1, largest=False).values[:, 0]
+    over = torch.isfinite(partner) & (partner >= threshold)
+    negative = torch.where(over, partner, torch.full_like(partner, -1.0))
+    penalty = nn.functional.softplus((negative - sim.diagonal()) / tau)
+    return contrastive, penalty
+
+
+def relaxed_contrastive_loss(
+    features: Tensor,
+    labels: Tensor,
+    *,
+    tau: float,
+    threshold: float,
+    beta: float,
+    hard_negatives: int,
+) -> Tensor:
+    """FedRCL's loss on one level of features: the batch mean of the supervised
+    contrastive term plus β times the batch mean of the divergence penalty
+    (:func:`relaxed_contrastive_terms`)."""
+    contrastive, penalty = relaxed_contrastive_terms(
+        features, labels, tau=tau, threshold=threshold, hard_negatives=hard_negatives
+    )
+    return contrastive.mean() + beta * penalty.mean()
