@@ -82,9 +82,10 @@ def test_method_trains_two_rounds(method, data):
 
 #: the label-skew methods of 2021-2024, which have no mnist5k test of their own
 LABEL_SKEW_2021_2024 = ["fedrod", "ccvr", "creff", "fednh", "fedetf", "feddecorr", "fedloge"]
+LABEL_SKEW_2022_2025 = ["fedntd", "fedvls", "feduv", "fedrcl"]
 
 
-@pytest.mark.parametrize("method", LABEL_SKEW_2021_2024)
+@pytest.mark.parametrize("method", LABEL_SKEW_2021_2024 + LABEL_SKEW_2022_2025)
 def test_label_skew_method_trains_two_rounds_on_mnist5k(method):
     fed = InProcessFederation(
         [f"method={method}", "dataset=mnist5k", "num_clients=3", "num_rounds=2"]

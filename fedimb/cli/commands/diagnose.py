@@ -154,6 +154,11 @@ def advice(d: Diagnosis) -> list[str]:
             "ETF heads), fedrod (a balanced generic head and a personal one), feddecorr"
         )
         out.append(
+            "  local training that forgets the classes a client lacks: method=fedntd or "
+            "fedvls (distilled from the global model), feduv or fedrcl (representations "
+            "kept as IID training would shape them)"
+        )
+        out.append(
             f"  mediators of {d.gamma} clients would bring the KLD to "
             f"{float(np.mean(d.mediator_kl)):.2f} "
             f"(mean over {len(d.mediator_kl)}): method=astraea_sched"
