@@ -15,8 +15,11 @@ class LGFedAvgStrategy(PersonalEvaluation, BaseStrategy):
 
     ensemble_global_test = True
 
+    def global_module(self):
+        return self.run.new_model().head
+
     def initialize_parameters(self, client_manager):
-        self.current_weights = get_weights(self.run.new_model().head)
+        self.current_weights = get_weights(self.global_module())
         return ndarrays_to_parameters(self.current_weights)
 
     def evaluate(self, server_round, parameters):

@@ -1,8 +1,8 @@
 """From a round's accepted updates to the new global model (a part of
 :class:`strategies.base.BaseStrategy`): the minimum of successful clients, the round's
 training metrics and weight diversity, the method's aggregation with the configured rule
-and the optional contribution normalisation, and the check that keeps a non-finite
-model out."""
+and the optional contribution normalisation, the optional layer-wise shrinking of its
+result, and the check that keeps a non-finite model out."""
 
 from __future__ import annotations
 
@@ -17,6 +17,13 @@ from fedimb.app.server.run_context import ServerRun
 from fedimb.core import payload, protocol, robust
 from fedimb.core.aggregate import weight_diversity
 from fedimb.core.contribution import contribution_factors
+from fedimb.core.shrinking import (
+    ShrinkSettings,
+    check_shape,
+    layer_groups,
+    shrinking_factors,
+    shrunk,
+)
 from strategies.base.replies import FitFailures, FitReplies
 from strategies.base.round_log import ClientUpdate, RoundLog
 
@@ -32,6 +39,8 @@ class AggregationHost(Protocol):
     round_updates: list[ClientUpdate]
     #: T of ``normalize=latent_cosine``, None without contribution normalisation
     normalize_temperature: float | None
+    #: ``shrink=fedlws``'s settings, None without layer-wise shrinking
+    shrink: ShrinkSettings | None
 
     def accept_updates(self, results: FitReplies, failures: list[Any]) -> list[ClientUpdate]: ...
     def aggregate(
@@ -44,6 +53,10 @@ class AggregationHost(Protocol):
         self, arrays_list: list[list[np.ndarray]], weights: Any
     ) -> list[np.ndarray] | None: ...
     def contribution_weighted(self, base: np.ndarray, latents: Any, ids: Any) -> np.ndarray: ...
+    def global_arrays_named(self) -> tuple[list[str], list[str]]: ...
+    def shrunk_global(
+        self, weights: list[np.ndarray], updates: list[ClientUpdate]
+    ) -> list[np.ndarray]: ...
 
 
 class Aggregation:
@@ -74,6 +87,8 @@ class Aggregation:
             self.round_log.weight_diversity = weight_diversity([u.arrays for u in updates])
         self.round_log.client_metrics = self.aggregate_metrics(updates)
         new_weights = self.aggregate(server_round, updates)
+        if new_weights is not None and self.shrink is not None:
+            new_weights = self.shrunk_global(new_weights, updates)
         if new_weights is None or not self.adoptable(new_weights, "the aggregate"):
             return None, self.round_log.client_metrics
         self.current_weights = new_weights
@@ -149,6 +164,28 @@ class Aggregation:
         factors = contribution_factors(np.stack(latents), self.normalize_temperature)
         self.round_log.extra.update({f"contribution.{i}": float(f) for i, f in zip(ids, factors)})
         return factors * base
+
+    def shrunk_global(
+        self: AggregationHost, weights: list[np.ndarray], updates: list[ClientUpdate]
+    ) -> list[np.ndarray]:
+        """``shrink=fedlws``: the method's new global model with each layer l times γ_l, from
+        the previous global model and the accepted client models (FedLWS; the authors'
+        ``server_funct.py``, ``fedlws``). Applied to what the method's :meth:`aggregate`
+        returns, so a server step (FedAvgM's momentum, SCAFFOLD's server rate) is part
+        of the global update Δ_l, as the paper's η_g·g is. The round records γ_l and τ_l
+        per layer; unchanged (and a note why) where the models' arrays do not match."""
+        assert self.shrink is not None and self.current_weights is not None
+        previous, clients = self.current_weights, [u.arrays for u in updates]
+        names, parameters = self.global_arrays_named()
+        problem = check_shape(previous, clients, names)
+        if problem is not None:
+            self.round_log.note(f"shrinking skipped: {problem}")
+            return weights
+        layers = layer_groups(names, parameters)
+        gammas, taus = shrinking_factors(previous, weights, clients, layers, self.shrink)
+        self.round_log.extra.update({f"shrink.gamma.{i}": float(g) for i, g in enumerate(gammas)})
+        self.round_log.extra.update({f"shrink.tau.{i}": float(t) for i, t in enumerate(taus)})
+        return shrunk(weights, layers, gammas)
 
     @staticmethod
     def aggregate_metrics(updates: list[ClientUpdate]) -> dict[str, float]:

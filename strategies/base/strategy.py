@@ -24,11 +24,13 @@ from flwr.common import (
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
+from torch import nn
 
 from fedimb.app.runtimes.node_pool import client_registry
 from fedimb.app.server.run_context import ServerRun
 from fedimb.core import protocol
 from fedimb.core.settings import NoSettings, check_declared, read_declared
+from fedimb.core.shrinking import ShrinkSettings
 from fedimb.core.training import TRAIN_KEYS
 from strategies.base.accounting import RoundAccounting
 from strategies.base.aggregation import Aggregation
@@ -90,6 +92,9 @@ class BaseStrategy(
         self.normalize_temperature = (
             float(normalize["temperature"]) if normalize.get("name") == "latent_cosine" else None
         )
+        shrink = cfg.get("shrink")
+        self.shrink = ShrinkSettings.from_config(shrink) if shrink is not None else None
+        self._global_names: tuple[list[str], list[str]] | None = None
         self.round_log = RoundLog(0, "train")  # replaced by begin_round
         self.accounting = RoundAccounting(self.round_log)
         #: per client, the shape and dtype of every array it was sent this round
@@ -152,6 +157,22 @@ class BaseStrategy(
 
     def round_record(self) -> dict[str, Any]:
         return self.round_log.to_record()
+
+    def global_module(self) -> nn.Module:
+        """The module whose ``state_dict`` the global arrays are: the whole model (a
+        method whose global model is a part overrides this; LG-FedAvg: the head)."""
+        return self.run.new_model()
+
+    def global_arrays_named(self) -> tuple[list[str], list[str]]:
+        """The global arrays' names (``state_dict`` order) and the parameters among them
+        (the rest are buffers), read once from :meth:`global_module`."""
+        if self._global_names is None:
+            module = self.global_module()
+            self._global_names = (
+                list(module.state_dict()),
+                [name for name, _ in module.named_parameters()],
+            )
+        return self._global_names
 
     # -------------------------------------------------------------- Flower: init
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:

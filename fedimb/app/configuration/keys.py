@@ -24,6 +24,7 @@ GROUPS = (
     "dropout",
     "runtime",
     "normalize",
+    "shrink",
     "aggregation",
     "privacy",
     "tracking",
@@ -41,10 +42,8 @@ def group_choices(group: str) -> list[str]:
 
 
 #: how ``fedimb list`` names a group's options (``fedimb list methods``)
-LIST_NAMES = {
-    group: group if group in ("normalize", "aggregation", "privacy", "tracking") else f"{group}s"
-    for group in GROUPS
-}
+_OWN_NAMES = ("normalize", "shrink", "aggregation", "privacy", "tracking")
+LIST_NAMES = {group: group if group in _OWN_NAMES else f"{group}s" for group in GROUPS}
 
 #: a group this small is listed in full in an "unknown option" message
 _SHORT_GROUP = 8

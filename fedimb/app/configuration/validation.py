@@ -176,10 +176,7 @@ def check_aggregation(cfg: DictConfig) -> None:
     settings = robust.RobustSettings.from_config(cfg.aggregation)
     robust.check(settings, int(cfg.num_clients))
     InfluenceSettings.from_config(cfg.get("influence")).check()
-    _, strategy_cls = method_classes(cfg)
-    support = getattr(strategy_cls, "robust_aggregation", "any")
-    if callable(support):
-        support = support({k: v for k, v in cfg.method.strategy.items() if k != "_target_"})
+    support = aggregation_support(cfg)
     method = cfg.method.get("name")
     if support == "clip":
         require(
@@ -199,6 +196,29 @@ def check_aggregation(cfg: DictConfig) -> None:
             f"method '{method}' does not average the client models, so {chosen} does not "
             f"apply: use aggregation=mean aggregation.max_update_norm=null",
         )
+
+
+def aggregation_support(cfg: DictConfig) -> str:
+    """The method's ``robust_aggregation``: ``any``, ``clip`` or ``none`` (its server step
+    is no average of the client models)."""
+    _, strategy_cls = method_classes(cfg)
+    support = getattr(strategy_cls, "robust_aggregation", "any")
+    if callable(support):
+        support = support({k: v for k, v in cfg.method.strategy.items() if k != "_target_"})
+    return str(support)
+
+
+def check_shrink(cfg: DictConfig) -> None:
+    """``shrink``: its settings, and a method whose new global model is an average of the
+    client models (what FedLWS's layer-wise factors scale)."""
+    from fedimb.core.shrinking import ShrinkSettings
+
+    name = cfg.shrink.get("name")
+    require(
+        ShrinkSettings.from_config(cfg.shrink) is None or aggregation_support(cfg) != "none",
+        f"method '{cfg.method.get('name')}' does not average the client models, so "
+        f"shrink={name} does not apply: use shrink=none",
+    )
 
 
 def check_evaluation(cfg: DictConfig) -> None:
@@ -255,6 +275,7 @@ CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_training,
     check_partition_and_dropout,
     check_normalize,
+    check_shrink,
     check_aggregation,
     check_privacy,
     check_runtime,

@@ -219,6 +219,12 @@ def check_privacy(cfg: DictConfig) -> None:
         f"privacy={name} calibrates its noise to a mean of the clipped updates, which "
         f"aggregation={aggregation} is not: use aggregation=mean",
     )
+    shrink = (cfg.get("shrink") or {}).get("name")
+    require(
+        shrink in (None, "none"),
+        f"privacy={name} calibrates its noise to a mean of the clipped updates, which "
+        f"shrink={shrink} rescales by factors computed from them: use shrink=none",
+    )
     uncovered = uncovered_payloads(strategy_cls, cfg)
     require(
         not uncovered or settings.payloads == "unprotected",

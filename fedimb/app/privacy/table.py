@@ -42,7 +42,8 @@ def shown_payloads(specs, direction: str) -> str:
 
 def method_row(name: str) -> str:
     """One row of the table, for the method ``conf/method/<name>.yaml`` composes."""
-    method = hydra_config([f"method={name}"]).method
+    composed = hydra_config([f"method={name}"])
+    method = composed.method
     node = method.get("strategy")
     strategy_cls = import_class(str(node._target_ if node else DEFAULT_STRATEGY))
     settings = {str(k): v for k, v in (node or {}).items() if k != "_target_"}
@@ -51,6 +52,8 @@ def method_row(name: str) -> str:
     own = [n for n in privacy.uncovered_payloads(strategy_cls) if n not in FRAMEWORK_PAYLOADS]
     if reason is not None:
         verdict = f"refused: it {reason}"
+    elif composed.shrink.name != "none":
+        verdict = f"refused: its server rescales the average (`shrink={composed.shrink.name}`)"
     elif own:
         verdict = "only with `privacy.payloads=unprotected`"
     else:
