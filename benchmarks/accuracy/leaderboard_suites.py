@@ -94,8 +94,8 @@ def suite_methods() -> list[str]:
     return [REFERENCE, *(m for m in methods if m != REFERENCE)]
 
 
-#: the learning rates searched on mnist5k's CNN: the previous plan spent a fifth of its
-#: trials there below 0.01 and chose none of them (docs/tables/leaderboard_trials.md)
+#: the learning rates searched on mnist5k's CNN: the previous plan's tunings chose none below 0.01
+#: (docs/benchmarks/leaderboard.md, where the previous plan's trials went)
 CNN_RATES = 'tune.search={train.lr: "log(0.01, 0.3)"}'
 #: the methods that do not run on Shakespeare, and why
 SHAKESPEARE_EXCLUDED = {
@@ -148,7 +148,7 @@ def full_suite() -> Suite:
                 "model=char_lstm",
                 "model.hidden=64",
                 "model.layers=1",
-                # five speaking roles (split_seed 1 draws 7,139 samples), one epoch a round:
+                # five speaking roles (the draw of split_seed 1), one epoch a round:
                 # a natural federation sized for two cores
                 "num_clients=5",
                 "dataset.split_seed=1",

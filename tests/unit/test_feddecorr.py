@@ -15,7 +15,7 @@ from clients.feddecorr import (
     authors_decorrelation_loss,
     decorrelation_loss,
 )
-from fedimb.app.runtimes.in_process import InProcessFederation
+from tests.conftest import checked_rounds
 
 # Columns a = (1, -1, 1, -1), b = (1, 1, -1, -1), c = (1, 1, 1, -3), shifted and scaled
 # (a + 2, 3b + 5, c - 1): correlation ignores both. Population moments: mean 0 and
@@ -92,19 +92,4 @@ def test_client_loss_is_cross_entropy_plus_beta_times_the_term():
 
 @pytest.mark.parametrize("form", ["paper", "authors_code"])
 def test_two_rounds_in_process(form):
-    fed = InProcessFederation(
-        [
-            "method=feddecorr",
-            "dataset=digits",
-            "num_clients=3",
-            "num_rounds=2",
-            "train.local_epochs=1",
-            "dropout=none",
-            f"method.client.loss_form={form}",
-        ]
-    )
-    for rnd in (1, 2):
-        record = fed.round(rnd)
-        assert record["clients"]["succeeded"] == 3 and record["clients"]["rejected"] == 0
-        assert math.isfinite(record["train"]["train_loss"])
-    assert 0 <= record["test"]["accuracy"] <= 1
+    checked_rounds(["method=feddecorr", f"method.client.loss_form={form}"])

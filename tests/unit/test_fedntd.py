@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from clients.fedntd import FedNTDClient, not_true_distillation_loss
-from fedimb.app.runtimes.in_process import InProcessFederation
 
 LN3 = math.log(3)
 # τ = 2. Sample 1 has label 0, sample 2 label 2; the label's logit is dropped, and the
@@ -82,21 +81,3 @@ def test_the_global_copy_is_frozen_at_the_received_weights():
     for p, kept in zip(client.global_model.parameters(), received):
         assert torch.equal(p, kept) and not p.requires_grad
     assert not client.global_model.training
-
-
-def test_two_rounds_in_process():
-    fed = InProcessFederation(
-        [
-            "method=fedntd",
-            "dataset=digits",
-            "num_clients=3",
-            "num_rounds=2",
-            "train.local_epochs=1",
-            "dropout=none",
-        ]
-    )
-    for rnd in (1, 2):
-        record = fed.round(rnd)
-        assert record["clients"]["succeeded"] == 3 and record["clients"]["rejected"] == 0
-        assert math.isfinite(record["train"]["train_loss"])
-    assert 0 <= record["test"]["accuracy"] <= 1

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from clients.fedrcl import FedRCLClient, level_features
-from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.losses import relaxed_contrastive_loss, relaxed_contrastive_terms
 from fedimb.core.models import MODELS
+from tests.conftest import checked_rounds
 
 # Rows a, b, e of class 0 and c of class 1; scaled, so that only normalisation gives the
 # unit vectors a = (1, 0), b = (.6, .8), e = (.8, .6), c = (0, 1). Cosine similarities:
@@ -189,19 +189,4 @@ def test_client_loss_averages_the_levels():
 
 @pytest.mark.parametrize("levels", ["multi", "encoder"])
 def test_two_rounds_in_process(levels):
-    fed = InProcessFederation(
-        [
-            "method=fedrcl",
-            "dataset=digits",
-            "num_clients=3",
-            "num_rounds=2",
-            "train.local_epochs=1",
-            "dropout=none",
-            f"method.client.levels={levels}",
-        ]
-    )
-    for rnd in (1, 2):
-        record = fed.round(rnd)
-        assert record["clients"]["succeeded"] == 3 and record["clients"]["rejected"] == 0
-        assert math.isfinite(record["train"]["train_loss"])
-    assert 0 <= record["test"]["accuracy"] <= 1
+    checked_rounds(["method=fedrcl", f"method.client.levels={levels}"])

@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from clients.fedvls import FedVLSClient, logit_suppression_loss, prior_calibrated_cross_entropy
-from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core.losses import masked_kl_divergence
 
 LN2, LN3 = math.log(2), math.log(3)
@@ -98,21 +97,3 @@ def test_a_client_with_every_class_has_no_distillation():
     # uniform prior: L_cal is the plain cross-entropy (the 1e-9 aside)
     expected = nn.functional.cross_entropy(LOCAL, LABELS).item()
     assert client.loss(LOCAL, LABELS).item() == pytest.approx(expected, rel=1e-6)
-
-
-def test_two_rounds_in_process():
-    fed = InProcessFederation(
-        [
-            "method=fedvls",
-            "dataset=digits",
-            "num_clients=3",
-            "num_rounds=2",
-            "train.local_epochs=1",
-            "dropout=none",
-        ]
-    )
-    for rnd in (1, 2):
-        record = fed.round(rnd)
-        assert record["clients"]["succeeded"] == 3 and record["clients"]["rejected"] == 0
-        assert math.isfinite(record["train"]["train_loss"])
-    assert 0 <= record["test"]["accuracy"] <= 1
