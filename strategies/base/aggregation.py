@@ -137,6 +137,10 @@ class Aggregation:
         down-weighted) are counted in the round's record and named in a note; its buckets
         are drawn from the run's seed and the round. Every method that averages client
         models calls this."""
+        shares = np.asarray(weights, dtype=np.float64)
+        if len(shares) and shares.sum() > 0:
+            largest = float(shares.max() / shares.sum())
+            self.round_log.largest_share = max(self.round_log.largest_share or 0.0, largest)
         settings = robust.RobustSettings.from_config(self.run.cfg.aggregation)
         seed = np.random.SeedSequence([self.run.seed, self.round_log.round]).generate_state(1)[0]
         new, reason, aside = robust.combine_recorded(

@@ -54,6 +54,9 @@ class RoundLog:
     bytes_down: int = 0
     bytes_up: int = 0
     weight_diversity: float | None = None
+    #: the largest share of an average of client models any client had this round (the
+    #: sensitivity differential privacy's noise is calibrated to)
+    largest_share: float | None = None
     client_metrics: dict[str, float] = field(default_factory=dict)
     test: dict[str, Any] = field(default_factory=dict)
     #: the global model's scores on the validation share (where the run holds one)

@@ -144,6 +144,11 @@ class BaseStrategy(
         for name, value in state.items():
             setattr(self, name, value)
 
+    def stop_before(self, server_round: int) -> str | None:
+        """Why the run must end before round ``server_round`` (a spent privacy budget,
+        :class:`fedimb.app.privacy.strategy.PrivateStrategy`), or None to run it."""
+        return None
+
     def begin_round(self, server_round: int) -> None:
         """Called by the server before each round (round 0: initial evaluation)."""
         self.round_log = RoundLog(server_round, self.stage_of(server_round))

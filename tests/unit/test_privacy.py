@@ -226,7 +226,8 @@ def test_num_sampled_clients_defaults_to_the_clients_sampled_per_round():
     run = [*DIGITS, "num_clients=10", "privacy=dp_server_fixed"]
     assert num_sampled_clients(config.compose([*run, "fraction_fit=0.35"])) == 4  # round(3.5)
     assert num_sampled_clients(config.compose([*run, "fraction_fit=0.1"])) == 1
-    assert num_sampled_clients(config.compose([*run, "privacy.num_sampled_clients=7"])) == 7
+    adaptive = [*run, "privacy=dp_server_adaptive", "privacy.num_sampled_clients=7"]
+    assert num_sampled_clients(config.compose(adaptive)) == 7
 
 
 def test_the_docs_table_is_the_methods_declarations():

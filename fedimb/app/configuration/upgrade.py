@@ -39,6 +39,11 @@ MIGRATIONS: dict[int, dict[str, Any]] = {
     },
 }
 
+#: per version, the keys it retired where today's options no longer declare them: version
+#: 3 calibrates the fixed-clipping DP noise to what each round averages, so
+#: ``privacy.num_sampled_clients`` stayed with the adaptive variants only
+RETIRED: dict[int, tuple[str, ...]] = {3: ("privacy.num_sampled_clients",)}
+
 #: today's configuration per set of group choices, composed once per process
 _DEFAULTS: ProcessCache[tuple[dict[str, Any], dict[str, str]]] = ProcessCache()
 
@@ -124,6 +129,12 @@ def upgrade(saved: Mapping[str, Any]) -> DictConfig:
             declared = OmegaConf.select(defaults, key, default=None) is not None
             if declared and OmegaConf.select(filled, key, default=None) is None:
                 OmegaConf.update(filled, key, value, force_add=True)
+    for version, keys in sorted(RETIRED.items()):
+        for key in keys if version_of(saved) < version else ():
+            parent, _, leaf = key.rpartition(".")
+            section = OmegaConf.select(filled, parent, default=None)
+            if OmegaConf.select(defaults, key, default=None) is None and leaf in (section or {}):
+                del section[leaf]
     merged = OmegaConf.merge(defaults, filled)
     for path, value in whole_values(saved):  # a search space is the user's, key for key
         OmegaConf.update(merged, path, value, merge=False)

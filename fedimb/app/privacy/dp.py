@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app.configuration.components import import_class
+from fedimb.app.privacy import account
 from fedimb.core import protocol, schema
 from fedimb.core.errors import ConfigError, at_least, one_of, optional, require
 from fedimb.core.settings import read_declared, setting_types, type_options
@@ -33,6 +34,11 @@ PAYLOAD_CHOICES = ("refuse", "unprotected")
 def _rule(rule: Callable[[str, Any], None]) -> Any:
     """A declared setting (no default: the values are the YAML's) with its rule."""
     return dataclasses.field(metadata={"rule": rule})
+
+
+def _delta(key: str, value: Any) -> None:
+    if value is not None:
+        require(0 < value < 1, f"{key} must be in (0, 1), got {value!r}")
 
 
 def _fraction(key: str, value: Any) -> None:
@@ -48,9 +54,10 @@ class FixedClipping:
 
     noise_multiplier: float = _rule(at_least(0))
     clipping_norm: float = _rule(at_least(0, strict=True))
-    #: null: the clients the run samples per round (:func:`num_sampled_clients`)
-    num_sampled_clients: int | None = _rule(optional(at_least(1, integer=True)))
     payloads: str = _rule(one_of(*PAYLOAD_CHOICES))
+    #: the account's δ (null: 1/N^1.1) and the ε that stops the run (null: none)
+    delta: float | None = _rule(_delta)
+    max_epsilon: float | None = _rule(optional(at_least(0, strict=True)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +71,9 @@ class AdaptiveClipping:
     clipped_count_stddev: float | None = _rule(optional(at_least(0)))
     num_sampled_clients: int | None = _rule(optional(at_least(1, integer=True)))
     payloads: str = _rule(one_of(*PAYLOAD_CHOICES))
+    #: the account's δ (null: 1/N^1.1) and the ε that stops the run (null: none)
+    delta: float | None = _rule(_delta)
+    max_epsilon: float | None = _rule(optional(at_least(0, strict=True)))
 
 
 #: every ``privacy`` option but ``none``, with the settings it takes
@@ -99,10 +109,7 @@ def num_sampled_clients(cfg: DictConfig) -> int:
     round before dropout: max(min_fit_clients, round(fraction_fit · num_clients)), at most
     num_clients (the base strategy's sampling, :mod:`strategies.base.sampling`)."""
     given = cfg.privacy.get("num_sampled_clients")
-    if given is not None:
-        return int(given)
-    n = int(cfg.num_clients)
-    return min(n, max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * n))))
+    return int(given) if given is not None else account.sample_size(cfg)
 
 
 # ----------------------------------------------------------- which methods qualify
@@ -202,6 +209,8 @@ def check_privacy(cfg: DictConfig) -> None:
         f"unknown privacy '{name}' (choose from: {', '.join([NONE, *VARIANTS])})",
     )
     check_declared(VARIANTS[name], _settings_of(cfg), name)
+    account.privacy_modules()  # the accountant's package, before anything runs
+    account.check_budget(cfg)
     settings = privacy_settings(cfg)
     sampled = num_sampled_clients(cfg)
     if isinstance(settings, AdaptiveClipping):

@@ -33,6 +33,8 @@ class RoundStrategy(Protocol):
 
     def total_rounds(self) -> int: ...
 
+    def stop_before(self, server_round: int) -> str | None: ...
+
     def begin_round(self, server_round: int) -> None: ...
 
     def end_round(self, server_round: int) -> Parameters | None: ...
@@ -89,12 +91,17 @@ class FedImbServer(ClientsInTurn):
         self.started = time.perf_counter()
         try:
             first_round = self.start(timeout)
+            stopped = None
             for server_round in range(first_round, num_rounds + 1):
+                stopped = self.strategy.stop_before(server_round)
+                if stopped is not None:  # ends like a run that reached num_rounds
+                    break
                 self.run_round(
                     server_round,
                     timeout,
                     overlap=self.overlap_evaluation and server_round < num_rounds,
                 )
+            self._finish_pending()
         except Exception as err:  # the front end's one line names it, wherever the log ends
             self._finish_pending(raise_error=False)  # the round before it still reports
             events.emit_error(err)
@@ -108,7 +115,10 @@ class FedImbServer(ClientsInTurn):
             self.checkpointing and not self.front_end_removes_checkpoint
         ):  # complete: nothing left to recover
             self.checkpoint_file.unlink(missing_ok=True)
-        events.emit("end", rounds=num_rounds, seconds=elapsed)
+        if stopped is None:
+            events.emit("end", rounds=num_rounds, seconds=elapsed)
+        else:
+            events.emit("end", rounds=server_round - 1, seconds=elapsed, stopped=stopped)
         return self.history, elapsed
 
     def run_round(

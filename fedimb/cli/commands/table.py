@@ -33,6 +33,10 @@ SUBCOMMANDS = {
         "the label imbalance a data set + partition gives, and the methods "
         "that target it (no training)",
     ),
+    "epsilon": Subcommand(
+        "fedimb.cli.commands.epsilon:epsilon_main",
+        "the (ε, δ) a privacy=dp_* configuration will spend, round by round (no training)",
+    ),
     "report": Subcommand(
         "fedimb.cli.commands.results:report_main",
         "one comparison table and accuracy plot over run and sweep folders",

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app.configuration import compose as config
 from fedimb.app.configuration.build import experiment_data
+from fedimb.app.privacy import account as privacy_account
 from fedimb.app.server import checkpoint
 from fedimb.cli.federation.processes import FederationError, Interrupted
 from fedimb.cli.launch.flower_run import SUPERLINK_RUN, run_flower
@@ -111,6 +112,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path, echo: Echo = _echo) -> Path:
                 f"{run_dir / EVENTS_FILE}"
             )
             return record_run(cfg, run_dir, recorder, lambda: 0, tracking)
+        if str(cfg.privacy.name) != "none" and not cfg.get("resume"):
+            echo(f"[fedimb] {privacy_account.plan_line(cfg, strategy.total_rounds())}")
         recorder.announce()
         return record_run(
             cfg, run_dir, recorder, lambda: run_flower(cfg, run_dir, recorder, strategy), tracking

@@ -155,6 +155,8 @@ class RunRecorder:
                 self.echo(f"    ! {message}")
         elif kind == "end":
             self.end = event
+            if event.get("stopped"):  # ended before num_rounds on purpose (a privacy budget)
+                self.echo(f"[fedimb] {event['stopped']}")
         elif kind == "error":  # its type and message, where it was raised, its line in flwr.log
             where = f" at {event['where']}" if event.get("where") else ""
             self.errors.append(f"{event.get('message')}{where}, flwr.log line {self._log_lines}")

@@ -160,6 +160,9 @@ def round_line(r: dict[str, Any], total: int, elapsed: float, trained: list[floa
     clients = r.get("clients")
     if clients and r["round"] > 0:
         parts.append(clients_outcome(clients))
+    epsilon = (r.get("extra") or {}).get("privacy.epsilon")
+    if epsilon is not None:
+        parts.append(f"ε {epsilon:.3g}")
     parts.append(timing_text(r, total, elapsed, trained))
     return " | ".join(parts)
 

@@ -70,6 +70,8 @@ def run_summary(
         "num_rounds": int(cfg.num_rounds),
         "num_rounds_unit": str(start.get("round_unit", "Flower round")),
         "completed": end is not None and not trained_nothing(rounds),
+        # why the run ended before rounds_planned on purpose (a spent privacy budget)
+        "stopped": (end or {}).get("stopped"),
         "clients_lost": int(lost.get("clients_lost", 0)),
         "clients_lost_reasons": lost.get("clients_lost_reasons") or {},
         "final_accuracy": final["test"]["accuracy"] if final else None,
@@ -93,10 +95,23 @@ def run_summary(
         "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3)
         if len(seconds) > 1
         else None,
+        **privacy_summary(cfg, trained),
         **local_summary(rounds),
         **personal_selection(rounds, holdout.objective_last(cfg)),
         "run_dir": str(run_dir),
     }
+
+
+def privacy_summary(cfg: DictConfig, trained: list[dict[str, Any]]) -> dict[str, Any]:
+    """Under ``privacy=dp_*``: ε spent at ``privacy_delta`` after the last round (null
+    without noise, which gives no guarantee); nothing without differential privacy."""
+    if str(cfg.privacy.name) == "none":
+        return {}
+    from fedimb.app.privacy.account import delta_of
+
+    spent = [(r.get("extra") or {}).get("privacy.epsilon") for r in trained]
+    spent = [e for e in spent if e is not None]
+    return {"privacy_epsilon": spent[-1] if spent else None, "privacy_delta": delta_of(cfg)}
 
 
 def local_summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:

@@ -93,6 +93,7 @@ SUMMARY_METRICS = (
     "server_seconds",
     "first_round_seconds",
     "mean_round_seconds_after_first",
+    "privacy_epsilon",
     *(f"local_accuracy_{stat}" for stat in DISTRIBUTION_STATS),
 )
 
