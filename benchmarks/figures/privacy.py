@@ -9,15 +9,15 @@ from benchmarks.figures.registry import drawn_from
 
 @drawn_from("privacy")
 def privacy(rows):
-    """Final accuracy against the noise multiplier, a line per method with its std over
-    seeds; the run without DP (no noise multiplier) as a dashed line of the method's
-    colour. Rows of benchmarks/accuracy/privacy.py."""
+    """Final accuracy against the ε the run spent (log scale), a line per method with its
+    std over seeds; the run without DP (no noise multiplier) as a dashed line of the
+    method's colour. Rows of benchmarks/accuracy/privacy.py."""
     fig, ax = canvas(figsize=(6, 4))
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
-        noised = [r for r in mine if r["noise_multiplier"] != ""]
+        noised = [r for r in mine if r["noise_multiplier"] != "" and r["epsilon"] != ""]
         line = ax.errorbar(
-            floats(noised, "noise_multiplier"),
+            floats(noised, "epsilon"),
             floats(noised, "accuracy"),
             yerr=floats(noised, "accuracy_std"),
             marker="o",
@@ -34,7 +34,8 @@ def privacy(rows):
                     label=f"{method} without DP",
                 )
     ax.set(
-        xlabel="noise multiplier σ (privacy=dp_server_fixed)",
+        xscale="log",
+        xlabel="ε spent at δ (privacy=dp_server_fixed, replace-one)",
         ylabel="final test accuracy, mean ± std",
         title="Accuracy under Flower's server-side DP",
     )

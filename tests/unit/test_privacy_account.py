@@ -181,3 +181,33 @@ def test_without_the_dp_extra_the_configuration_says_how_to_install_it(monkeypat
     monkeypatch.setitem(__import__("sys").modules, "dp_accounting", None)
     with pytest.raises(ConfigError, match="make install EXTRAS=dev,dp"):
         account.privacy_modules()
+
+
+# ------------------------------------------------------ plan and old configurations
+def test_fedimb_epsilon_prints_the_plan_round_by_round(capsys):
+    from fedimb.cli.commands.epsilon import epsilon_main
+
+    run = [*DIGITS, "num_clients=4", *FIXED, "num_rounds=3"]
+    assert epsilon_main(run) == 0
+    out = capsys.readouterr().out.splitlines()
+    spent = account.planned_epsilons(config.compose(run), 3)
+    assert out[0].startswith(f"privacy: 3 rounds spend ε = {spent[-1]:.3g}")
+    assert out[-1] == f"| 3 | {spent[-1]:.4g} |" and len(out) == 2 + 3 + 1
+    with pytest.raises(ConfigError, match="privacy=none spends no ε"):
+        epsilon_main([*DIGITS, "privacy=none"])
+
+
+def test_a_saved_fixed_clipping_configuration_loses_its_retired_key():
+    """Version 2 wrote privacy.num_sampled_clients for the fixed variants too; today's
+    options do not declare it there, so reading the run folder drops it (and the
+    adaptive variants keep theirs)."""
+    from omegaconf import OmegaConf
+
+    from fedimb.app.configuration.upgrade import upgrade
+
+    for variant, kept in (("dp_server_fixed", False), ("dp_client_adaptive", True)):
+        saved = OmegaConf.to_container(config.compose([*DIGITS, f"privacy={variant}"]))
+        saved["config_version"] = 2
+        saved["privacy"]["num_sampled_clients"] = 5
+        upgraded = upgrade(saved)
+        assert ("num_sampled_clients" in upgraded.privacy) is kept

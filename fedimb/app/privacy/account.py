@@ -136,12 +136,14 @@ def plan_line(cfg: DictConfig, rounds: int) -> str:
     budget = cfg.privacy.get("max_epsilon")
     line = (
         f"privacy: {rounds} rounds spend ε = {spent[-1]:.3g} at δ = {delta_of(cfg):.3g} "
-        f"(replace-one, noise multiplier {event_multiplier(cfg):g} per round, "
+        f"(replace-one, a Gaussian of multiplier σ/2 = {event_multiplier(cfg):g} per round, "
         f"{_sampling_text(cfg)})"
     )
     if budget is not None:
         within = sum(1 for e in spent if e <= float(budget))
-        line += f"; privacy.max_epsilon = {float(budget):g} stops it after round {within}"
+        line += f"; privacy.max_epsilon = {float(budget):g} " + (
+            f"stops it after round {within}" if within < rounds else "covers every round"
+        )
     return line
 
 
