@@ -81,6 +81,9 @@ class FedImbServer(ClientsInTurn):
         self.resume = bool(cfg.resume)
         self.history = History()
         self.started = time.perf_counter()
+        #: the fit step under secure aggregation (:mod:`fedimb.app.privacy.secagg_fit`), set
+        #: by the runtime that has its Grid; None: Flower's fit step
+        self.secure_fit: Callable | None = None
         self._reporter: ThreadPoolExecutor | None = None
         self._pending: Future | None = None  # the previous round's test, event and checkpoint
 
@@ -110,6 +113,12 @@ class FedImbServer(ClientsInTurn):
             self.checkpoint_file.unlink(missing_ok=True)
         events.emit("end", rounds=num_rounds, seconds=elapsed)
         return self.history, elapsed
+
+    def fit_round(self, server_round: int, timeout: float | None):
+        """Flower's fit step, or the secure one where the run has it."""
+        if self.secure_fit is not None:
+            return self.secure_fit(self, server_round, timeout)
+        return super().fit_round(server_round, timeout)
 
     def run_round(
         self, server_round: int, timeout: float | None = None, overlap: bool = False
