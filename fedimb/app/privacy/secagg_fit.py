@@ -108,6 +108,7 @@ class StrategyView:
         self.outcome: tuple[Parameters | None, dict] | None = None
         self.results: list = []
         self.stopped: str | None = None  # the stage that stopped the protocol
+        self.survivors: set[int] = set()  # there, the nodes still in it (none of them failed)
 
     def configure_fit(self, server_round, parameters, client_manager):
         instructions = self.strategy.configure_fit(
@@ -129,15 +130,15 @@ class StrategyView:
             for _, res in results:
                 res.parameters = mean
         self.results = list(results)
-        self.failures = self.dropped({proxy.node_id for proxy, _ in results})
+        self.failures = self.dropped(self.survivors or {proxy.node_id for proxy, _ in results})
         self.outcome = self.strategy.aggregate_fit(server_round, results, self.failures)
         return self.outcome
 
-    def dropped(self, summed: set[int]) -> list[ClientFailure]:
+    def dropped(self, survivors: set[int]) -> list[ClientFailure]:
         """A failure naming the client and the stage for every node that left the protocol."""
         failed = []
         for node_id, proxy in self.instructions.items():
-            if node_id in summed:
+            if node_id in survivors:
                 continue
             pid = getattr(proxy, "partition_id", proxy.cid)
             why = self.grid.errors.get(node_id) or (
@@ -183,10 +184,11 @@ class SecureFit:
         log.extra.update({f"secagg.{name}": s for name, s in flow.seconds.items()})
         self._note_weights(log, view.results)
         if view.outcome is None:  # stopped before the mean: the strategy sees only failures
-            view.stopped = stopped
+            view.stopped, view.survivors = stopped, set(state.active_node_ids)
             log.note(self._why_stopped(stopped, state, len(view.instructions)))
             view.aggregate_fit(server_round, [], [])
         log.extra["secagg.summed"] = len(view.results)
+        log.weight_diversity = None  # the server never holds the models it would compare
         parameters, metrics = view.outcome or (None, {})
         return parameters, metrics, (view.results, view.failures)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from flwr.app import Context, Message
+from flwr.app import Context, Message, MessageType
 from flwr.client.mod import secaggplus_mod
 from flwr.compat.common import recorddict_compat as compat
 
@@ -41,7 +41,10 @@ def rounding_seed(config: dict, ctxt: Context) -> int:
 
 
 def seeded_secaggplus(msg: Message, ctxt: Context, call_next: Next) -> Message:
-    """``secaggplus_mod`` around ``call_next``, its rounding seeded (:func:`rounding_seed`)."""
+    """``secaggplus_mod`` around ``call_next``, its rounding seeded (:func:`rounding_seed`);
+    a message other than a fit instruction passes as the mod passes it."""
+    if msg.metadata.message_type != MessageType.TRAIN:
+        return call_next(msg, ctxt)
     saved: list = []
 
     def trained(message: Message, context: Context) -> Message:
