@@ -253,3 +253,14 @@ def test_a_seeded_secure_round_repeats_to_the_last_bit():
     first.round(1), second.round(1)
     a, b = parameters_to_ndarrays(first.parameters), parameters_to_ndarrays(second.parameters)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_a_summed_reply_the_method_rejects_keeps_the_global_model():
+    """Client 2 claims more samples than it holds: the method rejects its reply, but its
+    weighted model is in the masked sum, so the round keeps the global model."""
+    fed, trained, _, _ = spied_federation(["fault.kind=huge_num_examples", "fault.clients=[2]"])
+    before = parameters_to_ndarrays(fed.parameters)
+    record = fed.round(1)
+    assert record["clients"]["rejected"] == 1 and record["extra"]["secagg.summed"] == 4
+    assert any("the masked sum holds their models: global model kept" in m for m in record["messages"])
+    assert biggest_gap(parameters_to_ndarrays(fed.parameters), before) == 0

@@ -131,7 +131,18 @@ class StrategyView:
                 res.parameters = mean
         self.results = list(results)
         self.failures = self.dropped(self.survivors or {proxy.node_id for proxy, _ in results})
-        self.outcome = self.strategy.aggregate_fit(server_round, results, self.failures)
+        before = self.strategy.current_weights
+        parameters, metrics = self.strategy.aggregate_fit(server_round, results, self.failures)
+        log = self.strategy.round_log
+        if parameters is not None and log.succeeded < len(results):
+            # a reply the method rejects (its sample count, its metrics) is in the sum anyway
+            self.strategy.current_weights = before
+            log.note(
+                f"{len(results) - log.succeeded} of the {len(results)} clients summed by SecAgg+ "
+                "were rejected, and the masked sum holds their models: global model kept"
+            )
+            parameters = None
+        self.outcome = (parameters, metrics)
         return self.outcome
 
     def dropped(self, survivors: set[int]) -> list[ClientFailure]:
