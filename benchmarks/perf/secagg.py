@@ -83,7 +83,9 @@ def main() -> None:
     parser = common.argument_parser(__doc__)
     parser.add_argument("--nodes", default="3,10")
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=common.REPO / "benchmarks" / "results" / "secagg")
+    parser.add_argument(
+        "--out", type=Path, default=common.REPO / "benchmarks" / "results" / "secagg"
+    )
     parser.add_argument("--table-only", action="store_true", help="only the methods table")
     parser.add_argument("--note", default="", help="a sentence on the machine's load")
     parser.add_argument("overrides", nargs="*", default=["dataset=mnist5k"])

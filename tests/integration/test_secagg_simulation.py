@@ -77,6 +77,9 @@ def test_secure_fedavg_equals_fedavg_within_the_quantisation_error(tmp_path, no_
     bound = quantisation_bound(secagg.settings_of(cfg), sizes)
     a, b = final_model(tmp_path / "plain"), final_model(tmp_path / "secure")
     # float32 models: each side's last bit too
-    gap = max(float((np.abs(x - y) - 2 * np.spacing(np.abs(x).astype(np.float32))).max()) for x, y in zip(a, b))
+    gap = max(
+        float((np.abs(x - y) - 2 * np.spacing(np.abs(x).astype(np.float32))).max())
+        for x, y in zip(a, b)
+    )
     assert gap <= bound
     assert any(not np.array_equal(x, y) for x, y in zip(a, b))  # the quantised path was taken

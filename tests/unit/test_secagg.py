@@ -191,11 +191,15 @@ def test_the_server_holds_masked_vectors_and_the_mean_never_one_model():
     step = 2 * settings.clipping_range / settings.quantization_range
     # no reply carries a model array, and every masked vector looks nothing like the
     # client's quantised model (a value off by at most one step would be the model itself)
-    assert all(not record.array_records or not any(record.array_records.values())
-               for record in (reply.content for reply in received))
+    assert all(
+        not record.array_records or not any(record.array_records.values())
+        for record in (reply.content for reply in received)
+    )
     masked = [
-        [bytes_to_ndarray(b) for b in reply.content.config_records[RECORD_KEY_CONFIGS][
-            Key.MASKED_PARAMETERS]]
+        [
+            bytes_to_ndarray(b)
+            for b in reply.content.config_records[RECORD_KEY_CONFIGS][Key.MASKED_PARAMETERS]
+        ]
         for reply in received
         if Key.MASKED_PARAMETERS in reply.content.config_records[RECORD_KEY_CONFIGS]
     ]
@@ -204,20 +208,28 @@ def test_the_server_holds_masked_vectors_and_the_mean_never_one_model():
         ratio = round(n / settings.max_weight * settings.quantization_range)
         weight = ratio / settings.quantization_range
         quantised = [
-            (np.clip(a * weight, -settings.clipping_range, settings.clipping_range)
-             + settings.clipping_range) / step
+            (
+                np.clip(a * weight, -settings.clipping_range, settings.clipping_range)
+                + settings.clipping_range
+            )
+            / step
             for a in model
         ]
         for vector in masked:
             assert int(vector[0][0]) != ratio  # the weight is masked too
             close = np.concatenate(
-                [(np.abs(v.astype(np.float64) - q) <= 1).ravel() for v, q in zip(vector[1:], quantised)]
+                [
+                    (np.abs(v.astype(np.float64) - q) <= 1).ravel()
+                    for v, q in zip(vector[1:], quantised)
+                ]
             )
             assert close.mean() < 0.01
     # the strategy gets one mean per surviving client: FedAvg's within the bound, and no model
     bound = quantisation_bound(settings, [n for _, n in trained.values()])
     assert len(aggregated) == 4
-    assert all(biggest_gap(a, [x.astype(np.float64) for x in aggregated[0]]) == 0 for a in aggregated)
+    assert all(
+        biggest_gap(a, [x.astype(np.float64) for x in aggregated[0]]) == 0 for a in aggregated
+    )
     assert biggest_gap(aggregated[0], fedavg(trained)) <= bound
     for model, _ in trained.values():
         assert biggest_gap(aggregated[0], [m.astype(np.float64) for m in model]) > 100 * bound
@@ -262,5 +274,7 @@ def test_a_summed_reply_the_method_rejects_keeps_the_global_model():
     before = parameters_to_ndarrays(fed.parameters)
     record = fed.round(1)
     assert record["clients"]["rejected"] == 1 and record["extra"]["secagg.summed"] == 4
-    assert any("the masked sum holds their models: global model kept" in m for m in record["messages"])
+    assert any(
+        "the masked sum holds their models: global model kept" in m for m in record["messages"]
+    )
     assert biggest_gap(parameters_to_ndarrays(fed.parameters), before) == 0

@@ -53,7 +53,9 @@ def settings_of(cfg: DictConfig) -> SecAggPlusSettings:
     """The run's SecAgg+ settings as given (checked by :func:`check_secagg`)."""
     values = OmegaConf.to_container(cfg.secagg, resolve=True)
     assert isinstance(values, dict)
-    return SecAggPlusSettings(**{f.name: values[f.name] for f in dataclasses.fields(SecAggPlusSettings)})
+    return SecAggPlusSettings(
+        **{f.name: values[f.name] for f in dataclasses.fields(SecAggPlusSettings)}
+    )
 
 
 def workflow_arguments(settings: SecAggPlusSettings, timeout: float | None) -> dict[str, Any]:
@@ -72,7 +74,9 @@ def sampled_per_round(cfg: DictConfig) -> int:
 
 
 # ----------------------------------------------------------- which methods qualify
-def method_refusal(strategy_cls: type, settings: dict[str, Any], cfg: DictConfig | None = None) -> str | None:
+def method_refusal(
+    strategy_cls: type, settings: dict[str, Any], cfg: DictConfig | None = None
+) -> str | None:
     """Why SecAgg+ cannot run this method, from its strategy's declarations (``cfg``: the
     payloads that configuration makes its clients send), or None where its server needs only
     the sample-weighted mean of the client models."""
@@ -111,7 +115,8 @@ def check_secagg(cfg: DictConfig) -> None:
     reason = method_refusal(strategy_cls, dp.strategy_settings(cfg), cfg)
     require(
         reason is None,
-        f"method '{cfg.method.get('name')}' {reason}, so secagg=secaggplus cannot run it: use secagg=none",
+        f"method '{cfg.method.get('name')}' {reason}, so secagg=secaggplus cannot run it: "
+        "use secagg=none",
     )
     hidden = "which SecAgg+ hides from the server"
     privacy = dp.privacy_name(cfg)
@@ -133,15 +138,15 @@ def check_secagg(cfg: DictConfig) -> None:
     shrink = (cfg.get("shrink") or {}).get("name")
     require(
         shrink in (None, "none"),
-        f"shrink={shrink} computes its factors from every client's model, {hidden}: use shrink=none",
+        f"shrink={shrink} computes its factors from every client's model, {hidden}: "
+        "use shrink=none",
     )
     _check_runtime(cfg)
     _check_float_model(cfg)
 
 
 def _check_settings(cfg: DictConfig) -> None:
-    values = OmegaConf.to_container(cfg.secagg, resolve=True)
-    assert isinstance(values, dict)
+    values = {str(k): v for k, v in OmegaConf.to_container(cfg.secagg, resolve=True).items()}  # type: ignore[union-attr]
     known = [f.name for f in dataclasses.fields(SecAggPlusSettings)]
     for key in values:
         require(
@@ -153,7 +158,8 @@ def _check_settings(cfg: DictConfig) -> None:
     for key in ("num_shares", "reconstruction_threshold"):
         value = values[key]
         require(
-            _number(value) and (value == 1 or (isinstance(value, int) and value >= 2) or 0 < value <= 1),
+            _number(value)
+            and (value == 1 or (isinstance(value, int) and value >= 2) or 0 < value <= 1),
             f"secagg.{key} must be an integer or a fraction in (0, 1], got {value!r}",
         )
     shares, threshold = values["num_shares"], values["reconstruction_threshold"]
@@ -162,12 +168,18 @@ def _check_settings(cfg: DictConfig) -> None:
         f"secagg.num_shares must be at least 3 as an integer (Flower's rule), got {shares}",
     )
     require(
-        not (isinstance(shares, int) and isinstance(threshold, int) and shares > 1 and threshold > 1)
+        not (
+            isinstance(shares, int) and isinstance(threshold, int) and shares > 1 and threshold > 1
+        )
         or threshold < shares,
-        f"secagg.reconstruction_threshold must be below secagg.num_shares ({shares}), got {threshold}",
+        f"secagg.reconstruction_threshold must be below secagg.num_shares ({shares}), "
+        f"got {threshold}",
     )
     for key in ("max_weight", "clipping_range"):
-        require(_number(values[key]) and values[key] > 0, f"secagg.{key} must be > 0, got {values[key]!r}")
+        require(
+            _number(values[key]) and values[key] > 0,
+            f"secagg.{key} must be > 0, got {values[key]!r}",
+        )
     quantization, modulus = values["quantization_range"], values["modulus_range"]
     require(
         _integer(quantization) and quantization > 0,
@@ -203,8 +215,8 @@ def _check_sizes(settings: SecAggPlusSettings, sampled: int) -> None:
     threshold = settings.reconstruction_threshold
     require(
         not isinstance(threshold, int) or threshold <= sampled,
-        f"secagg.reconstruction_threshold={threshold} exceeds the {sampled} clients a round samples, "
-        "so no round could complete",
+        f"secagg.reconstruction_threshold={threshold} exceeds the {sampled} clients a round "
+        "samples, so no round could complete",
     )
 
 

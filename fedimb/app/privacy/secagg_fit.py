@@ -80,8 +80,8 @@ class ReplyLog(Grid):
     def pull_messages(self, message_ids):
         return self.inner.pull_messages(message_ids)
 
-    def set_run(self, run_id: int) -> None:
-        self.inner.set_run(run_id)
+    def set_run(self, run) -> None:
+        self.inner.set_run(run)
 
     @property
     def run(self):
@@ -218,10 +218,13 @@ class SecureFit:
     def _note_weights(self, log, results) -> None:
         """A client whose sample count exceeds max_weight scales its model beyond 1, where
         ``clipping_range`` may clip it: say so, once per round."""
-        heavy = [res.num_examples for _, res in results if res.num_examples > self.settings.max_weight]
+        heavy = [
+            res.num_examples for _, res in results if res.num_examples > self.settings.max_weight
+        ]
         if heavy:
             log.note(
-                f"{len(heavy)} client(s) weigh more than secagg.max_weight={self.settings.max_weight:g} "
+                f"{len(heavy)} client(s) weigh more than "
+                f"secagg.max_weight={self.settings.max_weight:g} "
                 f"(up to {max(heavy)} samples): their models may be clipped to clipping_range"
             )
 

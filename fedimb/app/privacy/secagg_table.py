@@ -25,7 +25,8 @@ def method_row(name: str) -> str:
     if reason is not None:
         verdict = f"refused: it {reason}"
     elif composed.shrink.name != "none":
-        verdict = f"refused: its server rescales the mean from every model (`shrink={composed.shrink.name}`)"
+        shrink = composed.shrink.name
+        verdict = f"refused: its server rescales the mean from every model (`shrink={shrink}`)"
     else:
         verdict = "runs"
     return f"| {name} | {verdict} |"

@@ -12,7 +12,6 @@ one content to many nodes, and a mod may change what it receives."""
 from __future__ import annotations
 
 import copy
-import copy
 import time
 from collections.abc import Iterable
 
@@ -22,7 +21,7 @@ from flwr.serverapp import Grid
 from flwr.supercore.task_identity import TaskIdentity
 from omegaconf import DictConfig
 
-from fedimb.app.privacy.client_mods import clipped, client_mod
+from fedimb.app.privacy.client_mods import client_mod, clipped
 from fedimb.app.privacy.secagg_mod import seeded_secaggplus
 
 #: the error code of a ClientApp that raised (Flower's ``ErrorCode.CLIENT_APP_RAISED_EXCEPTION``)
@@ -32,7 +31,7 @@ CLIENT_APP_RAISED = 2
 def node_app(cfg: DictConfig, client_of) -> ClientApp:
     """The ClientApp of a node whose client ``client_of(context)`` makes: SecAgg+'s mod,
     then the run's client-side clipping, as :data:`fedimb.app.nodes.client_app.app` has them."""
-    mods = [seeded_secaggplus]
+    mods: list = [seeded_secaggplus]
     clipping = client_mod(cfg)
     if clipping is not None:
         mods.append(lambda msg, ctxt, call_next: clipped(clipping, msg, ctxt, call_next))
@@ -50,8 +49,8 @@ class LoopbackGrid(Grid):
         except RuntimeError:
             TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = run_id, 0, 0
 
-    def set_run(self, run_id: int) -> None:
-        self._run_id = run_id
+    def set_run(self, run) -> None:
+        self._run_id = run
 
     @property
     def run(self):
