@@ -278,3 +278,22 @@ def test_a_summed_reply_the_method_rejects_keeps_the_global_model():
         "the masked sum holds their models: global model kept" in m for m in record["messages"]
     )
     assert biggest_gap(parameters_to_ndarrays(fed.parameters), before) == 0
+
+
+def test_a_lone_client_is_no_failure_and_client_side_dp_noises_the_mean():
+    """Dropout leaves one client of two (Flower's workflow needs two): the round keeps the
+    model and counts no failure. Under client-side fixed clipping the mean is noised."""
+    lone = InProcessFederation(
+        [*SECAGG, "num_clients=2", "dropout=bernoulli", "dropout.p=0.5", "num_rounds=8"]
+    )
+    records = [lone.round(r) for r in range(1, 9)]
+    single = [r for r in records if r["clients"]["sampled"] - r["clients"]["dropped"] == 1]
+    assert single, "no round with one available client: change the seed"
+    for record in single:
+        assert record["clients"]["errors"] == 0 and record["clients"]["succeeded"] == 0
+        assert any("needs at least 2 clients in a round" in m for m in record["messages"])
+    private = InProcessFederation(
+        [*SECAGG, "num_rounds=1", "privacy=dp_client_fixed", "privacy.noise_multiplier=0.1"]
+    )
+    record = private.round(1)
+    assert record["clients"]["succeeded"] == 4 and record["extra"]["privacy.noise_std"] > 0

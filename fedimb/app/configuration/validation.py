@@ -279,8 +279,8 @@ CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_shrink,
     check_aggregation,
     check_privacy,
-    check_secagg,
     check_runtime,
+    check_secagg,
     check_evaluation,
     check_search,
 )

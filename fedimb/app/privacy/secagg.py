@@ -103,7 +103,7 @@ def method_refusal(
 def check_secagg(cfg: DictConfig) -> None:
     """The ``secagg`` settings, and whether the run's method, privacy, aggregation and
     runtime can run under SecAgg+ (one line each; called from
-    :data:`fedimb.app.configuration.validation.CHECKS`, after the privacy check)."""
+    :data:`fedimb.app.configuration.validation.CHECKS`, after the privacy and runtime checks)."""
     name = secagg_name(cfg)
     if name == NONE:
         return

@@ -195,7 +195,10 @@ class SecureFit:
         log.extra.update({f"secagg.{name}": s for name, s in flow.seconds.items()})
         self._note_weights(log, view.results)
         if view.outcome is None:  # stopped before the mean: the strategy sees only failures
-            view.stopped, view.survivors = stopped, set(state.active_node_ids)
+            # a lone client was never contacted (Flower's workflow needs two): it did not fail
+            alone = len(view.instructions) < 2
+            view.stopped = stopped
+            view.survivors = set(view.instructions if alone else state.active_node_ids)
             log.note(self._why_stopped(stopped, state, len(view.instructions)))
             view.aggregate_fit(server_round, [], [])
         log.extra["secagg.summed"] = len(view.results)
