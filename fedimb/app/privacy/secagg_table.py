@@ -1,7 +1,7 @@
 """The SecAgg+ table of docs/privacy.md: per method, whether ``secagg=secaggplus`` runs it
 and, where not, why, read from each method's declarations by the function the
 configuration check uses (:func:`fedimb.app.privacy.secagg.method_refusal`).
-``benchmarks/secagg.py --table-only`` writes it to ``docs/tables/secagg_methods.md``; a
+``benchmarks/perf/secagg.py --table-only`` writes it to ``docs/tables/secagg_methods.md``; a
 test holds the file to this module's output."""
 
 from __future__ import annotations
