@@ -37,7 +37,11 @@ FOLDERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
     ),
     "fedimb.app.nodes": ("the ClientApp and which node is which client", None),
     "fedimb.app.runtimes": ("what differs per runtime: in process, simulation, deployment", None),
-    "fedimb.app.privacy": ("differential privacy: Flower's wrappers and what clients reveal", None),
+    "fedimb.app.privacy": (
+        "differential privacy and secure aggregation (Flower's wrappers, SecAgg+), what "
+        "clients reveal",
+        None,
+    ),
     "fedimb.app.faults": ("deliberate faults and attacks, for the fault and attack matrices", None),
     "fedimb.cli": ("the `fedimb` command's entry point; the rest by job below", ("main",)),
     "fedimb.cli.commands": ("the subcommands: their table and their arguments", None),

@@ -27,6 +27,7 @@ GROUPS = (
     "shrink",
     "aggregation",
     "privacy",
+    "secagg",
     "tracking",
     "experiment",
 )
@@ -42,7 +43,7 @@ def group_choices(group: str) -> list[str]:
 
 
 #: how ``fedimb list`` names a group's options (``fedimb list methods``)
-_OWN_NAMES = ("normalize", "shrink", "aggregation", "privacy", "tracking")
+_OWN_NAMES = ("normalize", "shrink", "aggregation", "privacy", "secagg", "tracking")
 LIST_NAMES = {group: group if group in _OWN_NAMES else f"{group}s" for group in GROUPS}
 
 #: a group this small is listed in full in an "unknown option" message

@@ -21,6 +21,7 @@ from fedimb.app.configuration.runtime_rules import check_runtime
 from fedimb.app.configuration.search_space import check_search
 from fedimb.app.faults import injection as faults
 from fedimb.app.privacy.dp import check_privacy
+from fedimb.app.privacy.secagg import check_secagg
 from fedimb.core.errors import ConfigError, check_number, is_int, is_number, require
 from fedimb.core.models.options import REPLACES_HEAD, check_model_options
 from fedimb.core.process_cache import ProcessCache, cache_key
@@ -279,6 +280,7 @@ CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_aggregation,
     check_privacy,
     check_runtime,
+    check_secagg,
     check_evaluation,
     check_search,
 )

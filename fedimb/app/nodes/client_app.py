@@ -22,6 +22,7 @@ from fedimb.app.configuration.build import resolve_device
 from fedimb.app.configuration.runtime_rules import assigns_clients, client_state_kind
 from fedimb.app.faults import injection as faults
 from fedimb.app.privacy.client_mods import privacy_mod
+from fedimb.app.privacy.secagg_mod import secagg_mod
 from fedimb.app.server import phases
 from fedimb.core import events, protocol
 from fedimb.core.client_state import client_state
@@ -267,7 +268,8 @@ def client_fn(context: Context) -> Client:
         return timed_client(cfg, context, partition_id_of(context, cfg), STARTUP)
 
 
-#: ``privacy_mod``: Flower's clipping mod where the run asks for client-side DP
-app = ClientApp(client_fn=client_fn, mods=[privacy_mod])
+#: ``secagg_mod``: Flower's SecAgg+ mod where the run asks for it; ``privacy_mod``: Flower's
+#: clipping mod where the run asks for client-side DP (inside SecAgg+: a client clips, then masks)
+app = ClientApp(client_fn=client_fn, mods=[secagg_mod, privacy_mod])
 #: this process's start-up as a client process, which its first fit reports
 STARTUP = phases.ProcessStartup(IMPORTS_BEGAN, time.time())

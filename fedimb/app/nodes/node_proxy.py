@@ -61,11 +61,17 @@ class LabelledProxy(ClientProxy):
         """Anything else (e.g. a test double's attributes): the node's proxy's."""
         return getattr(self.__dict__["inner"], name)
 
-    def _call(self, method: str, ins, *args):
-        if self.assigned and hasattr(ins, "config"):  # a copy: one instruction may go to many
+    def addressed(self, ins):
+        """``ins`` as this node receives it: naming its client where the server assigned it
+        (a copy: one instruction may go to many)."""
+        if self.assigned and hasattr(ins, "config"):
             ins = dataclasses.replace(
                 ins, config={**ins.config, protocol.ASSIGNED_PARTITION: self.partition_id}
             )
+        return ins
+
+    def _call(self, method: str, ins, *args):
+        ins = self.addressed(ins)
         try:
             return getattr(self.inner, method)(ins, *args)
         except Exception as err:

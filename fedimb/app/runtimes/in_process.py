@@ -30,7 +30,9 @@ from fedimb.app.configuration import transport
 from fedimb.app.faults import injection as faults
 from fedimb.app.nodes.client_app import run_client, timed_client
 from fedimb.app.privacy.client_mods import Mod, client_mod, fit_through_mod
+from fedimb.app.privacy.secagg_fit import secure_fit
 from fedimb.app.privacy.strategy import with_privacy
+from fedimb.app.runtimes.loopback_grid import LoopbackGrid, node_app
 from fedimb.core import events, protocol
 from fedimb.core.client_state import remove_state_folder
 
@@ -124,6 +126,7 @@ class InProcessFederation:
         ]
         for node in self.nodes:
             self.manager.register(node)
+        self.server.secure_fit = secure_fit(self.cfg, loopback(self.cfg, self.nodes, run_id))
         self.server.start()
 
     @property
@@ -234,16 +237,19 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
             return 1
         run_cfg = transport.from_run_config(run_config)
         run_id = new_run_id()
-        for pid in range(int(run_cfg.num_clients)):
-            server.client_manager().register(
-                InProcessNode(
-                    f"in-process-{pid}",
-                    pid,
-                    lambda node: timed_client(run_cfg, node.context, node.partition_id),
-                    client_mod(run_cfg),
-                    run_id,
-                )
+        nodes = [
+            InProcessNode(
+                f"in-process-{pid}",
+                pid,
+                lambda node: timed_client(run_cfg, node.context, node.partition_id),
+                client_mod(run_cfg),
+                run_id,
             )
+            for pid in range(int(run_cfg.num_clients))
+        ]
+        for node in nodes:
+            server.client_manager().register(node)
+        server.secure_fit = secure_fit(run_cfg, loopback(run_cfg, nodes, run_id))
         try:
             server.fit(server.strategy.total_rounds(), timeout=run_cfg.runtime.get("round_timeout"))
         except Exception:  # the loop has reported it as an error event, as the ServerApp's does
@@ -252,6 +258,18 @@ def run_in_process(cfg: DictConfig, on_line: Callable[[str], None], strategy=Non
         finally:
             remove_state_folder(run_id)
     return 0
+
+
+def loopback(cfg: DictConfig, nodes: list[InProcessNode], run_id: int) -> LoopbackGrid:
+    """The nodes as a Grid of ClientApps in this process (``secagg=secaggplus``)."""
+
+    def app_of(node: InProcessNode):
+        def client_fn(context: Context):
+            return node._client()
+
+        return node_app(cfg, client_fn)
+
+    return LoopbackGrid({node.node_id: (app_of(node), node.context) for node in nodes}, run_id)
 
 
 def new_run_id() -> int:

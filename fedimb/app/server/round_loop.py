@@ -83,6 +83,9 @@ class FedImbServer(ClientsInTurn):
         self.resume = bool(cfg.resume)
         self.history = History()
         self.started = time.perf_counter()
+        #: the fit step under secure aggregation (:mod:`fedimb.app.privacy.secagg_fit`), set
+        #: by the runtime that has its Grid; None: Flower's fit step
+        self.secure_fit: Callable | None = None
         self._reporter: ThreadPoolExecutor | None = None
         self._pending: Future | None = None  # the previous round's test, event and checkpoint
 
@@ -120,6 +123,12 @@ class FedImbServer(ClientsInTurn):
         else:
             events.emit("end", rounds=server_round - 1, seconds=elapsed, stopped=stopped)
         return self.history, elapsed
+
+    def fit_round(self, server_round: int, timeout: float | None):
+        """Flower's fit step, or the secure one where the run has it."""
+        if self.secure_fit is not None:
+            return self.secure_fit(self, server_round, timeout)
+        return super().fit_round(server_round, timeout)
 
     def run_round(
         self, server_round: int, timeout: float | None = None, overlap: bool = False

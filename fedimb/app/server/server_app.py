@@ -13,6 +13,7 @@ from flwr.serverapp import Grid
 from fedimb.app.configuration import components, transport
 from fedimb.app.configuration.build import use_torch_threads
 from fedimb.app.faults import injection as faults
+from fedimb.app.privacy.secagg_fit import secure_fit
 from fedimb.app.privacy.strategy import with_privacy
 from fedimb.app.runtimes.prompt_grid import IN_MEMORY_POLL_INTERVAL, REPLY_POLL_INTERVAL, PromptGrid
 from fedimb.app.server.round_loop import FedImbServer
@@ -67,7 +68,9 @@ def main(grid: Grid, context: Context) -> None:
     use_torch_threads(server.strategy.run.cfg)
     in_memory = server.strategy.run.cfg.runtime.name == "simulation"
     interval = IN_MEMORY_POLL_INTERVAL if in_memory else REPLY_POLL_INTERVAL
+    prompt = PromptGrid(grid, interval)
+    server.secure_fit = secure_fit(server.strategy.run.cfg, prompt)  # secagg=secaggplus
     try:
-        start_grid(grid=PromptGrid(grid, interval), server=parts.server, config=parts.config)
+        start_grid(grid=prompt, server=parts.server, config=parts.config)
     finally:  # the clients' state of this run (runtime.client_state=disk), if any
         remove_state_folder(context.run_id)

@@ -1,0 +1,85 @@
+"""``secagg=secaggplus`` in Flower's simulation: the same FedAvg round with and without
+SecAgg+ (``flwr run`` against one local SuperLink), whose global models, read from the
+ServerApp's checkpoints, agree within the quantisation error and no closer than the
+masking's rounding leaves them."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from fedimb.app.configuration import compose as config
+from fedimb.app.privacy import secagg
+from fedimb.app.server import checkpoint
+from fedimb.app.server.run_context import ServerRun
+from fedimb.cli.federation.flwr_cli import flwr_home, write_connection
+from fedimb.cli.federation.processes import SuperLink, executable, flower_env
+from fedimb.cli.launch.flower_run import APP_DIR
+from fedimb.core.events import parse_event
+from tests.unit.test_secagg import quantisation_bound
+
+pytestmark = pytest.mark.slow
+
+#: three clients of the digits data set, one round of one local epoch, every client trained
+RUN = ["dataset=digits", "dropout=none", "train.local_epochs=1", "partition=iid"]
+
+
+def flwr_run(home, connection, overrides: list[str]) -> list[dict]:
+    """One round of ``overrides`` through ``flwr run``; its events."""
+    result = subprocess.run(
+        [
+            executable("flwr"),
+            "run",
+            str(APP_DIR),
+            connection,
+            "--stream",
+            "--run-config",
+            f'num-rounds=1 num-clients=3 overrides="{" ".join(overrides)}"',
+            "--federation-config",
+            "num-supernodes=3 client-resources-num-cpus=1",
+        ],
+        capture_output=True,
+        text=True,
+        env=flower_env(home),
+        timeout=600,
+    )
+    events = [e for e in map(parse_event, result.stdout.splitlines()) if e]
+    assert events and events[-1]["event"] == "end", result.stdout[-3000:]
+    return events
+
+
+def final_model(folder) -> list[np.ndarray]:
+    (path,) = folder.glob("*.npz")  # the simulation's ServerApp leaves it to the front end
+    return [np.asarray(a, dtype=np.float64) for a in checkpoint.load(path)["parameters"]]
+
+
+def test_secure_fedavg_equals_fedavg_within_the_quantisation_error(tmp_path, no_leaked_processes):
+    with (
+        flwr_home(None, base=tmp_path) as (home, connection),
+        SuperLink(tmp_path / "superlink.log", simulation=True, env=flower_env(home)) as superlink,
+    ):
+        superlink.wait_ready()
+        write_connection(home, connection, superlink.address)
+        plain = flwr_run(home, connection, [*RUN, f"checkpoint.dir={tmp_path / 'plain'}"])
+        secure = flwr_run(
+            home,
+            connection,
+            [*RUN, "secagg=secaggplus", f"checkpoint.dir={tmp_path / 'secure'}"],
+        )
+    (round1,) = [e for e in secure if e["event"] == "round" and e["round"] == 1]
+    assert round1["clients"]["succeeded"] == 3 and round1["extra"]["secagg.summed"] == 3
+    assert [e["clients"]["succeeded"] for e in plain if e.get("round") == 1] == [3]
+    cfg = config.compose([*RUN, "num_clients=3", "num_rounds=1", "secagg=secaggplus"])
+    run = ServerRun.build(cfg)
+    sizes = [len(run.client_training_indices(pid)) for pid in range(3)]
+    bound = quantisation_bound(secagg.settings_of(cfg), sizes)
+    a, b = final_model(tmp_path / "plain"), final_model(tmp_path / "secure")
+    # float32 models: each side's last bit too
+    gap = max(
+        float((np.abs(x - y) - 2 * np.spacing(np.abs(x).astype(np.float32))).max())
+        for x, y in zip(a, b)
+    )
+    assert gap <= bound
+    assert any(not np.array_equal(x, y) for x, y in zip(a, b))  # the quantised path was taken
