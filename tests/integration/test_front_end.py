@@ -118,6 +118,7 @@ def keeps_client_state(method: str) -> bool:
     )
 
 
+@pytest.mark.timeout(3600)  # a safety net: 37 methods' sweeps on a machine busy with others
 def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
     """Hydra sweeps over all configured methods: one run folder per job, each complete.
 
@@ -150,7 +151,7 @@ def test_every_method_runs_two_rounds_in_a_sweep(tmp_path, no_leaked_processes):
 
     def run_stream(sweeps):
         return [
-            finish_fedimb(start_sweep(tmp_path / name, methods, *extra), timeout=900)
+            finish_fedimb(start_sweep(tmp_path / name, methods, *extra), timeout=1800)
             for name, methods, extra in sweeps
         ]
 
