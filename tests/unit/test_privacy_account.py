@@ -184,17 +184,18 @@ def test_without_the_dp_extra_the_configuration_says_how_to_install_it(monkeypat
 
 
 # ------------------------------------------------------ plan and old configurations
-def test_fedimb_epsilon_prints_the_plan_round_by_round(capsys):
-    from fedimb.cli.commands.epsilon import epsilon_main
+def test_fedimb_epsilon_prints_the_plan_round_by_round():
+    from tests.conftest import run_fedimb
 
     run = [*DIGITS, "num_clients=4", *FIXED, "num_rounds=3"]
-    assert epsilon_main(run) == 0
-    out = capsys.readouterr().out.splitlines()
+    result = run_fedimb("epsilon", *run, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = result.stdout.strip().splitlines()
     spent = account.planned_epsilons(config.compose(run), 3)
     assert out[0].startswith(f"privacy: 3 rounds spend ε = {spent[-1]:.3g}")
     assert out[-1] == f"| 3 | {spent[-1]:.4g} |" and len(out) == 2 + 3 + 1
-    with pytest.raises(ConfigError, match="privacy=none spends no ε"):
-        epsilon_main([*DIGITS, "privacy=none"])
+    refused = run_fedimb("epsilon", *DIGITS, "privacy=none", timeout=300)
+    assert refused.returncode != 0 and "privacy=none spends no ε" in refused.stderr
 
 
 def test_a_saved_fixed_clipping_configuration_loses_its_retired_key():

@@ -25,6 +25,7 @@ q = 1: no amplification (which the accountant computes as the plain Gaussian).""
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from omegaconf import DictConfig
@@ -40,12 +41,17 @@ def privacy_modules() -> Any:
     """Flower's accounting types; a one-line error where the ``dp`` extra is missing."""
     try:
         import dp_accounting  # noqa: F401  (Flower imports it only when an account starts)
+        from absl import logging as absl_logging
         from flwr.supercore import privacy_accounting
     except ImportError as err:
         raise ConfigError(
             "privacy=dp_* keeps an (ε, δ) account with Flower's accountant, which needs the "
             "dp extra (dp-accounting): make install EXTRAS=dev,dp"
         ) from err
+    # dp-accounting brings absl, whose log handler keeps the sys.stderr of its import and
+    # closes it when logging is reconfigured (each Hydra job): where that was a redirected
+    # stream (runtime=in_process, a test's capture), a later job would write to a closed file
+    absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
     return privacy_accounting
 
 
