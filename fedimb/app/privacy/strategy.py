@@ -70,7 +70,7 @@ class ClientSideAdaptive(DifferentialPrivacyClientSideAdaptiveClipping):
 
     def _update_clip_norm(self, results: list[tuple[ClientProxy, FitRes]]) -> None:
         super()._update_clip_norm(results)
-        self.strategy.calibrate()
+        self.strategy.calibrate()  # type: ignore[attr-defined]  # a HeldBack
 
 
 def flower_wrapper(inner: Strategy, cfg: DictConfig) -> Strategy:
@@ -130,7 +130,7 @@ class PrivateStrategy(WrappedStrategy):
         super().__init__(inner)
         object.__setattr__(self, "wrapper", wrapper)
         object.__setattr__(self, "variant", variant)
-        object.__setattr__(self, "account", RunAccount(inner.run.cfg))
+        object.__setattr__(self, "account", RunAccount(inner.run.cfg))  # type: ignore[attr-defined]
         object.__setattr__(self, "pool", None)  # the clients this round was drawn from
         object.__setattr__(self, "clip_used", 0.0)  # the norm that clipped this round
         wrapper.strategy.calibrate = self._calibrate  # type: ignore[attr-defined]
