@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig
@@ -40,6 +41,15 @@ def import_class(target: str) -> type:
     if not isinstance(cls, type):
         raise ConfigError(f"cannot import '{target}': not a class")
     return cls
+
+
+def robust_support(strategy_cls: type, settings: Mapping[str, Any]) -> str:
+    """The robust aggregation a strategy's server step can take, as its
+    ``robust_aggregation`` declares it (a value, or a function of its method.strategy
+    ``settings``): ``any`` (undeclared), ``clip`` or ``none``. One reading, so that the
+    aggregation, DP and SecAgg+ checks cannot disagree on a method."""
+    support = getattr(strategy_cls, "robust_aggregation", "any")
+    return str(support(settings) if callable(support) else support)
 
 
 def method_classes(cfg: DictConfig) -> tuple[type, type]:

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app.configuration.components import import_class, method_classes
+from fedimb.app.configuration.components import import_class, method_classes, robust_support
 from fedimb.app.configuration.data_rules import check_data_and_model
 from fedimb.app.configuration.holdout_rules import check_seeds_and_holdout
 from fedimb.app.configuration.keys import DEFAULT_STRATEGY, group_choices, hydra_config
@@ -203,10 +203,8 @@ def aggregation_support(cfg: DictConfig) -> str:
     """The method's ``robust_aggregation``: ``any``, ``clip`` or ``none`` (its server step
     is no average of the client models)."""
     _, strategy_cls = method_classes(cfg)
-    support = getattr(strategy_cls, "robust_aggregation", "any")
-    if callable(support):
-        support = support({k: v for k, v in cfg.method.strategy.items() if k != "_target_"})
-    return str(support)
+    settings = {k: v for k, v in cfg.method.strategy.items() if k != "_target_"}
+    return robust_support(strategy_cls, settings)
 
 
 def check_shrink(cfg: DictConfig) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app.configuration.components import import_class
+from fedimb.app.configuration.components import import_class, robust_support
 from fedimb.app.privacy import account
 from fedimb.core import protocol, schema
 from fedimb.core.errors import ConfigError, at_least, one_of, optional, require
@@ -121,10 +121,7 @@ def strategy_settings(cfg: DictConfig) -> dict[str, Any]:
 def not_averaging_reason(strategy_cls: type, settings: dict[str, Any]) -> str | None:
     """Why the wrappers cannot protect this strategy's server step, from its declarations,
     or None where its server averages the client models into one global model."""
-    support = getattr(strategy_cls, "robust_aggregation", "any")
-    if callable(support):
-        support = support(settings)
-    if support == "none":
+    if robust_support(strategy_cls, settings) == "none":
         return (
             "does not average the client models into one global model (its server step is its own)"
         )

@@ -18,7 +18,7 @@ from typing import Any
 from flwr.server.workflow import SecAggPlusWorkflow
 from omegaconf import DictConfig, OmegaConf
 
-from fedimb.app.configuration.components import import_class
+from fedimb.app.configuration.components import import_class, robust_support
 from fedimb.app.privacy import dp
 from fedimb.core.errors import ConfigError, require
 
@@ -83,10 +83,7 @@ def method_refusal(
     reason = dp.not_averaging_reason(strategy_cls, settings)
     if reason is not None:
         return reason
-    support = getattr(strategy_cls, "robust_aggregation", "any")
-    if callable(support):
-        support = support(settings)
-    if support == "clip":
+    if robust_support(strategy_cls, settings) == "clip":
         return (
             "weights the client models by what the clients report (its weights are the "
             "method), while SecAgg+ gives the server only their mean weighted by sample count"
