@@ -19,7 +19,7 @@ from flwr.server.workflow import SecAggPlusWorkflow
 from omegaconf import DictConfig, OmegaConf
 
 from fedimb.app.configuration.components import import_class, robust_support
-from fedimb.app.privacy import dp
+from fedimb.app.privacy import account, dp
 from fedimb.core.errors import ConfigError, require
 
 NONE = "none"
@@ -40,9 +40,9 @@ class SecAggPlusSettings:
 
 
 def secagg_name(cfg: DictConfig) -> str:
-    """The run's ``secagg`` option (``none`` where the configuration predates it)."""
-    section = cfg.get("secagg")
-    return NONE if section is None else str(section.name)
+    """The run's ``secagg`` option (a saved configuration that predates it has it from
+    :func:`fedimb.app.configuration.upgrade.upgrade`)."""
+    return str(cfg.secagg.name)
 
 
 def enabled(cfg: DictConfig) -> bool:
@@ -64,13 +64,6 @@ def workflow_arguments(settings: SecAggPlusSettings, timeout: float | None) -> d
     if arguments["timeout"] is None:
         arguments["timeout"] = timeout
     return arguments
-
-
-def sampled_per_round(cfg: DictConfig) -> int:
-    """The clients a round samples before dropout: max(min_fit_clients, round(fraction_fit ·
-    num_clients)), at most num_clients (:mod:`strategies.base.sampling`)."""
-    n = int(cfg.num_clients)
-    return min(n, max(int(cfg.min_fit_clients), int(round(float(cfg.fraction_fit) * n))))
 
 
 # ----------------------------------------------------------- which methods qualify
@@ -106,7 +99,7 @@ def check_secagg(cfg: DictConfig) -> None:
         return
     require(name == SECAGGPLUS, f"unknown secagg '{name}' (choose from: {NONE}, {SECAGGPLUS})")
     _check_settings(cfg)
-    sampled = sampled_per_round(cfg)
+    sampled = account.sample_size(cfg)  # the clients a round samples before dropout
     _check_sizes(settings_of(cfg), sampled)
     strategy_cls = import_class(str(cfg.method.strategy._target_))
     reason = method_refusal(strategy_cls, dp.strategy_settings(cfg), cfg)
