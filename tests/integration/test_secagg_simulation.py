@@ -5,8 +5,6 @@ masking's rounding leaves them."""
 
 from __future__ import annotations
 
-import subprocess
-
 import numpy as np
 import pytest
 
@@ -14,10 +12,7 @@ from fedimb.app.configuration import compose as config
 from fedimb.app.privacy import secagg
 from fedimb.app.server import checkpoint
 from fedimb.app.server.run_context import ServerRun
-from fedimb.cli.federation.flwr_cli import flwr_home, write_connection
-from fedimb.cli.federation.processes import SuperLink, executable, flower_env
-from fedimb.cli.launch.flower_run import APP_DIR
-from fedimb.core.events import parse_event
+from tests.flwr_runs import flwr_run, simulation_superlink
 from tests.unit.test_secagg import quantisation_bound
 
 pytestmark = pytest.mark.slow
@@ -26,28 +21,10 @@ pytestmark = pytest.mark.slow
 RUN = ["dataset=digits", "dropout=none", "train.local_epochs=1", "partition=iid"]
 
 
-def flwr_run(home, connection, overrides: list[str]) -> list[dict]:
+def one_round(home, connection, overrides: list[str]) -> list[dict]:
     """One round of ``overrides`` through ``flwr run``; its events."""
-    result = subprocess.run(
-        [
-            executable("flwr"),
-            "run",
-            str(APP_DIR),
-            connection,
-            "--stream",
-            "--run-config",
-            f'num-rounds=1 num-clients=3 overrides="{" ".join(overrides)}"',
-            "--federation-config",
-            "num-supernodes=3 client-resources-num-cpus=1",
-        ],
-        capture_output=True,
-        text=True,
-        env=flower_env(home),
-        timeout=600,
-    )
-    events = [e for e in map(parse_event, result.stdout.splitlines()) if e]
-    assert events and events[-1]["event"] == "end", result.stdout[-3000:]
-    return events
+    run_config = f'num-rounds=1 num-clients=3 overrides="{" ".join(overrides)}"'
+    return flwr_run(home, connection, run_config)
 
 
 def final_model(folder) -> list[np.ndarray]:
@@ -56,14 +33,9 @@ def final_model(folder) -> list[np.ndarray]:
 
 
 def test_secure_fedavg_equals_fedavg_within_the_quantisation_error(tmp_path, no_leaked_processes):
-    with (
-        flwr_home(None, base=tmp_path) as (home, connection),
-        SuperLink(tmp_path / "superlink.log", simulation=True, env=flower_env(home)) as superlink,
-    ):
-        superlink.wait_ready()
-        write_connection(home, connection, superlink.address)
-        plain = flwr_run(home, connection, [*RUN, f"checkpoint.dir={tmp_path / 'plain'}"])
-        secure = flwr_run(
+    with simulation_superlink(tmp_path) as (home, connection):
+        plain = one_round(home, connection, [*RUN, f"checkpoint.dir={tmp_path / 'plain'}"])
+        secure = one_round(
             home,
             connection,
             [*RUN, "secagg=secaggplus", f"checkpoint.dir={tmp_path / 'secure'}"],
