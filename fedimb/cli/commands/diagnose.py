@@ -18,12 +18,12 @@ applied; the advice names the numbers it rests on.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 
 import numpy as np
 from omegaconf import DictConfig
 
+from fedimb.cli.commands.overrides import parse_overrides
 from fedimb.core.aggregate import schedule_mediators, zscore_plan
 from fedimb.core.clustering import elbow_inertias, kmeans_clusters, label_distribution
 from fedimb.core.data.stats import kl_to_uniform
@@ -268,13 +268,11 @@ def diagnose_main(argv: list[str]) -> int:
     which methods target it. No training."""
     from fedimb.app.configuration.compose import compose
 
-    parser = argparse.ArgumentParser(
-        prog="fedimb diagnose",
-        description=diagnose_main.__doc__,
-        epilog="The arguments are fedimb overrides, e.g. fedimb diagnose dataset=mnist5k "
-        "partition=dirichlet partition.alpha=0.1 num_clients=20, or +experiment=astraea_mnist5k",
+    example = (
+        "dataset=mnist5k partition=dirichlet partition.alpha=0.1 num_clients=20, "
+        "or +experiment=astraea_mnist5k"
     )
-    _, overrides = parser.parse_known_args(argv)
+    overrides = parse_overrides("diagnose", diagnose_main, example, argv)
     diagnosis, title = diagnose_config(compose(overrides))
     print("\n".join(report_lines(diagnosis, title)))
     return 0

@@ -3,8 +3,7 @@ will spend, round by round, without running it."""
 
 from __future__ import annotations
 
-import argparse
-
+from fedimb.cli.commands.overrides import parse_overrides
 from fedimb.core.errors import ConfigError
 
 
@@ -15,14 +14,11 @@ def epsilon_main(argv: list[str]) -> int:
     from fedimb.app.privacy import account
     from fedimb.cli.launch.preflight import build_strategy
 
-    parser = argparse.ArgumentParser(
-        prog="fedimb epsilon",
-        description=epsilon_main.__doc__,
-        epilog="The arguments are fedimb overrides, e.g. fedimb epsilon privacy=dp_server_fixed "
-        "privacy.noise_multiplier=1.0 num_clients=100 fraction_fit=0.1 num_rounds=50",
+    example = (
+        "privacy=dp_server_fixed privacy.noise_multiplier=1.0 num_clients=100 "
+        "fraction_fit=0.1 num_rounds=50"
     )
-    _, overrides = parser.parse_known_args(argv)
-    cfg = compose(overrides)
+    cfg = compose(parse_overrides("epsilon", epsilon_main, example, argv))
     if str(cfg.privacy.name) == "none":
         raise ConfigError("privacy=none spends no ε: choose privacy=dp_* to plan a budget")
     rounds = build_strategy(cfg).total_rounds()
