@@ -24,6 +24,7 @@ q = 1: no amplification (which the accountant computes as the plain Gaussian).""
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from typing import Any
@@ -114,8 +115,13 @@ def new_accountant(cfg: DictConfig) -> Any:
 
 def round_event(cfg: DictConfig, pool: int | None = None) -> Any:
     """One round's event (``pool``: the clients the round drew from, None: all N)."""
+    return gaussian_event(cfg, amplified(cfg, pool))
+
+
+def gaussian_event(cfg: DictConfig, amplify: bool) -> Any:
+    """A round's event, amplified by sampling m of the N clients or not (q = 1)."""
     n = int(cfg.num_clients)
-    sampled = sample_size(cfg) if amplified(cfg, pool) else n
+    sampled = sample_size(cfg) if amplify else n
     return privacy_modules().GaussianPrivacyEvent(
         noise_multiplier=event_multiplier(cfg), sample_size=sampled, population_size=n
     )
@@ -187,10 +193,20 @@ class RunAccount:
         budget = cfg.privacy.get("max_epsilon")
         self.max_epsilon = None if budget is None else float(budget)
 
+    @functools.cached_property
+    def _events(self) -> dict[bool, Any]:
+        """A round's event, by whether it drew from all N clients (:func:`amplified`
+        decides that one by replaying the planned run, so once per run, not per round)."""
+        return {True: round_event(self.cfg), False: gaussian_event(self.cfg, amplify=False)}
+
+    def round_event(self, pool: int | None) -> Any:
+        """The event of a round that drew from ``pool`` clients (None: all N)."""
+        return self._events[pool in (None, int(self.cfg.num_clients))]
+
     def spend(self, pool: int | None) -> None:
         """Compose the event of a round that drew its clients from ``pool`` clients."""
         if self.accountant is not None:
-            self.accountant.compose(round_event(self.cfg, pool))
+            self.accountant.compose(self.round_event(pool))
 
     def epsilon(self) -> float:
         """ε at δ so far (∞ without noise, 0 before the first release)."""
@@ -204,7 +220,7 @@ class RunAccount:
         """Why round ``server_round`` must not run: its release would exceed the budget."""
         if self.max_epsilon is None or self.accountant is None:
             return None
-        if not self.accountant.would_exceed(round_event(self.cfg, pool), self.max_epsilon):
+        if not self.accountant.would_exceed(self.round_event(pool), self.max_epsilon):
             return None
         return (
             f"privacy budget reached: round {server_round} would take ε above "
