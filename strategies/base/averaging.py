@@ -11,3 +11,5 @@ class AveragingStrategy(PersonalEvaluation, BaseStrategy):
     #: the next round starts from the aggregate alone, so its clients need not wait for
     #: this round's test (without personal evaluation, see the round loop)
     evaluation_overlaps_next_round = True
+    #: its server step is the weighted average alone
+    asynchronous = True

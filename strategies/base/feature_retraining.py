@@ -63,6 +63,9 @@ def retraining_model(host: RetrainingHost) -> nn.Module:
 class FeatureRetraining:
     """The server's classifier re-training on (features, labels)."""
 
+    #: the re-training reads a whole round's features: no asynchronous modes
+    asynchronous = False
+
     def retrain_head(
         self: RetrainingHost,
         weights: list[np.ndarray],

@@ -34,6 +34,7 @@ from fedimb.core.shrinking import ShrinkSettings
 from fedimb.core.training import TRAIN_KEYS
 from strategies.base.accounting import RoundAccounting
 from strategies.base.aggregation import Aggregation
+from strategies.base.clock import on_time_clients
 from strategies.base.evaluation import Evaluation
 from strategies.base.influence import InfluenceBounds
 from strategies.base.payload_checks import PayloadChecks
@@ -65,6 +66,11 @@ class BaseStrategy(
     #: then tests in the background, :meth:`detached_evaluation`): only where the next
     #: round does not depend on the test and the test touches nothing but its round's log
     evaluation_overlaps_next_round = False
+    #: whether the server step is a weighted average of the clients' models and nothing
+    #: else, so that asynchronous modes (``mode=fedasync|fedbuff``) can apply the updates
+    #: as they arrive (:mod:`fedimb.app.server.async_loop`); methods with server state or
+    #: stages need a synchronous round
+    asynchronous = False
     #: the method's strategy settings (``method.strategy``), declared as a client's are:
     #: a frozen dataclass whose fields are the YAML keys, each typed, with a rule through
     #: ``setting(...)``; read into :attr:`settings`
@@ -87,6 +93,8 @@ class BaseStrategy(
         if clash:
             raise ValueError(f"method.client must not redefine training settings {sorted(clash)}")
         self.current_weights: list[np.ndarray] | None = None
+        #: the simulated seconds of the rounds so far under a speed model (:mod:`.clock`)
+        self.sim_time = 0.0
         self.round_updates: list = []  # the accepted updates of the round being aggregated
         normalize = cfg.get("normalize") or {}
         self.normalize_temperature = (
@@ -137,6 +145,7 @@ class BaseStrategy(
     def state_dict(self) -> dict[str, Any]:
         return {
             "current_weights": self.current_weights,
+            "sim_time": self.sim_time,
             **{name: getattr(self, name) for name in self.checkpoint_attributes},
         }
 
@@ -198,13 +207,13 @@ class BaseStrategy(
         return out
 
     def sample_available_clients(self, server_round: int) -> list[int]:
-        """The sampled clients the availability model (dropout) leaves this round; the
-        round's log counts both."""
+        """The sampled clients the availability model (dropout) leaves this round, less
+        those a deadline leaves out (:mod:`.clock`); the round's log counts them all."""
         sampled = self.sample_clients(server_round)
         available = self.run.availability.filter(server_round, sampled)
         self.round_log.sampled = len(sampled)
         self.round_log.dropped = len(sampled) - len(available)
-        return available
+        return on_time_clients(self, available)
 
     def address_instructions(
         self, instructions: dict[int, FitIns]

@@ -110,7 +110,7 @@ def test_tab_completes_overrides_subcommands_and_list_groups():
     assert "method=" in complete("fedimb meth")
     assert {"method=fedavg", "method=fedavgm"} <= set(complete("fedimb method=fedav"))
     assert complete("fedimb rep") == ["report"]
-    assert {"methods", "models"} == set(complete("fedimb list m"))
+    assert {"methods", "models", "modes"} == set(complete("fedimb list m"))
     assert (
         complete("fedimb report outp") == []
     )  # a subcommand's arguments: bash completes file names

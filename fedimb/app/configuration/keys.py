@@ -28,6 +28,8 @@ GROUPS = (
     "aggregation",
     "privacy",
     "secagg",
+    "mode",
+    "speed",
     "tracking",
     "experiment",
 )
@@ -43,7 +45,14 @@ def group_choices(group: str) -> list[str]:
 
 
 #: how ``fedimb list`` names a group's options (``fedimb list methods``)
-_OWN_NAMES = ("normalize", "shrink", "aggregation", "privacy", "secagg", "tracking")
+_OWN_NAMES = (
+    "normalize",
+    "shrink",
+    "aggregation",
+    "privacy",
+    "secagg",
+    "tracking",
+)
 LIST_NAMES = {group: group if group in _OWN_NAMES else f"{group}s" for group in GROUPS}
 
 #: a group this small is listed in full in an "unknown option" message

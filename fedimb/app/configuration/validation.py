@@ -17,6 +17,7 @@ from fedimb.app.configuration.data_rules import check_data_and_model
 from fedimb.app.configuration.holdout_rules import check_seeds_and_holdout
 from fedimb.app.configuration.keys import DEFAULT_STRATEGY, group_choices, hydra_config
 from fedimb.app.configuration.limits import check_limits
+from fedimb.app.configuration.mode_rules import check_mode
 from fedimb.app.configuration.runtime_rules import check_runtime
 from fedimb.app.configuration.search_space import check_search
 from fedimb.app.faults import injection as faults
@@ -280,5 +281,6 @@ CHECKS: tuple[Callable[[DictConfig], None], ...] = (
     check_runtime,
     check_secagg,
     check_evaluation,
+    check_mode,
     check_search,
 )

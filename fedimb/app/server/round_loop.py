@@ -15,8 +15,10 @@ from flwr.server import SimpleClientManager
 from flwr.server.history import History
 from flwr.server.strategy import Strategy
 
+from fedimb.app.configuration.mode_rules import is_asynchronous
 from fedimb.app.runtimes.clients_in_turn import ClientsInTurn
 from fedimb.app.server import checkpoint, phases
+from fedimb.app.server.async_loop import AsynchronousRounds
 from fedimb.core import events
 
 if TYPE_CHECKING:  # the run's data and model: the loop only hands the strategy's run around
@@ -88,6 +90,8 @@ class FedImbServer(ClientsInTurn):
         self.secure_fit: Callable | None = None
         self._reporter: ThreadPoolExecutor | None = None
         self._pending: Future | None = None  # the previous round's test, event and checkpoint
+        #: the fit step of ``mode=fedasync|fedbuff`` (None: synchronous rounds)
+        self.asynchronous = AsynchronousRounds(self) if is_asynchronous(cfg) else None
 
     def fit(self, num_rounds: int, timeout: float | None) -> tuple[History, float]:
         self.history = History()
@@ -110,6 +114,8 @@ class FedImbServer(ClientsInTurn):
             events.emit_error(err)
             raise
         finally:
+            if self.asynchronous is not None:
+                self.asynchronous.close()
             if self._reporter is not None:
                 self._reporter.shutdown()
                 self._reporter = None
@@ -125,7 +131,9 @@ class FedImbServer(ClientsInTurn):
         return self.history, elapsed
 
     def fit_round(self, server_round: int, timeout: float | None):
-        """Flower's fit step, or the secure one where the run has it."""
+        """Flower's fit step, the asynchronous one, or the secure one where the run has it."""
+        if self.asynchronous is not None:
+            return self.asynchronous.step(server_round, timeout)
         if self.secure_fit is not None:
             return self.secure_fit(self, server_round, timeout)
         return super().fit_round(server_round, timeout)
@@ -233,6 +241,8 @@ class FedImbServer(ClientsInTurn):
             state = checkpoint.load(self.checkpoint_file)
             self.parameters = ndarrays_to_parameters(state["parameters"])
             self.strategy.load_state_dict(state["strategy"])
+            if self.asynchronous is not None:
+                self.asynchronous.load_state_dict(state["asynchronous"])
             events.emit("start", **self.strategy.describe())
             events.emit("resume", round=int(state["round"]))
             if state.get("event"):  # the checkpointed round's event may have died with the server
@@ -250,10 +260,13 @@ class FedImbServer(ClientsInTurn):
 
     def _state(self) -> dict:
         """What a checkpoint keeps besides the round and its event."""
-        return {
+        state = {
             "parameters": parameters_to_ndarrays(self.parameters),
             "strategy": self.strategy.state_dict(),
         }
+        if self.asynchronous is not None:  # the clients in flight
+            state["asynchronous"] = self.asynchronous.state_dict()
+        return state
 
     def _evaluate_centrally(self, server_round: int) -> None:
         res = self.strategy.evaluate(server_round, parameters=self.parameters)

@@ -27,6 +27,7 @@ from fedimb.core.data.stats import label_counts
 from fedimb.core.dropout import Availability, availability_from_config
 from fedimb.core.feature_stats import class_moments
 from fedimb.core.models import EncoderHeadNet, get_weights, set_weights
+from fedimb.core.speed import SpeedModel, speed_model
 from fedimb.core.training import (
     TrainConfig,
     evaluate_model,
@@ -177,6 +178,17 @@ class ServerRun:
         """Clients the partition left without training samples (only with
         ``partition.allow_empty_clients``; the front end refuses them otherwise)."""
         return frozenset(self.data.partition.empty_clients)
+
+    @cached_property
+    def client_seconds(self) -> np.ndarray | None:
+        """Per client, the simulated seconds of one fit under the run's device-speed model
+        (:mod:`fedimb.core.speed`); None with ``speed=none``."""
+        if str(self.cfg.speed.name) == "none":
+            return None
+        counts = [self.client_label_counts(pid) for pid in range(self.num_clients)]
+        model = cast(SpeedModel, speed_model(plain(self.cfg.speed), counts, self.seed))
+        epochs = int(self.cfg.train.local_epochs)
+        return np.array([model.seconds(pid, int(c.sum()), epochs) for pid, c in enumerate(counts)])
 
     @cached_property
     def num_parameters(self) -> int:

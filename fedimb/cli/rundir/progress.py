@@ -119,12 +119,26 @@ def _dropout_label(cfg: DictConfig) -> str:
     return f"dropout {dropout.name} {p}{period}"
 
 
+def _mode_label(cfg: DictConfig) -> str:
+    """`` | fedbuff K=5, 10 at once | speed lognormal``; nothing for synchronous rounds
+    without a speed model."""
+    mode, label = cfg.mode, ""
+    if mode.name != "sync":
+        size = f" K={mode.buffer_size}" if mode.name == "fedbuff" else ""
+        label += f" | {mode.name}{size}, {mode.concurrency} at once"
+    elif mode.get("deadline") is not None:
+        label += f" | deadline {mode.deadline:g}s"
+    if cfg.speed.name != "none":
+        label += f" | speed {cfg.speed.name}"
+    return label
+
+
 def run_header(cfg: DictConfig, start: dict[str, Any]) -> str:
     """The run's first progress line: what runs on what, with which dropout, where."""
     rounds = start.get("num_rounds")
     return (
         f"[fedimb] {start.get('method')} on {cfg.dataset.name} ({_partition_label(cfg)}, "
-        f"{start.get('num_clients')} clients) | {_dropout_label(cfg)} | "
+        f"{start.get('num_clients')} clients) | {_dropout_label(cfg)}{_mode_label(cfg)} | "
         f"{cfg.runtime.name}, {_device_label(cfg)} | "
         f"{rounds} round{'' if rounds == 1 else 's'}, {start.get('num_parameters'):,} parameters"
     )
@@ -160,11 +174,27 @@ def round_line(r: dict[str, Any], total: int, elapsed: float, trained: list[floa
     clients = r.get("clients")
     if clients and r["round"] > 0:
         parts.append(clients_outcome(clients))
-    epsilon = (r.get("extra") or {}).get("privacy.epsilon")
+    extra = r.get("extra") or {}
+    if extra.get("async.updates") is not None:
+        parts.append(asynchronous_text(extra))
+    if extra.get("clock.time") is not None:
+        sim = float(extra["clock.time"])
+        parts.append(f"sim {format_duration(sim) if sim >= 60 else f'{sim:.1f}s'}")
+    epsilon = extra.get("privacy.epsilon")
     if epsilon is not None:
         parts.append(f"ε {epsilon:.3g}")
     parts.append(timing_text(r, total, elapsed, trained))
     return " | ".join(parts)
+
+
+def asynchronous_text(extra: dict[str, Any]) -> str:
+    """``4 updates, staleness 0.8 (max 3)``: what an asynchronous server step applied."""
+    text = f"{extra['async.updates']} updates"
+    if extra.get("async.staleness_mean") is not None:
+        text += (
+            f", staleness {extra['async.staleness_mean']:.1f} (max {extra['async.staleness_max']})"
+        )
+    return text
 
 
 def timing_text(r: dict[str, Any], total: int, elapsed: float, trained: list[float]) -> str:

@@ -40,7 +40,8 @@ SUMMARY_NUMBERS = frozenset(
     "final_validation_accuracy validation_best_accuracy validation_best_round "
     "selected_test_accuracy validation_objective num_parameters bytes_up bytes_down "
     "target_accuracy round_to_target bytes_to_target wall_seconds server_seconds "
-    "first_round_seconds mean_round_seconds_after_first privacy_epsilon privacy_delta".split()
+    "first_round_seconds mean_round_seconds_after_first sim_seconds privacy_epsilon "
+    "privacy_delta".split()
 )
 #: config.yaml's sections that readers take for mappings
 CONFIG_SECTIONS = ("method", "dataset", "model", "partition", "dropout", "runtime", "checkpoint")

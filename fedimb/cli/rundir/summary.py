@@ -95,11 +95,20 @@ def run_summary(
         "mean_round_seconds_after_first": round(sum(seconds[1:]) / len(seconds[1:]), 3)
         if len(seconds) > 1
         else None,
+        "sim_seconds": simulated_seconds(trained),
         **privacy_summary(cfg, trained),
         **local_summary(rounds),
         **personal_selection(rounds, holdout.objective_last(cfg)),
         "run_dir": str(run_dir),
     }
+
+
+def simulated_seconds(trained: list[dict[str, Any]]) -> float | None:
+    """The simulated clock at the last round under a device-speed model (``speed``), or
+    the real one of an asynchronous deployment; null without a clock."""
+    times = [(r.get("extra") or {}).get("clock.time") for r in trained]
+    times = [t for t in times if t is not None]
+    return times[-1] if times else None
 
 
 def privacy_summary(cfg: DictConfig, trained: list[dict[str, Any]]) -> dict[str, Any]:
