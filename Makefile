@@ -43,10 +43,11 @@ test-deployment: install
 	$(BIN)/python -m pytest -m deployment_all $(PYTEST_ARGS)
 
 # the fault matrix's simulation and deployment cells (~17 min on 2 cores; its in-process
-# cells run in `make test`), a deployed run with a node 90 s slow per round (~4 min) and
+# cells run in `make test`), a deployed run with a node 90 s slow per round (~4 min), a
+# deployed FedBuff run beside its synchronous twin with a node 30 s slow (~5 min) and
 # every cell of the attack matrix (benchmarks/attacks.py)
 test-faults: install
-	$(BIN)/python -m pytest -m fault_matrix tests/integration/test_fault_matrix.py tests/deployment/test_slow_rounds.py tests/integration/test_attack_matrix.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m fault_matrix tests/integration/test_fault_matrix.py tests/deployment/test_slow_rounds.py tests/deployment/test_asynchronous_deployment.py tests/integration/test_attack_matrix.py $(PYTEST_ARGS)
 
 # fedimb-edge:$(ARCH) (arm64 or amd64) from a Debian root and PyPI wheels, with the container
 # engine present; sets up QEMU/binfmt and the engine as needed (first build ~10 min, then ~1 min)
