@@ -19,6 +19,7 @@ from pathlib import Path
 
 from benchmarks.figures import (
     accuracy,  # noqa: F401  (registers its figures)
+    asynchronous,  # noqa: F401  (registers its figures)
     faults,  # noqa: F401  (registers its figures)
     leaderboard,  # noqa: F401  (registers its figures)
     performance,  # noqa: F401  (registers its figures)
