@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from fedimb.app.runtimes.in_process import InProcessFederation
+from fedimb.cli.results.compare_stats import paired_difference, t_interval
 
 SETUPS = {
     "pathological": ["partition=pathological"],
@@ -102,23 +102,25 @@ def at_time(points: list[dict], t: float, key: str = "accuracy"):
 
 
 def interval(values: list[float]) -> str:
-    """``mean [low, high]`` in %, a 95% t-interval over the seeds."""
-    v = np.array(values, dtype=float) * 100
-    if len(v) < 2:
-        return f"{v.mean():.1f}"
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
-    return f"{v.mean():.1f} [{v.mean() - half:.1f}, {v.mean() + half:.1f}]"
+    """``mean [low, high]`` in %, the 95% t-interval over the seeds (``fedimb compare``'s)."""
+    found = t_interval([100 * v for v in values])
+    if found.low is None or found.high is None:
+        return f"{found.mean:.1f}"
+    return f"{found.mean:.1f} [{found.low:.1f}, {found.high:.1f}]"
 
 
 def paired(values: list[float], reference: list[float]) -> str:
     """``+12.2 [+8.0, +16.5], p 0.006``: the mean seed-by-seed difference in points, its 95%
-    t-interval and the paired t-test's p; ``—`` for the reference itself."""
-    diff = (np.array(values, dtype=float) - np.array(reference, dtype=float)) * 100
-    if len(diff) < 2 or not diff.any():
+    t-interval and the paired t-test's p (``fedimb compare``'s); ``—`` for the reference."""
+    if values == reference:
         return "—"
-    half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
-    p = stats.ttest_rel(values, reference).pvalue
-    return f"{diff.mean():+.1f} [{diff.mean() - half:+.1f}, {diff.mean() + half:+.1f}], p {p:.3f}"
+    found = paired_difference(
+        {seed: 100 * v for seed, v in enumerate(values)},
+        {seed: 100 * v for seed, v in enumerate(reference)},
+    )
+    if found.mean is None or found.low is None or found.high is None or found.p is None:
+        return "—"
+    return f"{found.mean:+.1f} [{found.low:+.1f}, {found.high:+.1f}], p {found.p:.3f}"
 
 
 def deadline_of(base: list[str]) -> float:
