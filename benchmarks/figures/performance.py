@@ -35,6 +35,18 @@ TIME_BARS = {
         },
         {"xlabel": "seconds per round (rounds 2+)", "title": "Every method: seconds per round"},
     ),
+    "perf_methods_recent": (
+        (7, 3.2),
+        "method",
+        {
+            "fedimb (Flower simulation)": "fedimb_seconds",
+            "the same rounds in one process": "one_process_seconds",
+        },
+        {
+            "xlabel": "seconds per round (rounds 2+)",
+            "title": "The 2022–2025 methods: seconds per round",
+        },
+    ),
     "gpu_methods": (
         (7, 7.5),
         "method",

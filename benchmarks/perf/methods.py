@@ -7,9 +7,11 @@ mnist5k, cnn28, no dropout), then the same rounds driven in this process by
 clients, the same local training, aggregation and evaluation, without SuperLink, messages
 or Ray. The ratio of the time per round (rounds 2+) is the framework's cost for that method. The
 traffic (bytes down and up, per round and per client that trained) comes from the run's
-``metrics.csv``. Writes ``<out>/perf_methods.md`` and ``perf_methods.png``.
+``metrics.csv``. Writes ``<out>/<name>.md`` and ``<name>.png`` and the docs table ``<name>``
+(``--name``, default ``perf_methods``).
 
     python benchmarks/perf/methods.py [--methods fedavg,rebafl,...] [--rounds 4]
+    python benchmarks/perf/methods.py --methods fedavg,fedntd,... --name perf_methods_recent
 """
 
 from __future__ import annotations
@@ -161,13 +163,13 @@ def write_outputs(results: list[dict], args: argparse.Namespace) -> Path:
     ax.set_xticks(x, [r["method"] for r in results], rotation=60, ha="right", fontsize=8)
     ax.set(ylabel="seconds per round (rounds 2+)", title="Time per round by method")
     ax.legend()
-    common.save_figure(fig, args.out / "perf_methods.png")
-    (args.out / "perf_methods.json").write_text(json.dumps(results, indent=1))
+    common.save_figure(fig, args.out / f"{args.name}.png")
+    (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1))
     points = [
         {"method": r["method"], "fedimb_seconds": r["fedimb"], "one_process_seconds": r["plain"]}
         for r in results
     ]
-    return common.publish_results(args.out / "perf_methods.md", "perf_methods", lines, data=points)
+    return common.publish_results(args.out / f"{args.name}.md", args.name, lines, data=points)
 
 
 def main() -> None:
@@ -177,10 +179,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=common.REPO / "results" / "perf")
     parser.add_argument("--fresh", action="store_true", help="measure every method again")
+    parser.add_argument(
+        "--name",
+        default="perf_methods",
+        help="the docs table it writes (perf_methods_recent: the methods added since the table "
+        "of every method was measured)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     # measurements of earlier calls with the same settings are kept, so a stopped run resumes
-    cache_file = args.out / "perf_methods.cache.json"
+    cache_file = args.out / f"{args.name}.cache.json"
     settings = {"rounds": args.rounds, "seed": args.seed}
     cache = json.loads(cache_file.read_text()) if cache_file.exists() and not args.fresh else {}
     results = []
