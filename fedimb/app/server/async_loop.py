@@ -60,6 +60,7 @@ class AsynchronousRounds:
         self.in_flight: list[InFlight] = []
         self.buffer: list[Arrival] = []
         self.models: dict[int, list[np.ndarray]] = {}  # global model per version still in use
+        self.encoded: dict[int, Parameters] = {}  # the same, serialised once for dispatch
         self.started = time.perf_counter()
         self._pool: ThreadPoolExecutor | None = None
         self._resumed: list[InFlight] = []  # in flight at the checkpoint resumed from
@@ -75,6 +76,7 @@ class AsynchronousRounds:
         strategy.registry.fit_replies.clear()
         current = to_arrays(self.server.parameters)
         self.models[version - 1] = current
+        self.encoded[version - 1] = self.server.parameters
         self.timeout = timeout
         for task in self._resumed:  # sent again: their replies died with the last run
             self._dispatch(task)
@@ -193,7 +195,9 @@ class AsynchronousRounds:
         """Send ``task``'s client the global model of its version, with the method's
         instruction for the server step it contributes to (version + 1)."""
         strategy = self.strategy
-        parameters = to_parameters(self.models[task.version])
+        if task.version not in self.encoded:  # resumed from a checkpoint
+            self.encoded[task.version] = to_parameters(self.models[task.version])
+        parameters = self.encoded[task.version]
         ins = strategy.fit_instructions(task.version + 1, parameters, [task.pid])[task.pid]
         strategy.accounting.count_sent(ins)
         proxy = strategy.registry.proxy(task.pid)
@@ -226,6 +230,7 @@ class AsynchronousRounds:
         """Keep only the global models an in-flight client started from."""
         keep = {t.version for t in self.in_flight}
         self.models = {v: m for v, m in self.models.items() if v in keep}
+        self.encoded = {v: p for v, p in self.encoded.items() if v in keep}
 
     def close(self) -> None:
         """Wait for the clients still training (their updates come too late to count)."""
