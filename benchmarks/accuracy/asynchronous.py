@@ -209,8 +209,7 @@ def main() -> None:
         f"Command: `python benchmarks/accuracy/asynchronous.py --rounds {args.rounds} "
         f"--seeds {args.seeds}{' --tiny' if args.tiny else ''}`",
     ]
-    if args.tiny:  # proves the script works: the docs keep the full run's tables
-        common.publish_table(args.out / "table.md", report)
+    if common.tiny_report(args.tiny, args.out / "table.md", report):
         return
     common.publish_results(args.out / "table.md", "asynchronous", report, data=rows)
     common.publish_in_docs("asynchronous_classes", classes, data=class_rows)

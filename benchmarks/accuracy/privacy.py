@@ -159,8 +159,7 @@ def main() -> None:
         f"Command: `python benchmarks/accuracy/privacy.py {command}"
         f"{' --tiny' if args.tiny else ''}`",
     ]
-    if args.tiny:  # proves the script works: the docs keep the full run's tables
-        common.publish_table(args.out / "table.md", report)
+    if common.tiny_report(args.tiny, args.out / "table.md", report):
         return
     # the docs' figure is drawn from the points (benchmarks.figures)
     common.publish_results(args.out / "table.md", "privacy", report, data=points)
