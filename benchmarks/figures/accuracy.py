@@ -249,3 +249,31 @@ def stability(rows):
     ax.set_title("Final test accuracy (%), mean over seeds, under SGD")
     fig.colorbar(image, ax=ax, label="final test accuracy (%)")
     return fig
+
+
+@drawn_from("fedvls_miss")
+def fedvls_miss(rows):
+    """Test accuracy against the round, one line per method and seed.
+    Rows of benchmarks/accuracy/fedvls_miss.py."""
+    fig, ax = canvas(figsize=(7, 3.8))
+    colours = {"fedavg": "tab:blue", "fedvls": "tab:red", "bsm_fedavg": "tab:green"}
+    styles = {"fedvls": "-", "bsm_fedavg": ":"}
+    for method, colour in colours.items():
+        for seed in sorted({int(r["seed"]) for r in rows}):
+            chosen = [r for r in rows if r["method"] == method and int(r["seed"]) == seed]
+            ax.plot(
+                floats(chosen, "round"),
+                floats(chosen, "accuracy"),
+                styles.get(method, "-"),
+                color=colour,
+                lw=1.2,
+                label=method if seed == 0 else None,
+            )
+    ax.set(
+        xlabel="round",
+        ylabel="test accuracy",
+        title="FedVLS beside FedAvg and balanced-softmax FedAvg (two seeds each)",
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
