@@ -692,20 +692,30 @@ def pending_lines(suite: Suite) -> list[str]:
 
 
 def excluded_lines(suite: Suite) -> list[str]:
-    """A line per method a set-up does not run, and why."""
-    return [
-        f"Not run on {setup}: {method} ({why})."
-        for setup, methods in suite.excluded.items()
-        for method, why in methods.items()
-    ]
+    """A line per set-up and reason: the methods it does not run, and why."""
+    lines = []
+    for setup, methods in suite.excluded.items():
+        if setup not in suite.setups:
+            continue
+        for why in dict.fromkeys(methods.values()):
+            named = ", ".join(m for m, reason in methods.items() if reason == why)
+            lines.append(f"Not run on {setup}: {named} ({why}).")
+    return lines
 
 
 def cost_caption(suites: list[Suite], jobs: int) -> str:
     parts = []
     for suite in suites:
         horizons = ", ".join(f"{n} on {s}" for s, n in suite.horizons.items())
+        fewer = ", ".join(
+            f"{len(suite.setup_methods(s))} on {s}"
+            for s in suite.setups
+            if len(suite.setup_methods(s)) < len(suite.methods)
+        )
         parts.append(
-            f"{suite.name}: {len(suite.methods)} methods × {len(suite.setups)} set-ups × "
+            f"{suite.name}: {len(suite.methods)} methods"
+            + (f" ({fewer})" if fewer else "")
+            + f" × {len(suite.setups)} set-ups × "
             f"({suite.trials} trials × {len(suite.tuning_seeds)} tuning seeds + "
             f"{len(suite.seeds)} seeds) × {suite.rounds} rounds"
             + (f" ({horizons})" if horizons else "")

@@ -103,10 +103,24 @@ def test_a_method_that_refuses_a_set_up_is_excluded_there_and_only_there():
     assert stage not in leaderboard.setup_settings(suite, "shakespeare", "fedavg")
     assert stage not in leaderboard.setup_settings(suite, "dir01", "fedconcat")
     refused = leaderboard_suites.SHAKESPEARE_EXCLUDED
-    assert leaderboard.excluded_lines(suite) == [
+    lines = leaderboard.excluded_lines(suite)
+    assert lines[:2] == [
         f"Not run on shakespeare: fedconcat_id ({refused['fedconcat_id']}).",
         f"Not run on shakespeare: fedloge ({refused['fedloge']}).",
     ]
+    # the long horizon: one line naming every method left out, for the one reason
+    assert len(lines) == 3 and lines[2].startswith("Not run on dir01_long: afl, astraea, ")
+    assert lines[2].endswith(f" ({leaderboard_suites.LONG_HORIZON_LEFT_OUT}).")
+    # the personalised suite names no exclusion of set-ups it does not run
+    assert leaderboard.excluded_lines(leaderboard_suites.personal_suite()) == []
+
+
+def test_the_long_horizon_runs_the_reference_and_the_drift_corrections_only():
+    suite = leaderboard_suites.full_suite()
+    assert suite.setup_methods("dir01_long") == [
+        "fedavg", "fedavgm", "feddyn", "fednova", "fedprox", "moon", "scaffold"
+    ]  # fmt: skip
+    assert suite.setup_methods("dir01") == suite.methods
 
 
 def test_an_excluded_cell_costs_nothing_and_is_not_waited_for(tmp_path):
