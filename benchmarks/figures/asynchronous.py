@@ -43,3 +43,27 @@ def asynchronous(rows):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return fig
+
+
+@drawn_from("asynchronous_deployed")
+def asynchronous_deployed(rows):
+    """One line per run (repeat and mode): a marker where each step was applied and a bar
+    to the run's end, against the server's seconds. Rows of
+    benchmarks/perf/asynchronous_deployed.py (a run's last row is its end)."""
+    runs = list(dict.fromkeys((int(r["repeat"]), r["mode"]) for r in rows))
+    fig, ax = canvas(figsize=(7, 0.6 * len(runs) + 1.4))
+    colours = {"sync": "tab:blue", "fedbuff": "tab:orange"}
+    for y, (repeat, mode) in enumerate(runs):
+        run = [r for r in rows if (int(r["repeat"]), r["mode"]) == (repeat, mode)]
+        seconds = floats(run, "seconds")
+        ax.plot([0, seconds[-1]], [y, y], color=colours.get(mode, "k"), lw=6, alpha=0.25)
+        ax.plot(seconds[:-1], [y] * (len(seconds) - 1), "o", color=colours.get(mode, "k"))
+    ax.set(
+        yticks=range(len(runs)),
+        yticklabels=[f"{mode}, repeat {repeat}" for repeat, mode in runs],
+        xlabel="seconds since the server started (dots: a round or step applied)",
+        title="Deployed, one node slow: synchronous rounds and FedBuff steps",
+    )
+    ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+    return fig
