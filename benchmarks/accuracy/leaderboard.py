@@ -19,12 +19,14 @@ The personalised table (``personal_leaderboard.md``) runs first, then the global
 set-ups run the cheapest first (by the calibration), each method tuned and then run on
 the report seeds in one task, so that whole set-ups finish early; ``--table-only`` writes
 the table of the set-ups finished so far (from the record, without running), and the full
-run writes it at its end, naming the set-ups not finished.
+run writes it at its end, naming the set-ups not finished; ``--interim SUITE`` with it
+also compares, in a set-up not finished, the methods that have finished there.
 
 Beside the table, :mod:`leaderboard_limits` writes per set-up the report runs that ended
 at chance, in this plan and in the record of the plan before it (one tuning seed, five
 report seeds), and the smallest difference the paired test detects with 80% power at
-Holm's first threshold (``docs/tables/leaderboard_chance.md``, ``leaderboard_power.md``).
+Holm's first threshold (``docs/tables/leaderboard_chance.md``, ``leaderboard_power.md``;
+the personalised table's ``personal_leaderboard_power.md``).
 
 Rerunning the same command resumes: tuning skips completed trials (``fedimb tune``
 replays them) and report runs with a completed ``summary.json`` in their fixed folder
@@ -362,18 +364,49 @@ def planned_runs(suite: Suite, setup: str) -> int:
     return len(suite.setup_methods(setup)) * len(suite.seeds)
 
 
+def finished_methods(suite: Suite, out: Path, setup: str) -> list[str]:
+    """The methods of ``setup`` whose every report run has finished under the current plan."""
+    plan = {m: pair_plan(suite, setup, m) for m in suite.setup_methods(setup)}
+    return [
+        m
+        for m in suite.setup_methods(setup)
+        if all(current_run(report_folder(out, setup, m, seed), plan[m]) for seed in suite.seeds)
+    ]
+
+
+def interim_setups(suite: Suite, out: Path) -> dict[str, list[str]]:
+    """The set-ups not finished in which the reference and at least one other method have:
+    set-up -> those methods (an interim table compares them alone)."""
+    found = {}
+    for setup in suite.setups:
+        methods = finished_methods(suite, out, setup)
+        if len(methods) < len(suite.setup_methods(setup)) and suite.reference in methods:
+            if len(methods) > 1:
+                found[setup] = methods
+    return found
+
+
 def compare(
-    suite: Suite, out: Path, setups: list[str], metric: str | None = None
+    suite: Suite,
+    out: Path,
+    setups: list[str],
+    metric: str | None = None,
+    only: dict[str, list[str]] | None = None,
 ) -> dict[str, list]:
     """``fedimb compare --against <reference> --metric <metric>`` (the suite's first metric
-    unless named) over each of ``setups``' report runs: set-up -> its comparisons (one,
-    unless the runs split it)."""
+    unless named) over each of ``setups``' report runs (those of the methods ``only`` names
+    for a set-up, where it does): set-up -> its comparisons (one, unless the runs split it)."""
     from fedimb.cli.results.compare import compare_runs
 
     metric = metric or suite.metrics[0]
-    return {
-        setup: compare_runs([out / "runs" / setup], suite.reference, metric) for setup in setups
-    }
+    only = only or {}
+
+    def folders(setup: str) -> list[Path]:
+        if setup not in only:
+            return [out / "runs" / setup]
+        return [out / "runs" / setup / method for method in only[setup]]
+
+    return {setup: compare_runs(folders(setup), suite.reference, metric) for setup in setups}
 
 
 def setup_label(setup: str, comparison, count: int) -> str:
@@ -429,29 +462,45 @@ def leaderboard_rows(comparisons: dict[str, list]) -> list[dict]:
     return rows
 
 
-def write_leaderboard(suite: Suite, out: Path, command: str) -> Path:
+def write_leaderboard(suite: Suite, out: Path, command: str, interim: bool = False) -> Path:
     """``<out>/<name>.md`` (and, for a published suite, the docs' table, data and figure)
     of the set-ups whose report runs have all finished, a table per metric of the suite;
-    the others are named, with how many of their runs have, until they finish."""
+    the others are named, with how many of their runs have, until they finish. With
+    ``interim``, a set-up not finished is compared too over the methods that have
+    finished there (:func:`interim_setups`), and said to be interim."""
     finished = finished_setups(suite, out)
-    if not finished:
+    partial = interim_setups(suite, out) if interim else {}
+    compared = [s for s in suite.setups if s in finished or s in partial]
+    if not compared:
         raise SystemExit("no set-up has finished its report runs yet: nothing to compare")
-    comparisons = compare(suite, out, finished)
+    comparisons = compare(suite, out, compared, only=partial)
     setups = "; ".join(f"{name}: `{' '.join(o)}`" for name, o in suite.setups.items())
     pending = [
         f"{s} ({finished_runs(suite, out, s)} of {planned_runs(suite, s)} report runs)"
         for s in suite.setups
-        if s not in finished
+        if s not in compared
+    ]
+    interim_lines = [
+        f"Interim on {s}: the {len(methods)} of its {len(suite.setup_methods(s))} methods "
+        f"that have finished, compared among themselves (Holm over {len(methods) - 1} "
+        f"test{'s' if len(methods) > 2 else ''}: the final table's thresholds are stricter). "
+        "Not finished yet: "
+        f"{', '.join(m for m in suite.setup_methods(s) if m not in methods)}."
+        for s, methods in partial.items()
     ]
     more = [
         line
         for metric in suite.metrics[1:]
-        for line in ["", *leaderboard_lines(compare(suite, out, finished, metric), metric)]
+        for line in [
+            "",
+            *leaderboard_lines(compare(suite, out, compared, metric, only=partial), metric),
+        ]
     ]
     lines = [
         *leaderboard_lines(comparisons, suite.metrics[0]),
         *more,
         "",
+        *([*interim_lines, ""] if interim_lines else []),
         *([f"Not finished yet: {', '.join(pending)}.", ""] if pending else []),
         f"Set-ups: {setups}; "
         f"every run: `{' '.join(suite.shared)} num_rounds={suite.rounds}`; "
@@ -607,6 +656,14 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="write the table of the set-ups finished so far and stop",
     )
+    parser.add_argument(
+        "--interim",
+        nargs="*",
+        default=[],
+        metavar="SUITE",
+        help="with --table-only: in these suites (leaderboard, personal_leaderboard), also "
+        "compare the finished methods of a set-up not finished",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (one core each)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/leaderboard")
     parser.add_argument(
@@ -628,8 +685,11 @@ def main(argv: list[str] | None = None) -> None:
     command = "python benchmarks/accuracy/leaderboard.py" + (" --smoke" if args.smoke else "")
     if args.table_only:
         for suite in suites:
-            if finished_setups(suite, out):
-                print(f"[leaderboard] table: {write_leaderboard(suite, out, command)}")
+            interim = suite.name in args.interim
+            if finished_setups(suite, out) or (interim and interim_setups(suite, out)):
+                how = f" --table-only --interim {suite.name}" if interim else ""
+                written = write_leaderboard(suite, out, command + how, interim)
+                print(f"[leaderboard] table: {written}")
         return
     for suite in suites:
         check_cells(suite)

@@ -104,10 +104,31 @@ def test_the_smoke_suite_writes_the_table_and_a_rerun_resumes(tmp_path, capsys):
     assert "calibrat" not in capsys.readouterr().out
     assert (table_only / "leaderboard.md").read_text() == table_text
 
+    # a method not run yet: the set-up is not finished; an interim table compares the
+    # methods that have finished there, and says which have not
+    three = dataclasses.replace(suite, methods=[*suite.methods, "fedavgm"])
+    assert leaderboard.finished_setups(three, elsewhere) == []
+    assert leaderboard.interim_setups(three, elsewhere) == {"digits": ["fedavg", "fedprox"]}
+    interim = leaderboard.write_leaderboard(three, elsewhere, "cmd", interim=True).read_text()
+    assert [
+        r.split("|")[2].strip() for r in interim.splitlines() if r.startswith("| digits |")
+    ] == [
+        "fedavg",
+        "fedprox",
+    ]
+    assert (
+        "Interim on digits: the 2 of its 3 methods that have finished, compared among "
+        "themselves (Holm over 1 test: the final table's thresholds are stricter). "
+        "Not finished yet: fedavgm." in interim
+    )
+    with pytest.raises(SystemExit, match="no set-up has finished"):
+        leaderboard.write_leaderboard(three, elsewhere, "cmd")
+
     # a report run of another plan (the set-up changed since) does not count as finished
     assert leaderboard.finished_runs(suite, elsewhere, "digits") == 4
     (elsewhere / "runs/digits/fedprox/s1/leaderboard_plan.json").write_text("{}")
     assert leaderboard.finished_runs(suite, elsewhere, "digits") == 3
+    assert leaderboard.interim_setups(suite, elsewhere) == {}  # the reference alone is left
 
 
 def test_a_personal_suite_ranks_personal_models_against_fedavg_with_fine_tuning(tmp_path):
