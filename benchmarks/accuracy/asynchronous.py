@@ -34,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
 from fedimb.app.runtimes.in_process import InProcessFederation
-from fedimb.cli.results.compare_stats import paired_difference, t_interval
 
 SETUPS = {
     "pathological": ["partition=pathological"],
@@ -99,28 +98,6 @@ def at_time(points: list[dict], t: float, key: str = "accuracy"):
     """The value of the last test at or before simulated time ``t``."""
     before = [p for p in points if p["time"] <= t + 1e-9]
     return before[-1][key] if before else None
-
-
-def interval(values: list[float]) -> str:
-    """``mean [low, high]`` in %, the 95% t-interval over the seeds (``fedimb compare``'s)."""
-    found = t_interval([100 * v for v in values])
-    if found.low is None or found.high is None:
-        return f"{found.mean:.1f}"
-    return f"{found.mean:.1f} [{found.low:.1f}, {found.high:.1f}]"
-
-
-def paired(values: list[float], reference: list[float]) -> str:
-    """``+12.2 [+8.0, +16.5], p 0.006``: the mean seed-by-seed difference in points, its 95%
-    t-interval and the paired t-test's p (``fedimb compare``'s); ``—`` for the reference."""
-    if values == reference:
-        return "—"
-    found = paired_difference(
-        {seed: 100 * v for seed, v in enumerate(values)},
-        {seed: 100 * v for seed, v in enumerate(reference)},
-    )
-    if found.mean is None or found.low is None or found.high is None or found.p is None:
-        return "—"
-    return f"{found.mean:+.1f} [{found.low:+.1f}, {found.high:+.1f}], p {found.p:.3f}"
 
 
 def deadline_of(base: list[str]) -> float:
@@ -190,8 +167,8 @@ def main() -> None:
             final = [runs[(setup, m, s)][-1]["accuracy"] for s in range(args.seeds)]
             seconds = np.mean([runs[(setup, m, s)][-1]["time"] for s in range(args.seeds)])
             lines.append(
-                f"| {setup} | {m} | {interval(equal)} | {paired(equal, waiting)} "
-                f"| {seconds:.0f} | {interval(final)} |"
+                f"| {setup} | {m} | {common.interval(equal)} | {common.paired(equal, waiting)} "
+                f"| {seconds:.0f} | {common.interval(final)} |"
             )
     classes, class_rows = rare_class_table(args, common_overrides, speed, cache)
     report = [
@@ -265,7 +242,8 @@ def rare_class_table(args, common_overrides: list[str], speed: list[str], cache:
     ]
     for name, values in scores.items():
         acc, rare_recall, rest = zip(*values)
-        lines.append(f"| {name} | {interval(acc)} | {interval(rare_recall)} | {interval(rest)} |")
+        scored = " | ".join(common.interval(list(v)) for v in (acc, rare_recall, rest))
+        lines.append(f"| {name} | {scored} |")
     return lines, rows
 
 

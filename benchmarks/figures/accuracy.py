@@ -251,29 +251,24 @@ def stability(rows):
     return fig
 
 
-@drawn_from("fedvls_miss")
-def fedvls_miss(rows):
-    """Test accuracy against the round, one line per method and seed.
-    Rows of benchmarks/accuracy/fedvls_miss.py."""
-    fig, ax = canvas(figsize=(7, 3.8))
-    colours = {"fedavg": "tab:blue", "fedvls": "tab:red", "bsm_fedavg": "tab:green"}
-    styles = {"fedvls": "-", "bsm_fedavg": ":"}
-    for method, colour in colours.items():
-        for seed in sorted({int(r["seed"]) for r in rows}):
-            chosen = [r for r in rows if r["method"] == method and int(r["seed"]) == seed]
-            ax.plot(
-                floats(chosen, "round"),
-                floats(chosen, "accuracy"),
-                styles.get(method, "-"),
-                color=colour,
-                lw=1.2,
-                label=method if seed == 0 else None,
-            )
-    ax.set(
-        xlabel="round",
-        ylabel="test accuracy",
-        title="FedVLS beside FedAvg and balanced-softmax FedAvg (two seeds each)",
-    )
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+@drawn_from("distillation_regimes")
+def distillation_regimes(rows):
+    """One panel per local optimiser: each method's test accuracy against the round, the
+    mean over seeds. Rows of benchmarks/accuracy/distillation_regimes.py."""
+    regimes = list(dict.fromkeys(r["regime"] for r in rows))
+    fig, axes = canvas(1, len(regimes), figsize=(5 * len(regimes), 3.8), sharey=True, squeeze=False)
+    styles = {"fedavg": "k-", "fedntd": "C0-", "fedvls": "C3-", "bsm_fedavg": "C2:"}
+    for ax, regime in zip(axes[0], regimes):
+        for method, style in styles.items():
+            chosen = [r for r in rows if r["regime"] == regime and r["method"] == method]
+            rounds = sorted({int(r["round"]) for r in chosen})
+            mean = [
+                np.mean([float(r["accuracy"]) for r in chosen if int(r["round"]) == x])
+                for x in rounds
+            ]
+            ax.plot(rounds, mean, style, lw=1.4, label=method)
+        ax.set(xlabel="round", title=f"local SGD at lr 0.01, {regime}")
+        ax.grid(alpha=0.3)
+    axes[0][0].set(ylabel="test accuracy (mean over seeds)")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
     return fig
