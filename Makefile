@@ -67,6 +67,7 @@ bench: install
 	$(BIN)/python benchmarks/perf/methods.py
 	$(BIN)/python benchmarks/perf/scale.py
 	$(BIN)/python benchmarks/perf/deployment.py --nodes 3,10
+	$(BIN)/python benchmarks/perf/asynchronous_deployed.py
 	$(BIN)/python benchmarks/perf/process_start.py
 	$(BIN)/python benchmarks/perf/startup.py --repeats 3
 	$(BIN)/python benchmarks/perf/breakdown.py --runtimes in_process,simulation,deployment --clients 3

@@ -4,7 +4,8 @@
 # Every benchmark skips runs that already completed, so an interrupted call resumes.
 #
 #   bash benchmarks/accuracy/run.sh [rebafl|astraea|fedconcat|grpfed|stateful|normalization
-#                                    |stability|grpfed_sensitivity|temperature|curvature ...]
+#                                    |stability|grpfed_sensitivity|temperature|curvature
+#                                    |distillation ...]
 #
 # With no argument all of them run one after the other (more than a day on 2 CPU cores);
 # two calls with different tables can run side by side.
@@ -76,11 +77,16 @@ curvature() {
   "$PY" benchmarks/accuracy/perfedavg_curvature.py
 }
 
+# FedNTD and FedVLS beside FedAvg without and with momentum, and FedVLS's loss terms.
+distillation() {
+  "$PY" benchmarks/accuracy/distillation_regimes.py
+}
+
 report() { :; }  # "run.sh report": only rebuild the report below
 
 tables=("$@")
 [ ${#tables[@]} -gt 0 ] || tables=(rebafl astraea fedconcat grpfed stateful normalization stability grpfed_sensitivity
-                                   temperature curvature)
+                                   temperature curvature distillation)
 for table in "${tables[@]}"; do
   echo "== $table ($(date +%H:%M:%S))"
   "$table"
