@@ -262,4 +262,5 @@ def paired(values: list[float], reference: list[float]) -> str:
     )
     if found.mean is None or found.low is None or found.high is None or found.p is None:
         return "—"
-    return f"{found.mean:+.1f} [{found.low:+.1f}, {found.high:+.1f}], p {found.p:.3f}"
+    p = "p < 0.001" if found.p < 0.0005 else f"p {found.p:.3f}"
+    return f"{found.mean:+.1f} [{found.low:+.1f}, {found.high:+.1f}], {p}"

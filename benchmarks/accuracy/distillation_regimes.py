@@ -5,7 +5,7 @@ papers' gains show here, and why FedVLS's does not (docs/methods.md).
 1. *Trajectories*: FedAvg, FedNTD, FedVLS and ``bsm_fedavg`` (FedVLS's prior-calibrated
    cross-entropy alone) on digits, the default pathological partition, 5 local epochs and
    Bernoulli dropout p = 0.5, ``--rounds`` rounds, seeds 0 to ``--seeds`` − 1, under each
-   of :data:`REGIMES`: SGD at lr 0.01 without momentum (fedimb's default) and with
+   of :data:`regimes.REGIMES`: SGD at lr 0.01 without momentum (fedimb's default) and with
    momentum 0.9 (both authors' setting), which lets the local models drift further from
    the global one. The test accuracy after every round.
 2. *Terms*: FedVLS without dropout, seed 0, under each regime; in rounds 1, 5, 10 and 20
@@ -32,17 +32,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
+from benchmarks.accuracy.regimes import REGIMES, SETUP, SETUP_TEXT, trajectories, trajectory_table
 from clients.fedvls import FedVLSClient, logit_suppression_loss, prior_calibrated_cross_entropy
 from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core import protocol
 from fedimb.core.losses import masked_kl_divergence
 
-METHODS = ("fedavg", "fedntd", "fedvls", "bsm_fedavg")
-#: the local optimiser: fedimb's default, and the authors' momentum (FedNTD's and FedVLS's)
-REGIMES = {"no momentum": [], "momentum 0.9": ["train.momentum=0.9"]}
+METHODS = {m: [f"method={m}"] for m in ("fedavg", "fedntd", "fedvls", "bsm_fedavg")}
 TERM_ROUNDS = (1, 5, 10, 20)
-CHECKPOINTS = (10, 20, 30, 40)
-SETUP = ["dataset=digits", "runtime=in_process", "evaluation.every=1"]
 
 #: one dict per measured step of :class:`MeasuredFedVLSClient`
 MEASURED: list[dict] = []
@@ -79,21 +76,6 @@ class MeasuredFedVLSClient(FedVLSClient):
         vacant = float(on_logits[:, self.vacant].norm()) if bool(self.vacant.any()) else 0.0
         row["vacant_share"] = vacant / total if total > 0 else 0.0
         MEASURED.append(row)
-
-
-def trajectories(rounds: int, seeds: int) -> list[dict]:
-    """Test accuracy after every round, per regime, method and seed."""
-    rows = []
-    for regime, optimiser in REGIMES.items():
-        for method in METHODS:
-            for seed in range(seeds):
-                fed = InProcessFederation([*SETUP, *optimiser, f"method={method}", f"seed={seed}"])
-                for r in range(1, rounds + 1):
-                    accuracy = float(fed.round(r)["test"]["accuracy"])
-                    row = {"regime": regime, "method": method, "seed": seed, "round": r}
-                    rows.append({**row, "accuracy": accuracy})
-                print(f"  {regime}, {method}, seed {seed}: {accuracy:.3f}", flush=True)
-    return rows
 
 
 def measure_terms(regime: str) -> list[dict]:
@@ -134,42 +116,6 @@ def measure_terms(regime: str) -> list[dict]:
     return rows
 
 
-def trajectory_table(rows: list[dict], seeds: int) -> list[str]:
-    """Per regime and method: the mean accuracy at the checkpoints, and the difference to
-    FedAvg paired by seed at the last round and over every round (how much sooner it
-    learns)."""
-    accuracy = {(r["regime"], r["method"], r["seed"], r["round"]): r["accuracy"] for r in rows}
-    last = max(r["round"] for r in rows)
-    checkpoints = [c for c in CHECKPOINTS if c <= last]
-
-    def at(regime: str, method: str, r: int) -> list[float]:
-        return [accuracy[regime, method, seed, r] for seed in range(seeds)]
-
-    def over_rounds(regime: str, method: str) -> list[float]:
-        return [
-            float(np.mean([accuracy[regime, method, seed, r] for r in range(1, last + 1)]))
-            for seed in range(seeds)
-        ]
-
-    lines = [
-        "| local SGD | method | "
-        + " | ".join(f"round {c}, %" for c in checkpoints)
-        + f" | round {last}, % [95% CI] | Δ vs fedavg at round {last} [95% CI], p "
-        "| Δ vs fedavg over every round [95% CI], p |",
-        "|---|---|" + "---|" * (len(checkpoints) + 3),
-    ]
-    for regime in REGIMES:
-        for method in METHODS:
-            means = " | ".join(f"{100 * np.mean(at(regime, method, c)):.1f}" for c in checkpoints)
-            final, reference = at(regime, method, last), at(regime, "fedavg", last)
-            lines.append(
-                f"| {regime} | {method} | {means} | {common.interval(final)} "
-                f"| {common.paired(final, reference)} "
-                f"| {common.paired(over_rounds(regime, method), over_rounds(regime, 'fedavg'))} |"
-            )
-    return lines
-
-
 def terms_table(rows: list[dict]) -> list[str]:
     lines = [
         "| local SGD | round | steps | L_cal | ‖∇L_cal‖ | w·L_sup | ‖∇w·L_sup‖ "
@@ -197,10 +143,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print("trajectories", flush=True)
-    rows = trajectories(args.rounds, args.seeds)
+    rows = trajectories(METHODS, args.rounds, args.seeds)
     print("terms", flush=True)
     terms = [row for regime in REGIMES for row in measure_terms(regime)]
-    trajectory = trajectory_table(rows, args.seeds)
+    trajectory = trajectory_table(rows, list(METHODS), args.seeds)
     measured = terms_table(terms)
     common.publish_in_docs("distillation_regimes", trajectory, data=rows)
     common.publish_in_docs("fedvls_terms", measured)
@@ -209,8 +155,7 @@ def main() -> None:
         [
             "# FedNTD and FedVLS beside FedAvg under two local optimisers, and FedVLS's loss terms",
             "",
-            f"digits, pathological partition, 20 clients, 5 local epochs, Bernoulli dropout "
-            f"p = 0.5; test accuracy; seeds 0-{args.seeds - 1}. Machine: {common.machine()}.",
+            f"{SETUP_TEXT}; test accuracy; seeds 0-{args.seeds - 1}. Machine: {common.machine()}.",
             "",
             *trajectory,
             "",

@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/accuracy/run.sh [rebafl|astraea|fedconcat|grpfed|stateful|normalization
 #                                    |stability|grpfed_sensitivity|temperature|curvature
-#                                    |distillation ...]
+#                                    |distillation|regularisers ...]
 #
 # With no argument all of them run one after the other (more than a day on 2 CPU cores);
 # two calls with different tables can run side by side.
@@ -81,12 +81,16 @@ curvature() {
 distillation() {
   "$PY" benchmarks/accuracy/distillation_regimes.py
 }
+# FedUV, FedRCL and FedLWS (three β) beside FedAvg without and with momentum.
+regularisers() {
+  "$PY" benchmarks/accuracy/regulariser_regimes.py
+}
 
 report() { :; }  # "run.sh report": only rebuild the report below
 
 tables=("$@")
 [ ${#tables[@]} -gt 0 ] || tables=(rebafl astraea fedconcat grpfed stateful normalization stability grpfed_sensitivity
-                                   temperature curvature distillation)
+                                   temperature curvature distillation regularisers)
 for table in "${tables[@]}"; do
   echo "== $table ($(date +%H:%M:%S))"
   "$table"

@@ -251,22 +251,26 @@ def stability(rows):
     return fig
 
 
-@drawn_from("distillation_regimes")
-def distillation_regimes(rows):
+@drawn_from("distillation_regimes", "regulariser_regimes")
+def optimiser_regimes(rows):
     """One panel per local optimiser: each method's test accuracy against the round, the
-    mean over seeds. Rows of benchmarks/accuracy/distillation_regimes.py."""
+    mean over seeds; FedAvg in black. Rows of benchmarks/accuracy/distillation_regimes.py
+    and regulariser_regimes.py."""
     regimes = list(dict.fromkeys(r["regime"] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
     fig, axes = canvas(1, len(regimes), figsize=(5 * len(regimes), 3.8), sharey=True, squeeze=False)
-    styles = {"fedavg": "k-", "fedntd": "C0-", "fedvls": "C3-", "bsm_fedavg": "C2:"}
+    others = iter(f"C{i}" for i in range(10))
+    colours = {m: "k" if m == "fedavg" else next(others) for m in methods}
     for ax, regime in zip(axes[0], regimes):
-        for method, style in styles.items():
+        for method in methods:
             chosen = [r for r in rows if r["regime"] == regime and r["method"] == method]
             rounds = sorted({int(r["round"]) for r in chosen})
             mean = [
                 np.mean([float(r["accuracy"]) for r in chosen if int(r["round"]) == x])
                 for x in rounds
             ]
-            ax.plot(rounds, mean, style, lw=1.4, label=method)
+            style = ":" if method == "bsm_fedavg" else "-"
+            ax.plot(rounds, mean, style, color=colours[method], lw=1.4, label=method)
         ax.set(xlabel="round", title=f"local SGD at lr 0.01, {regime}")
         ax.grid(alpha=0.3)
     axes[0][0].set(ylabel="test accuracy (mean over seeds)")
