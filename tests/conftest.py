@@ -21,6 +21,16 @@ REPO = Path(__file__).resolve().parents[1]
 MARKER = "FEDIMB_TEST_MARKER"
 
 
+def pytest_collection_finish(session):
+    """Modules that import dp-accounting load absl's logging while pytest captures stderr:
+    its handler would close pytest's capture file at the next Hydra job of a test whose
+    stderr is another stream (fedimb.core.absl_handler), failing every later test of the
+    worker."""
+    from fedimb.core.absl_handler import keep_absl_on_process_stderr
+
+    keep_absl_on_process_stderr()
+
+
 def marked_processes(marker: str) -> list[psutil.Process]:
     """Live processes whose environment carries ``marker`` (started by one test)."""
     found = []

@@ -4,6 +4,7 @@ reads the test set (digits, three clients, two rounds, no dropout)."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from fedimb.app.nodes import client_app
 from fedimb.cli.tune.files import run_command
 from fedimb.cli.tune.trial import RECORD
 from fedimb.cli.tune.tuning import tune_methods
+from fedimb.core.absl_handler import keep_absl_on_process_stderr
 from fedimb.core.data import datasets
 from fedimb.core.process_cache import ProcessCache
 from tests.conftest import run_fedimb
@@ -57,6 +59,17 @@ def test_tuning_two_methods_writes_experiment_files_that_run(tmp_path):
     assert ran["method"] == "fedprox" and ran["seed"] == 0 and ran["completed"]
     assert ran["validation_fraction"] == 0.1 and ran["final_accuracy"] is not None
     assert f"lr: {best['train.lr']}" in config and f"mu: {best['method.client.mu']}" in config
+
+
+def test_a_sweep_never_closes_the_stream_absl_logged_to(tmp_path):
+    absl_logging = pytest.importorskip("absl.logging")  # dp-accounting's (the dev extra)
+    notebook = io.StringIO()  # absl imported where stderr was another stream (a notebook's)
+    absl_logging.get_absl_handler().python_handler.stream = notebook
+    try:
+        tune_methods(["fedavg"], SMALL, 1, tmp_path)  # Hydra reconfigures logging
+    finally:
+        keep_absl_on_process_stderr()
+    assert not notebook.closed
 
 
 def test_a_rerun_with_more_trials_replays_the_recorded_ones(tmp_path):

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from typing import Any
 
 from omegaconf import DictConfig
 
+from fedimb.core.absl_handler import keep_absl_on_process_stderr
 from fedimb.core.errors import ConfigError
 
 #: the (sampling, relation) of every account fedimb keeps (Flower's names)
@@ -42,17 +42,13 @@ def privacy_modules() -> Any:
     """Flower's accounting types; a one-line error where the ``dp`` extra is missing."""
     try:
         import dp_accounting  # noqa: F401  (Flower imports it only when an account starts)
-        from absl import logging as absl_logging
         from flwr.supercore import privacy_accounting
     except ImportError as err:
         raise ConfigError(
             "privacy=dp_* keeps an (ε, δ) account with Flower's accountant, which needs the "
             "dp extra (dp-accounting): make install EXTRAS=dev,dp"
         ) from err
-    # dp-accounting brings absl, whose log handler keeps the sys.stderr of its import and
-    # closes it when logging is reconfigured (each Hydra job): where that was a redirected
-    # stream (runtime=in_process, a test's capture), a later job would write to a closed file
-    absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
+    keep_absl_on_process_stderr()  # dp-accounting has loaded absl's logging
     return privacy_accounting
 
 

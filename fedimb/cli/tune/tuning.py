@@ -25,6 +25,7 @@ from fedimb.app.configuration.search_space import search_space
 from fedimb.cli.tune import files as tune_files
 from fedimb.cli.tune.divergence import Divergence, seeds_text, tuning_objective, tuning_seeds
 from fedimb.cli.tune.trial import read_records
+from fedimb.core.absl_handler import keep_absl_on_process_stderr
 from fedimb.core.errors import ConfigError, is_int, is_number, require
 
 #: what every trial runs with besides the search (the seed and the validation share
@@ -223,6 +224,7 @@ def run_hydra_sweep(argv: list[str], log: Path) -> str | None:
         stack.enter_context(contextlib.redirect_stderr(lines))  # type: ignore[type-var]
         GlobalHydra.instance().clear()
         sys.argv = ["fedimb", *argv]
+        keep_absl_on_process_stderr()  # Hydra is about to reconfigure logging
         try:
             experiment()
         except SystemExit as stop:
@@ -233,6 +235,7 @@ def run_hydra_sweep(argv: list[str], log: Path) -> str | None:
             sys.argv = saved
             GlobalHydra.instance().clear()
             _drop_log_handlers(lines)
+            keep_absl_on_process_stderr()  # not on this sweep's log, loaded during it
     return None
 
 
