@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from fedimb.app.configuration.compose import compose
-from fedimb.cli.launch.sweep_end import SweepEnd, sweep_end_lines
+from fedimb.cli.launch.sweep_end import SweepEnd, sweep_end_lines, sweep_runs
 from fedimb.cli.rundir.folder import RunRecorder
 from fedimb.cli.rundir.progress import eta_seconds, format_duration, launch_line
 from fedimb.core.events import format_event
@@ -178,6 +178,17 @@ def test_a_sweep_ends_with_its_folder_its_tally_and_the_report_command(tmp_path,
         f"[fedimb] sweep of 3 runs done (2 completed, 1 failed): {sweep}",
         f"[fedimb] compare them with: fedimb report {sweep}",
     ]
+
+
+def test_a_tuning_trial_counts_as_one_run_completed_where_its_seeds_runs_are(tmp_path):
+    sweep = fake_sweep(tmp_path, [False, False, False])
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    for job, seeds in zip(jobs, ([True, True], [True], [True, False])):
+        for seed, done in zip((100, 101), seeds):
+            (job / f"s{seed}").mkdir()
+            (job / f"s{seed}" / "summary.json").write_text(json.dumps({"completed": done}))
+    # both seeds; the first seed only (diverged, the second not run); one seed's run failed
+    assert sweep_runs(sweep) == (2, 1)
 
 
 def test_the_sweep_folder_is_absolute(tmp_path, monkeypatch):

@@ -18,12 +18,16 @@ from omegaconf import DictConfig
 def sweep_runs(sweep_dir: Path) -> tuple[int, int]:
     """(completed, failed) runs of a sweep: its job folders (each has Hydra's ``.hydra``)
     whose ``summary.json`` says completed, and the others (a missing or malformed
-    summary.json counts as failed; ``fedimb report`` says why)."""
+    summary.json counts as failed; ``fedimb report`` says why). A job that ran on several
+    seeds (a ``fedimb tune`` trial: one run per seed in ``s<seed>/``) completed where every
+    seed's run it holds did."""
     from fedimb.cli.rundir.reader import MalformedFile, read_summary
 
     def completed(job: Path) -> bool:
+        own = job / "summary.json"
+        summaries = [own] if own.is_file() else sorted(job.glob("s*/summary.json")) or [own]
         try:
-            return bool(read_summary(job / "summary.json").get("completed"))
+            return all(bool(read_summary(summary).get("completed")) for summary in summaries)
         except MalformedFile:
             return False
 
