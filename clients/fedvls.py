@@ -76,12 +76,19 @@ class FedVLSClient(PersonalEvaluation, ClassCountsClient):
         self.global_model = copy.deepcopy(self.model).eval().requires_grad_(False)
 
     def loss(self, x, y):
+        _, calibrated, suppression, distillation = self.terms(x, y)
+        return calibrated + suppression + distillation
+
+    def terms(self, x, y):
+        """The logits and the loss's three terms as they add up: L_cal, w·L_sup, λ·L_dis
+        (Algorithm 1, lines 14-17; one method so that a measurement reads what trains)."""
         logits = self.model(x)
         with torch.no_grad():
             global_logits = self.global_model(x)
         settings = self.settings
         return (
-            prior_calibrated_cross_entropy(logits, y, self.prior)
-            + settings.suppression_weight * logit_suppression_loss(logits, y, self.prior)
-            + settings.lam * masked_kl_divergence(logits, global_logits, self.vacant)
+            logits,
+            prior_calibrated_cross_entropy(logits, y, self.prior),
+            settings.suppression_weight * logit_suppression_loss(logits, y, self.prior),
+            settings.lam * masked_kl_divergence(logits, global_logits, self.vacant),
         )

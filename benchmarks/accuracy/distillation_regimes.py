@@ -32,11 +32,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from benchmarks.accuracy.regimes import REGIMES, SETUP, SETUP_TEXT, trajectories, trajectory_table
-from clients.fedvls import FedVLSClient, logit_suppression_loss, prior_calibrated_cross_entropy
+from benchmarks.accuracy import regimes
+from clients.fedvls import FedVLSClient
 from fedimb.app.runtimes.in_process import InProcessFederation
 from fedimb.core import protocol
-from fedimb.core.losses import masked_kl_divergence
 
 METHODS = {m: [f"method={m}"] for m in ("fedavg", "fedntd", "fedvls", "bsm_fedavg")}
 TERM_ROUNDS = (1, 5, 10, 20)
@@ -54,12 +53,7 @@ class MeasuredFedVLSClient(FedVLSClient):
         self.measured_round = int(config.get(protocol.SERVER_ROUND, 0))
 
     def loss(self, x, y):
-        logits = self.model(x)
-        with torch.no_grad():
-            global_logits = self.global_model(x)
-        cal = prior_calibrated_cross_entropy(logits, y, self.prior)
-        sup = self.settings.suppression_weight * logit_suppression_loss(logits, y, self.prior)
-        dis = self.settings.lam * masked_kl_divergence(logits, global_logits, self.vacant)
+        logits, cal, sup, dis = self.terms(x, y)
         if self.measured_round in TERM_ROUNDS:
             self._measure(logits, cal, sup, dis)
         return cal + sup + dis
@@ -84,8 +78,8 @@ def measure_terms(regime: str) -> list[dict]:
     MEASURED.clear()
     fed = InProcessFederation(
         [
-            *SETUP,
-            *REGIMES[regime],
+            *regimes.SETUP,
+            *regimes.REGIMES[regime],
             "method=fedvls",
             f"method.client._target_={__name__}.{MeasuredFedVLSClient.__name__}",
             "dropout=none",
@@ -134,37 +128,24 @@ def terms_table(rows: list[dict]) -> list[str]:
 
 
 def main() -> None:
-    parser = common.argument_parser(__doc__)
-    parser.add_argument(
-        "--out", type=Path, default=common.REPO / "results" / "distillation_regimes"
-    )
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--seeds", type=int, default=5)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
+    args = regimes.parse_arguments(__doc__, "distillation_regimes")
     print("trajectories", flush=True)
-    rows = trajectories(METHODS, args.rounds, args.seeds)
+    rows = regimes.trajectories(METHODS, args.rounds, args.seeds)
     print("terms", flush=True)
-    terms = [row for regime in REGIMES for row in measure_terms(regime)]
-    trajectory = trajectory_table(rows, list(METHODS), args.seeds)
+    terms = [row for regime in regimes.REGIMES for row in measure_terms(regime)]
+    trajectory = regimes.trajectory_table(rows, list(METHODS), args.seeds)
     measured = terms_table(terms)
     common.publish_in_docs("distillation_regimes", trajectory, data=rows)
     common.publish_in_docs("fedvls_terms", measured)
-    common.publish_table(
-        args.out / "table.md",
+    regimes.write_results_table(
+        args,
+        "distillation_regimes",
+        "FedNTD and FedVLS beside FedAvg under two local optimisers, and FedVLS's loss terms",
+        trajectory,
         [
-            "# FedNTD and FedVLS beside FedAvg under two local optimisers, and FedVLS's loss terms",
-            "",
-            f"{SETUP_TEXT}; test accuracy; seeds 0-{args.seeds - 1}. Machine: {common.machine()}.",
-            "",
-            *trajectory,
-            "",
             "FedVLS without dropout, seed 0: means over every client's steps in the round.",
             "",
             *measured,
-            "",
-            f"Command: `python benchmarks/accuracy/distillation_regimes.py --rounds "
-            f"{args.rounds} --seeds {args.seeds}`",
         ],
     )
 

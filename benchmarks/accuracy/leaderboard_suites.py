@@ -11,8 +11,8 @@ named; the mnist5k ones search the learning rate over log(0.01, 0.3), :data:`CNN
   tuned at that horizon: room for the stateful methods (SCAFFOLD's control variates,
   FedDyn's linear term) whose claims are about many rounds under partial participation.
   Only they, the other drift corrections and the reference run there
-  (:data:`LONG_HORIZON_METHODS`): the others are ranked on dir01, and the long horizon
-  for all of them would cost a fifth of the suite;
+  (:data:`LONG_HORIZON_METHODS`); the others claim nothing about the horizon, and three
+  times the rounds for each of them would buy no comparison dir01 lacks;
 - ``longtail``: mnist5k, exponential global long tail (ratio 10), split IID over clients;
 - ``synthetic``: Synthetic(1, 1), one device per client; multinomial logistic regression
   with its identity-initialised linear encoder (``model=mclr model.encoder=linear``), which

@@ -1,6 +1,6 @@
 """Methods beside FedAvg under two local optimisers, on a small set-up that runs in minutes:
-the trajectories and the table that :mod:`distillation_regimes` and
-:mod:`regulariser_regimes` share.
+the trajectories, their table, the arguments and the results table that
+:mod:`distillation_regimes` and :mod:`regulariser_regimes` share.
 
 The set-up: digits, the default pathological partition (2 classes per client), 20
 clients, 5 local epochs and Bernoulli dropout p = 0.5, in process; the regimes
@@ -11,9 +11,12 @@ drift further from the global one.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+import torch
 
 from benchmarks import common
 from fedimb.app.runtimes.in_process import InProcessFederation
@@ -82,3 +85,38 @@ def trajectory_table(
                 f"| {common.paired(over_rounds(regime, method), over_rounds(regime, reference))} |"
             )
     return lines
+
+
+def parse_arguments(doc: str, name: str) -> argparse.Namespace:
+    """``--out``, ``--rounds`` and ``--seeds`` of the regime script ``name``; one torch
+    thread, as the runs of a benchmark take a core each."""
+    parser = common.argument_parser(doc)
+    parser.add_argument("--out", type=Path, default=common.REPO / "results" / name)
+    parser.add_argument("--rounds", type=int, default=CHECKPOINTS[-1])
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    return args
+
+
+def write_results_table(
+    args: argparse.Namespace, name: str, title: str, trajectory: list[str], measured: list[str]
+) -> None:
+    """``<out>/table.md``: the set-up, the trajectory table, the measured table (a caption
+    line, then the table) and the command of the script ``name`` that wrote them."""
+    seeds = f"seeds 0-{args.seeds - 1}"
+    command = f"python benchmarks/accuracy/{name}.py --rounds {args.rounds} --seeds {args.seeds}"
+    common.publish_table(
+        args.out / "table.md",
+        [
+            f"# {title}",
+            "",
+            f"{SETUP_TEXT}; test accuracy; {seeds}. Machine: {common.machine()}.",
+            "",
+            *trajectory,
+            "",
+            *measured,
+            "",
+            f"Command: `{command}`",
+        ],
+    )

@@ -22,12 +22,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
-from benchmarks.accuracy.regimes import REGIMES, SETUP_TEXT, trajectories, trajectory_table
+from benchmarks.accuracy import regimes
 
 #: the shrinking's β: the authors' default, and where τ_l leaves min_tau and reaches max_tau
 BETAS = (0.03, 0.3, 3.0)
@@ -59,7 +58,7 @@ def factors_table(rows: list[dict]) -> list[str]:
         "| classifier's Π γ over the run |",
         "|---|---|---|---|---|---|",
     ]
-    for regime in REGIMES:
+    for regime in regimes.REGIMES:
         for beta in BETAS:
             name = f"fedlws β={beta:g}"
             mine = [r for r in rows if (r["regime"], r["method"]) == (regime, name)]
@@ -77,34 +76,19 @@ def factors_table(rows: list[dict]) -> list[str]:
 
 
 def main() -> None:
-    parser = common.argument_parser(__doc__)
-    parser.add_argument("--out", type=Path, default=common.REPO / "results" / "regulariser_regimes")
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--seeds", type=int, default=5)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    rows = trajectories(VARIANTS, args.rounds, args.seeds, extra=shrink_factors)
-    trajectory = trajectory_table(rows, list(VARIANTS), args.seeds)
-    factors = factors_table(rows)
+    args = regimes.parse_arguments(__doc__, "regulariser_regimes")
+    rows = regimes.trajectories(VARIANTS, args.rounds, args.seeds, extra=shrink_factors)
     points = [{k: v for k, v in r.items() if k not in ("taus", "gammas")} for r in rows]
+    trajectory = regimes.trajectory_table(rows, list(VARIANTS), args.seeds)
+    factors = factors_table(rows)
     common.publish_in_docs("regulariser_regimes", trajectory, data=points)
     common.publish_in_docs("fedlws_factors", factors)
-    common.publish_table(
-        args.out / "table.md",
-        [
-            "# FedUV, FedRCL and FedLWS beside FedAvg under two local optimisers",
-            "",
-            f"{SETUP_TEXT}; test accuracy; seeds 0-{args.seeds - 1}. Machine: {common.machine()}.",
-            "",
-            *trajectory,
-            "",
-            "FedLWS's factors over every round and seed of its runs above.",
-            "",
-            *factors,
-            "",
-            f"Command: `python benchmarks/accuracy/regulariser_regimes.py --rounds "
-            f"{args.rounds} --seeds {args.seeds}`",
-        ],
+    regimes.write_results_table(
+        args,
+        "regulariser_regimes",
+        "FedUV, FedRCL and FedLWS beside FedAvg under two local optimisers",
+        trajectory,
+        ["FedLWS's factors over every round and seed of its runs above.", "", *factors],
     )
 
 
