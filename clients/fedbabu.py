@@ -1,10 +1,14 @@
 """FedBABU client (Oh et al., ICLR 2022).
 
 Training: only the body (encoder) is updated; the head keeps its random initialisation
-for the whole federation. Evaluation: the received model's head is fine-tuned on the
-client's local data for ``finetune_epochs`` (the personalisation step of the paper),
-then the fine-tuned model is tested on the global balanced test set. Where the round
-also tests locally (``local_eval``), the received model is first tested on the
+for the whole federation. Evaluation: the received model is fine-tuned on the client's
+local data for ``finetune_epochs`` (the personalisation step of the paper), then the
+fine-tuned model is tested on the global balanced test set. What is fine-tuned is the
+strategy's ``finetune_part``: ``full``, body and head by one SGD at the run's learning
+rate, as the authors' personalisation does (jhoon-oh/FedBABU, ``analysis.ipynb``: one
+optimiser over the body's and the head's parameters, 5 epochs), or ``head``, the head
+alone on the frozen body's features (the abstract's "the head is fine-tuned"). Where the
+round also tests locally (``local_eval``), the received model is first tested on the
 client's local test set, and the fine-tuned one after it (its personal model). The
 fine-tuned model is also scored on the client's own validation share, where it has one;
 with ``read_test`` false (tuning) on that share alone.
@@ -12,21 +16,27 @@ with ``read_test`` false (tuning) on that share alone.
 
 from __future__ import annotations
 
+import torch
+
 from clients.base import BaseClient
 from fedimb.core import protocol
-from fedimb.core.training import TrainConfig, evaluate_model, train_head
+from fedimb.core.training import TrainConfig, evaluate_model, train_cross_entropy, train_head
 
-#: the instruction to fine-tune the head for this many epochs before the test
+#: the instruction to fine-tune for this many epochs before the test
 FINETUNE_EPOCHS = "finetune_epochs"
+#: the instruction saying what the fine-tuning trains: one of FINETUNE_PARTS
+FINETUNE_PART = "finetune_part"
+#: the whole model (body and head), or the head alone
+FINETUNE_PARTS = FULL, HEAD = "full", "head"
 #: the fine-tuned model's scores on the global test set
 FINETUNED_ACCURACY, FINETUNED_MACRO_F1 = "finetuned_accuracy", "finetuned_macro_f1"
 
 
 class FedBABUClient(BaseClient):
-    """Body-only local training; head fine-tuning when asked to evaluate."""
+    """Body-only local training; fine-tuning when asked to evaluate."""
 
     trains_encoder_alone = True  # needs an encoder with parameters (not mclr's identity)
-    instruction_keys = (FINETUNE_EPOCHS,)
+    instruction_keys = (FINETUNE_EPOCHS, FINETUNE_PART)
     personal_evaluation = True  # its fine-tuned model, scored by its own evaluation
 
     def trainable_parameters(self):
@@ -42,7 +52,13 @@ class FedBABUClient(BaseClient):
         self.set_parameters(parameters)
         hp = TrainConfig.from_mapping({**config, "local_epochs": int(config[FINETUNE_EPOCHS])})
         x, y = self.data.x[self.data.indices], self.data.y[self.data.indices]
-        train_head(self.model, x, y, hp, self.generator(config), self.device)
+        if config[FINETUNE_PART] == HEAD:
+            train_head(self.model, x, y, hp, self.generator(config), self.device)
+        else:
+            indices = torch.arange(len(y))
+            train_cross_entropy(
+                self.model, x, y, indices, hp, self.generator(config), device=self.device
+            )
         validation = self.data.local_validation()
         if validation is not None:
             x_val, y_val = (t.to(self.device) for t in validation)

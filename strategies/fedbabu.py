@@ -1,7 +1,8 @@
 """FedBABU server (Oh et al., ICLR 2022): FedAvg of the bodies (the heads sent back are
 the untouched random head, so averaging keeps it fixed). Every ``finetune_every``
-rounds and after the last, all connected clients fine-tune the head on their local
-data and test the result on the global test set; the mean is logged as
+rounds and after the last, all connected clients fine-tune their model (``finetune_part``:
+the whole of it, or the head alone) on their local data and test the result on the global
+test set; the mean is logged as
 ``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy
 (not with ``evaluation.test=false``: the test set stays unread, and the global model's
 validation score is the method's). Where the clients hold validation shares of their own
@@ -18,22 +19,29 @@ import dataclasses
 
 from flwr.common import EvaluateIns
 
-from clients.fedbabu import FINETUNE_EPOCHS, FINETUNED_ACCURACY, FINETUNED_MACRO_F1
+from clients.fedbabu import (
+    FINETUNE_EPOCHS,
+    FINETUNE_PART,
+    FINETUNE_PARTS,
+    FINETUNED_ACCURACY,
+    FINETUNED_MACRO_F1,
+)
 from fedimb.core import payload, protocol
-from fedimb.core.errors import at_least
+from fedimb.core.errors import at_least, one_of
 from fedimb.core.settings import setting
 from strategies.base import BaseStrategy
 
 
 class FedBABUStrategy(BaseStrategy):
-    """FedAvg with head fine-tuning at evaluation."""
+    """FedAvg of the bodies, with fine-tuning at evaluation."""
 
-    personal_evaluation = True  # the fine-tuned heads, scored by its own evaluation
+    personal_evaluation = True  # the fine-tuned models, scored by its own evaluation
 
     @dataclasses.dataclass(frozen=True)
     class Settings:
         finetune_epochs: int = setting(at_least(1, integer=True))
         finetune_every: int = setting(at_least(1, integer=True))
+        finetune_part: str = setting(one_of(*FINETUNE_PARTS))
 
     def __init__(self, *, run):
         super().__init__(run=run)
@@ -43,7 +51,7 @@ class FedBABUStrategy(BaseStrategy):
 
     def configure_evaluate(self, server_round, parameters, client_manager):
         last = int(self.run.cfg.num_rounds)
-        # the fine-tuned heads are tested on the test set: not where it must stay unread
+        # the fine-tuned models are tested on the test set: not where it must stay unread
         # (tuning), where they are scored on the clients' validation shares, if any (else
         # the global model's validation score is the method's)
         finetunes = not (server_round % self.finetune_every and server_round != last)
@@ -58,6 +66,7 @@ class FedBABUStrategy(BaseStrategy):
         config = {
             **self.fit_config(server_round),
             FINETUNE_EPOCHS: self.finetune_epochs,
+            FINETUNE_PART: self.settings.finetune_part,
             protocol.READ_TEST: reads_test,
         }
         if reads_test and self.local_evaluation_due(server_round, parameters):

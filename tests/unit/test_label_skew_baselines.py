@@ -1,5 +1,6 @@
 """Wiring of the label-skew baselines: each client's loss uses its own label counts and
-the hyperparameter from the fit instruction; FedBABU keeps its head fixed."""
+the hyperparameter from the fit instruction; FedBABU keeps its head fixed and fine-tunes
+the part it is told."""
 
 from __future__ import annotations
 
@@ -100,13 +101,14 @@ def test_fedbabu_never_changes_the_head():
     )
 
 
-def test_fedbabu_finetuning_changes_only_the_head():
+@pytest.mark.parametrize("part, trained", [("full", {"encoder", "head"}), ("head", {"head"})])
+def test_fedbabu_finetuning_trains_the_part_it_is_told(part, trained):
     fed = InProcessFederation(
         ["method=fedbabu", "num_clients=3", "train.local_epochs=1", "dropout=none"]
     )
     client = fed.client(fed.nodes[0])
     start = parameters_to_ndarrays(fed.parameters)
-    config = {**fed.strategy.fit_config(1), "finetune_epochs": 2}
+    config = {**fed.strategy.fit_config(1), "finetune_epochs": 2, "finetune_part": part}
     _, _, metrics = client.evaluate(start, config)
     tuned = client.get_parameters({})
     names = list(client.model.state_dict())
@@ -115,5 +117,5 @@ def test_fedbabu_finetuning_changes_only_the_head():
         for i, (a, b) in enumerate(zip(start, tuned))
         if not np.array_equal(a, b)
     }
-    assert changed == {"head"}
+    assert changed == trained
     assert set(metrics) == {"finetuned_accuracy", "finetuned_macro_f1"}

@@ -185,7 +185,7 @@ def test_an_ensemble_method_has_no_validation_score():
 
 
 def test_fedbabu_without_the_test_set_skips_its_fine_tuned_test_and_is_validated():
-    """FedBABU's clients test their fine-tuned heads on the test set: a tuning run skips that
+    """FedBABU's clients test their fine-tuned models on the test set: a tuning run skips that
     test and validates the global model instead; with the test set read, it still runs."""
     settings = [
         *DIGITS,
