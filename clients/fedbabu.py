@@ -4,10 +4,10 @@ Training: only the body (encoder) is updated; the head keeps its random initiali
 for the whole federation. Evaluation: the received model is fine-tuned on the client's
 local data for ``finetune_epochs`` (the personalisation step of the paper), then the
 fine-tuned model is tested on the global balanced test set. What is fine-tuned is the
-strategy's ``finetune_part``: ``full``, body and head by one SGD at the run's learning
-rate, as the authors' personalisation does (jhoon-oh/FedBABU, ``analysis.ipynb``: one
-optimiser over the body's and the head's parameters, 5 epochs), or ``head``, the head
-alone on the frozen body's features (the abstract's "the head is fine-tuned"). Where the
+strategy's ``finetune_part``: ``head``, the head alone on the frozen body's features (the
+abstract's "the head is fine-tuned"), or ``full``, body and head by one SGD at the run's
+learning rate (the authors' personalisation, jhoon-oh/FedBABU ``analysis.ipynb``, runs
+one optimiser over both, at its own rate of 1e-3 with momentum 0.9). Where the
 round also tests locally (``local_eval``), the received model is first tested on the
 client's local test set, and the fine-tuned one after it (its personal model). The
 fine-tuned model is also scored on the client's own validation share, where it has one;
@@ -26,8 +26,8 @@ from fedimb.core.training import TrainConfig, evaluate_model, train_cross_entrop
 FINETUNE_EPOCHS = "finetune_epochs"
 #: the instruction saying what the fine-tuning trains: one of FINETUNE_PARTS
 FINETUNE_PART = "finetune_part"
-#: the whole model (body and head), or the head alone
-FINETUNE_PARTS = FULL, HEAD = "full", "head"
+#: the head alone, or the whole model (body and head)
+FINETUNE_PARTS = HEAD, FULL = "head", "full"
 #: the fine-tuned model's scores on the global test set
 FINETUNED_ACCURACY, FINETUNED_MACRO_F1 = "finetuned_accuracy", "finetuned_macro_f1"
 

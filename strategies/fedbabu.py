@@ -1,7 +1,7 @@
 """FedBABU server (Oh et al., ICLR 2022): FedAvg of the bodies (the heads sent back are
 the untouched random head, so averaging keeps it fixed). Every ``finetune_every``
 rounds and after the last, all connected clients fine-tune their model (``finetune_part``:
-the whole of it, or the head alone) on their local data and test the result on the global
+the head alone, or the whole of it) on their local data and test the result on the global
 test set; the mean is logged as
 ``finetuned_accuracy`` / ``finetuned_macro_f1`` next to the global model's accuracy
 (not with ``evaluation.test=false``: the test set stays unread, and the global model's
