@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/accuracy/run.sh [rebafl|astraea|fedconcat|grpfed|stateful|normalization
 #                                    |stability|grpfed_sensitivity|temperature|curvature
-#                                    |distillation|regularisers ...]
+#                                    |distillation|regularisers|fedloge_personal ...]
 #
 # With no argument all of them run one after the other (more than a day on 2 CPU cores);
 # two calls with different tables can run side by side.
@@ -86,11 +86,17 @@ regularisers() {
   "$PY" benchmarks/accuracy/regulariser_regimes.py
 }
 
+# FedLoGe's personal model part by part beside FedAvg + FT, on the personalised
+# leaderboard's set-up at its tuned rates (read from the leaderboard's record).
+fedloge_personal() {
+  "$PY" benchmarks/accuracy/fedloge_personal.py
+}
+
 report() { :; }  # "run.sh report": only rebuild the report below
 
 tables=("$@")
 [ ${#tables[@]} -gt 0 ] || tables=(rebafl astraea fedconcat grpfed stateful normalization stability grpfed_sensitivity
-                                   temperature curvature distillation regularisers)
+                                   temperature curvature distillation regularisers fedloge_personal)
 for table in "${tables[@]}"; do
   echo "== $table ($(date +%H:%M:%S))"
   "$table"
