@@ -3,8 +3,8 @@ each part of the personal model scored apart, on the same clients (docs/methods.
 
 The set-up is the leaderboard's ``dir01_personal`` (mnist5k, Dirichlet α = 0.1, 20
 clients, 2 local epochs, 20 rounds, each client's own test split and validation share),
-at the learning rates its tuning chose (read from the leaderboard's record): FedLoGe at
-its own and at FedAvg + FT's, FedAvg + FT at its own; seeds 0 to ``--seeds`` − 1. At the
+each method as its tuning there chose it (its tuned experiment in the leaderboard's
+record), FedLoGe also at FedAvg + FT's learning rate; seeds 0 to ``--seeds`` − 1. At the
 last round every client scores on its own test split, classes absent from its training
 data masked where a row says so (as LA-FR masks them):
 
@@ -25,7 +25,6 @@ interval. Writes ``<out>/table.md`` and ``docs/tables/fedloge_personal.md``.
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from pathlib import Path
 
@@ -36,40 +35,40 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import common
+from benchmarks.accuracy import leaderboard_record
 from clients.fedavg_ft import FedAvgFTClient
 from clients.fedloge import MASKED_LOGIT, FedLoGeClient
 from fedimb.app.runtimes.in_process import InProcessFederation
+from fedimb.cli.results.run_records import flatten_config
 from fedimb.core import protocol
 
-RECORD = common.REPO / "benchmarks" / "results" / "leaderboard" / "dir01_personal.jsonl"
-SETUP = [
-    "dataset=mnist5k",
-    "partition=dirichlet",
-    "partition.alpha=0.1",
-    "num_clients=20",
-    "train.local_epochs=2",
-    "num_rounds=20",
-    "dropout=none",
-    "runtime=in_process",
-    "evaluation.personal=true",
-    "evaluation.local_test_fraction=0.2",
-    "evaluation.local_validation_fraction=0.15",
-    "evaluation.every=2",
-    "validation.fraction=0.1",
-]
+SETUP = "dir01_personal"  # the personalised leaderboard's set-up (leaderboard_suites)
 
 #: one dict per client and evaluation round of the measured clients
 MEASURED: list[dict] = []
 
 
-def tuned_rate(method: str) -> float:
-    """The learning rate the leaderboard's tuning chose for ``method`` on dir01_personal."""
-    for line in RECORD.read_text().splitlines():
-        step = json.loads(line)
-        if step.get("step") == "tune" and step.get("method") == method:
-            experiment = step["files"][f"conf/experiment/{method}_tuned.yaml"]
-            return float(yaml.safe_load(experiment)["train"]["lr"])
-    raise SystemExit(f"the leaderboard's record has no tuning of {method} on dir01_personal")
+def tuned_experiment(method: str) -> list[str]:
+    """The leaderboard's tuned experiment of ``method`` on :data:`SETUP`, from its record, as
+    overrides: the groups its defaults list chooses and every value it sets (the set-up's
+    settings, the tuned ones), less Hydra's."""
+    for step in leaderboard_record.read_steps(leaderboard_record.RECORD, SETUP):
+        if step["step"] == "tune" and step["method"] == method:
+            experiment = yaml.safe_load(step["files"][f"conf/experiment/{method}_tuned.yaml"])
+            groups = [
+                f"{key.removeprefix('override /')}={value}"
+                for entry in experiment.pop("defaults")
+                if isinstance(entry, dict)
+                for key, value in entry.items()
+            ]
+            experiment.pop("hydra", None)
+            values = [f"{key}={value}" for key, value in flatten_config(experiment).items()]
+            return [*groups, *(v for v in values if not v.startswith("tune."))]
+    raise SystemExit(f"the leaderboard's record has no tuning of {method} on {SETUP}")
+
+
+def rate(overrides: list[str]) -> float:
+    return float(next(o for o in overrides if o.startswith("train.lr=")).partition("=")[2])
 
 
 class _Scores:
@@ -137,18 +136,11 @@ class MeasuredFedAvgFTClient(FedAvgFTClient):
         return personal
 
 
-def run(method: str, client: type, lr: float, seed: int, extra: list[str]) -> dict[str, float]:
+def run(overrides: list[str], client: type, seed: int) -> dict[str, float]:
     """One run; the last round's scores, each the mean over clients."""
     MEASURED.clear()
     fed = InProcessFederation(
-        [
-            *SETUP,
-            f"method={method}",
-            f"method.client._target_={__name__}.{client.__name__}",
-            f"train.lr={lr}",
-            f"seed={seed}",
-            *extra,
-        ]
+        [*overrides, f"method.client._target_={__name__}.{client.__name__}", f"seed={seed}"]
     )
     rounds = int(fed.cfg.num_rounds)
     for r in range(1, rounds + 1):
@@ -181,20 +173,20 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    fedloge, fedavg_ft = tuned_rate("fedloge"), tuned_rate("fedavg_ft")
+    fedloge, fedavg_ft = tuned_experiment("fedloge"), tuned_experiment("fedavg_ft")
     unit_columns = ["method.strategy.sse_lr=0.01", "method.strategy.sse_norm=1.0"]
     plan = [
-        ("fedloge", MeasuredFedLoGeClient, fedloge, []),
-        ("fedloge", MeasuredFedLoGeClient, fedavg_ft, []),
-        ("fedloge, unit SSE-C columns", MeasuredFedLoGeClient, fedloge, unit_columns),
-        ("fedavg_ft", MeasuredFedAvgFTClient, fedavg_ft, []),
+        ("fedloge", MeasuredFedLoGeClient, fedloge),
+        ("fedloge", MeasuredFedLoGeClient, [*fedloge, f"train.lr={rate(fedavg_ft)}"]),
+        ("fedloge, unit SSE-C columns", MeasuredFedLoGeClient, [*fedloge, *unit_columns]),
+        ("fedavg_ft", MeasuredFedAvgFTClient, fedavg_ft),
     ]
     results: dict[tuple[str, float], list[dict[str, float]]] = {}
-    for label, client, lr, extra in plan:
-        method = label.split(",")[0]
+    for label, client, overrides in plan:
+        lr = rate(overrides[::-1])  # the last train.lr given
         for seed in range(args.seeds):
             print(f"{label} lr {lr:.3f} seed {seed}", flush=True)
-            results.setdefault((label, lr), []).append(run(method, client, lr, seed, extra))
+            results.setdefault((label, lr), []).append(run(overrides, client, seed))
     lines = table(results)
     common.publish_in_docs("fedloge_personal", lines)
     common.publish_table(
